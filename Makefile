@@ -1,0 +1,37 @@
+# The two set-up commands of the README: `make demo` and `make test`. Everything they need is installed here.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit e2e k8s-binaries clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/gpuscale fit --cluster examples/seed-pools/cluster.yaml --pools examples/seed-pools/pools.yaml
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+k8s-binaries:
+	bash scripts/k8s-binaries.sh
+
+unit: $(STAMP)
+	$(BIN)/pytest -m 'not e2e'
+
+e2e: $(STAMP) k8s-binaries
+	GPUSCALE_K8S_BIN=$$(bash scripts/k8s-binaries.sh | tail -1) $(BIN)/pytest -m e2e
+
+test: $(STAMP) lint typecheck k8s-binaries
+	GPUSCALE_K8S_BIN=$$(bash scripts/k8s-binaries.sh | tail -1) $(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

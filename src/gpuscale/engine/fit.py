@@ -1,0 +1,161 @@
+"""Where each pending pod fits now, and why not elsewhere — the logic behind `gpuscale fit`.
+
+Pods are grouped into equivalence classes (same requests, same constraints; same labels too when inter-pod affinity
+is in play), and each class is checked against every node once:
+- the node-only filters (cordon, name, taints, labels) are evaluated once per *node group* — nodes that differ only in
+  their hostname — unless the class's constraints name individual nodes;
+- NodeResourcesFit is one vectorised comparison of the class's request vector against a (nodes × resources) matrix
+  of free capacity;
+- InterPodAffinity runs per node only for the nodes that passed everything else.
+Cost: O(classes × (node groups + nodes × requested resources)) instead of O(pods × nodes × filters).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscale.engine.scheduling import (
+    FitCode,
+    FitFailure,
+    Topology,
+    resource_failures,
+    static_failures,
+    summarize,
+    unsupported_failures,
+)
+from gpuscale.model.cluster import Cluster
+from gpuscale.model.node import HOSTNAME_LABEL, Node
+from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import PODS, Resources
+
+POOL_FITS = "fits"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodFit:
+    """The fit of one pending pod: the nodes that take it now, else the reasons per node, and each pool's verdict."""
+
+    pod: Pod
+    fits: tuple[str, ...]
+    reasons: Mapping[str, int]
+    message: str
+    pools: Mapping[str, str]
+
+
+def _names_nodes_individually(constraints: SchedulingConstraints) -> bool:
+    if constraints.node_name is not None:
+        return True
+    terms = constraints.affinity.required_terms or ()
+    if any(t.match_fields for t in terms):
+        return True
+    keys = {k for k, _ in constraints.affinity.node_selector}
+    keys.update(r.key for t in terms for r in t.match_expressions)
+    return HOSTNAME_LABEL in keys
+
+
+def _group_key(node: Node) -> tuple[object, ...]:
+    labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL))
+    return labels, node.taints, node.unschedulable
+
+
+class _Capacity:
+    """Free capacity of every node as an int64 matrix over the resource names that matter to this snapshot."""
+
+    def __init__(self, nodes: Sequence[Node], cluster: Cluster, names: Sequence[str]) -> None:
+        self.names = list(names)
+        self.column = {n: i for i, n in enumerate(self.names)}
+        used = cluster.requested_by_node()
+        counts = Counter(p.node_name for p in cluster.pods if p.consumes_capacity())
+        self.free = np.array(
+            [[(n.allocatable.get(r) - used.get(n.name, Resources()).get(r)) for r in self.names] for n in nodes],
+            dtype=np.int64,
+        ).reshape(len(nodes), len(self.names))
+        self.free_pods = np.array([n.allocatable.get(PODS) - counts.get(n.name, 0) for n in nodes], dtype=np.int64)
+
+
+def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFit, ...]:
+    """For every pending pod (unbound, not finished), in input order: where it fits now, or why it does not."""
+    pending = cluster.pending_pods()
+    nodes = cluster.nodes
+    names = sorted({r for p in pending for r in p.requests.names()})
+    capacity = _Capacity(nodes, cluster, names)
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, node in enumerate(nodes):
+        groups.setdefault(_group_key(node), []).append(i)
+    with_affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
+    topology = Topology(nodes, (p for p in cluster.pods if p.consumes_capacity())) if with_affinity else None
+    by_class: dict[tuple[object, ...], PodFit] = {}
+    results = []
+    for pod in pending:
+        key: tuple[object, ...] = (pod.requests, pod.constraints)
+        if topology is not None:
+            key = (*key, pod.namespace, tuple(sorted(pod.labels.items())))
+        known = by_class.get(key)
+        if known is None:
+            known = by_class[key] = _explain_class(pod, nodes, groups, capacity, topology, pools)
+        results.append(PodFit(pod=pod, fits=known.fits, reasons=known.reasons, message=known.message,
+                              pools=known.pools))
+    return tuple(results)
+
+
+def _explain_class(pod: Pod, nodes: Sequence[Node], groups: Mapping[tuple[object, ...], list[int]],
+                   capacity: _Capacity, topology: Topology | None, pools: Sequence[NodePool]) -> PodFit:
+    static_ok = np.zeros(len(nodes), dtype=bool)
+    reasons: Counter[str] = Counter()
+    per_node = _names_nodes_individually(pod.constraints)
+    for members in groups.values():
+        if per_node:
+            for i in members:
+                failures = static_failures(pod.constraints, nodes[i])
+                if failures:
+                    reasons.update(f.message for f in failures)
+                else:
+                    static_ok[i] = True
+            continue
+        failures = static_failures(pod.constraints, nodes[members[0]])
+        if failures:
+            for f in failures:
+                reasons[f.message] += len(members)
+        else:
+            static_ok[members] = True
+    request = np.array([pod.requests.get(r) for r in capacity.names], dtype=np.int64)
+    columns = np.flatnonzero(request > 0)
+    short = capacity.free[:, columns] < request[columns]
+    too_many = capacity.free_pods < 1
+    candidates = static_ok & ~short.any(axis=1) & ~too_many
+    if too_many.any():
+        reasons[FitFailure(FitCode.TOO_MANY_PODS).message] += int((static_ok & too_many).sum())
+    for j, column in enumerate(columns.tolist()):
+        short_here = int((static_ok & short[:, j]).sum())
+        if short_here:
+            reasons[FitFailure(FitCode.INSUFFICIENT, capacity.names[column]).message] += short_here
+    fits = []
+    unsupported = unsupported_failures(pod.constraints)
+    for index in np.flatnonzero(candidates).tolist():
+        node = nodes[index]
+        failures = topology.failures(pod, node) if topology is not None else ()
+        failures = failures or unsupported
+        if failures:
+            reasons.update(f.message for f in failures)
+        else:
+            fits.append(node.name)
+    message = f"fits on {len(fits)} of {len(nodes)} node(s)" if fits else (
+        summarize(len(nodes), reasons) if nodes else "no nodes available to schedule pods")
+    return PodFit(pod=pod, fits=tuple(fits), reasons=dict(sorted(reasons.items())),
+                  message=message, pools={p.name: pool_verdict(pod, p, topology) for p in pools})
+
+
+def pool_verdict(pod: Pod, pool: NodePool, topology: Topology | None = None) -> str:
+    """Whether one new, empty node of the pool would host the pod, else the first reason it would not."""
+    template = pool.template()
+    failures = static_failures(pod.constraints, template) or resource_failures(
+        pod.requests, template.allocatable, template.allocatable.get(PODS))
+    if not failures and topology is not None:
+        failures = topology.failures(pod, template)
+    failures = failures or unsupported_failures(pod.constraints)
+    return "; ".join(f.message for f in failures) if failures else POOL_FITS

@@ -1,0 +1,192 @@
+"""Feasibility of a pod on a node with kube-scheduler's semantics, failures returned as data in its own wording.
+
+Filters run in the default profile's order and stop at the first plugin that rejects the node, as the scheduler's
+framework does: NodeUnschedulable → NodeName → TaintToleration → NodeAffinity → NodeResourcesFit (every insufficient
+resource is reported) → InterPodAffinity. Constraints gpuscale does not model surface as `UNSUPPORTED` failures on
+nodes that pass everything else, so an unmodelled constraint is never a silent "fits".
+
+`static_failures` depends only on the pod's constraints and the node's labels, taints and cordon state, so callers
+cache it per (constraints, node group); `resource_failures` and the affinity checks depend on what already runs there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.resources import Resources
+from gpuscale.model.selectors import PodAffinityTerm
+from gpuscale.model.taints import UNSCHEDULABLE_TAINT, untolerated_taint
+
+
+class FitCode(StrEnum):
+    UNSCHEDULABLE = "NodeUnschedulable"
+    NODE_NAME = "NodeName"
+    TAINT = "TaintToleration"
+    NODE_AFFINITY = "NodeAffinity"
+    INSUFFICIENT = "Insufficient"
+    TOO_MANY_PODS = "TooManyPods"
+    POD_AFFINITY = "PodAffinity"
+    POD_ANTI_AFFINITY = "PodAntiAffinity"
+    EXISTING_ANTI_AFFINITY = "ExistingPodsAntiAffinity"
+    UNSUPPORTED = "Unsupported"
+
+
+@dataclass(frozen=True, slots=True)
+class FitFailure:
+    """Why one node cannot take one pod; `detail` is the resource, the taint or the unsupported constraint."""
+
+    code: FitCode
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        """The scheduler's own wording, as it appears in FailedScheduling events."""
+        return _MESSAGES[self.code].format(detail=self.detail)
+
+
+_MESSAGES = {
+    FitCode.UNSCHEDULABLE: "node(s) were unschedulable",
+    FitCode.NODE_NAME: "node(s) didn't match the requested node name",
+    FitCode.TAINT: "node(s) had untolerated taint {detail}",
+    FitCode.NODE_AFFINITY: "node(s) didn't match Pod's node affinity/selector",
+    FitCode.INSUFFICIENT: "Insufficient {detail}",
+    FitCode.TOO_MANY_PODS: "Too many pods",
+    FitCode.POD_AFFINITY: "node(s) didn't match pod affinity rules",
+    FitCode.POD_ANTI_AFFINITY: "node(s) didn't match pod anti-affinity rules",
+    FitCode.EXISTING_ANTI_AFFINITY: "node(s) didn't satisfy existing pods anti-affinity rules",
+    FitCode.UNSUPPORTED: "unsupported constraint: {detail}",
+}
+
+
+def static_failures(constraints: SchedulingConstraints, node: Node) -> tuple[FitFailure, ...]:
+    """Failures of the filters that read only the node's own fields (cordon, name, taints, labels)."""
+    if node.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT) for t in constraints.tolerations):
+        return (FitFailure(FitCode.UNSCHEDULABLE),)
+    if constraints.node_name is not None and constraints.node_name != node.name:
+        return (FitFailure(FitCode.NODE_NAME),)
+    taint = untolerated_taint(node.taints, constraints.tolerations)
+    if taint is not None:
+        return (FitFailure(FitCode.TAINT, str(taint)),)
+    if not constraints.affinity.matches(node.name, node.labels):
+        return (FitFailure(FitCode.NODE_AFFINITY),)
+    return ()
+
+
+def resource_failures(requests: Resources, free: Resources, free_pods: int) -> tuple[FitFailure, ...]:
+    """NodeResourcesFit: one failure per insufficient resource, `Too many pods` first as the scheduler lists it."""
+    failures = [FitFailure(FitCode.TOO_MANY_PODS)] if free_pods < 1 else []
+    failures.extend(FitFailure(FitCode.INSUFFICIENT, name) for name in requests.shortfalls(free))
+    return tuple(failures)
+
+
+def unsupported_failures(constraints: SchedulingConstraints) -> tuple[FitFailure, ...]:
+    return tuple(FitFailure(FitCode.UNSUPPORTED, what) for what in constraints.unsupported)
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    namespace: str
+    labels: Mapping[str, str]
+    node: str
+    anti_affinity: tuple[PodAffinityTerm, ...]
+
+
+class Topology:
+    """Which pods run in which topology domain, for InterPodAffinity. Built once per snapshot; cost O(pods).
+
+    Domains are the values of the term's `topology_key` label on nodes; a node without that label is in no domain.
+    """
+
+    def __init__(self, nodes: Iterable[Node], placed: Iterable[Pod]) -> None:
+        self._labels = {n.name: n.labels for n in nodes}
+        self._placed = [
+            _Placed(p.namespace, p.labels, p.node_name, p.constraints.pod_anti_affinity)
+            for p in placed
+            if p.node_name is not None and p.node_name in self._labels
+        ]
+        self._with_anti = [p for p in self._placed if p.anti_affinity]
+        self._domain_cache: dict[tuple[str, PodAffinityTerm, str], frozenset[str]] = {}
+
+    def add(self, pod: Pod, node: Node) -> None:
+        """Record a what-if placement (scale-up packing onto template nodes)."""
+        self._labels.setdefault(node.name, node.labels)
+        placed = _Placed(pod.namespace, pod.labels, node.name, pod.constraints.pod_anti_affinity)
+        self._placed.append(placed)
+        if placed.anti_affinity:
+            self._with_anti.append(placed)
+        self._domain_cache.clear()
+
+    def _domains(self, namespace: str, term: PodAffinityTerm) -> frozenset[str]:
+        """Domains (values of the topology key) holding a pod the term selects."""
+        key = (namespace, term, term.topology_key)
+        cached = self._domain_cache.get(key)
+        if cached is None:
+            found = set()
+            for p in self._placed:
+                if term.selects(namespace, p.namespace, p.labels):
+                    value = self._labels[p.node].get(term.topology_key)
+                    if value is not None:
+                        found.add(value)
+            cached = self._domain_cache[key] = frozenset(found)
+        return cached
+
+    def failures(self, pod: Pod, node: Node) -> tuple[FitFailure, ...]:
+        """InterPodAffinity's Filter: existing pods' anti-affinity, then the pod's affinity, then its anti-affinity."""
+        for other in self._with_anti:
+            for term in other.anti_affinity:
+                value = node.labels.get(term.topology_key)
+                if (value is not None and term.selects(other.namespace, pod.namespace, pod.labels)
+                        and self._labels[other.node].get(term.topology_key) == value):
+                    return (FitFailure(FitCode.EXISTING_ANTI_AFFINITY),)
+        affinity = pod.constraints.pod_affinity
+        if affinity and not self._affinity_holds(pod, node, affinity):
+            return (FitFailure(FitCode.POD_AFFINITY),)
+        for term in pod.constraints.pod_anti_affinity:
+            value = node.labels.get(term.topology_key)
+            if value is not None and value in self._domains(pod.namespace, term):
+                return (FitFailure(FitCode.POD_ANTI_AFFINITY),)
+        return ()
+
+    def _affinity_holds(self, pod: Pod, node: Node, terms: tuple[PodAffinityTerm, ...]) -> bool:
+        domains = [self._domains(pod.namespace, t) for t in terms]
+        if not any(domains) and all(t.selects(pod.namespace, pod.namespace, pod.labels) for t in terms):
+            # The first pod of a group that selects itself may go anywhere (kube-scheduler's special case).
+            return True
+        return all(node.labels.get(t.topology_key) in d for t, d in zip(terms, domains, strict=True))
+
+    @property
+    def relevant(self) -> bool:
+        """False when no pod carries anti-affinity, so only pods with affinity terms of their own need checks."""
+        return bool(self._with_anti)
+
+
+def free_on(node: Node, used: Resources) -> Resources:
+    """What is left on a node after the requests of the pods that hold capacity there."""
+    return node.allocatable - used
+
+
+def node_failures(pod: Pod, node: Node, used: Resources, pod_count: int,
+                  topology: Topology | None = None) -> tuple[FitFailure, ...]:
+    """Every check for one pod on one node, first failing plugin only; empty means the pod fits."""
+    failures = static_failures(pod.constraints, node)
+    if failures:
+        return failures
+    failures = resource_failures(pod.requests, free_on(node, used), node.allocatable.get("pods") - pod_count)
+    if failures:
+        return failures
+    if topology is not None and (topology.relevant or pod.constraints.pod_affinity
+                                 or pod.constraints.pod_anti_affinity):
+        failures = topology.failures(pod, node)
+        if failures:
+            return failures
+    return unsupported_failures(pod.constraints)
+
+
+def summarize(total_nodes: int, counts: Mapping[str, int]) -> str:
+    """The FailedScheduling message: `0/N nodes are available: <count reason>, … .`, sorted as the scheduler sorts."""
+    parts = sorted(f"{count} {reason}" for reason, count in counts.items())
+    return f"0/{total_nodes} nodes are available: {', '.join(parts)}."

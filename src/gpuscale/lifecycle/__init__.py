@@ -1,0 +1,1 @@
+"""Pending → running phase tracing, one schema for the twin and real clusters."""

@@ -1,0 +1,1 @@
+"""The control loop: observe → decide → act, behind the ports in `ports.py`."""

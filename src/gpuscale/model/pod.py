@@ -1,0 +1,99 @@
+"""Pods as the scheduler and the autoscaler see them: effective requests, constraints, priority, ownership, group.
+
+`requests` are the pod's effective requests as kube-scheduler computes them (`computePodResourceRequest`): the larger
+of the app containers' sum (sidecar init containers with `restartPolicy: Always` included) and the largest init
+container (plus the sidecars started before it), plus `spec.overhead`. The `pods` slot is not in `requests`: fitting a
+pod always adds one to the node's pod count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpuscale.model.resources import Resources
+from gpuscale.model.selectors import NodeAffinity, PodAffinityTerm
+from gpuscale.model.taints import Toleration
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OwnerRef:
+    kind: str
+    name: str
+    controller: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodGroupRef:
+    """Membership of a gang: `key` is `namespace/name` of the group; `min_member` when the pods or a PodGroup say it."""
+
+    key: str
+    source: str
+    """`kueue`, `volcano` or `coscheduling`: whose label or annotation named the group."""
+    min_member: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulingConstraints:
+    """Everything that decides *where* a pod may go, hashable so pods can be grouped into equivalence classes."""
+
+    node_name: str | None = None
+    """`spec.nodeName` set by the user before scheduling (NodeName filter)."""
+    affinity: NodeAffinity = field(default_factory=NodeAffinity)
+    tolerations: tuple[Toleration, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    unsupported: tuple[str, ...] = ()
+    """Constraints gpuscale does not model, by description; a pod carrying any is never reported as fitting."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    requests: Resources
+    constraints: SchedulingConstraints = field(default_factory=SchedulingConstraints)
+    node_name: str | None = None
+    """The node the pod is bound to (`spec.nodeName` after binding); `None` while unbound."""
+    phase: PodPhase = PodPhase.PENDING
+    priority: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    owner: OwnerRef | None = None
+    group: PodGroupRef | None = None
+    unschedulable: bool = False
+    """Condition `PodScheduled=False` with reason `Unschedulable`: the scheduler tried and found no node."""
+    scheduling_gated: bool = False
+    nominated_node: str | None = None
+    created_s: float | None = None
+    deleting: bool = False
+    local_storage: bool = False
+    """Uses node-local storage (hostPath, or an emptyDir not backed by memory): cannot be moved without losing it."""
+    image_bytes: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def is_bound(self) -> bool:
+        return self.node_name is not None
+
+    def is_terminal(self) -> bool:
+        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+    def consumes_capacity(self) -> bool:
+        """Bound and not finished: the pod holds its requests on its node."""
+        return self.node_name is not None and not self.is_terminal()
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name, self.uid))

@@ -1,0 +1,40 @@
+"""Node pools: the template of the node a scale-up would add, with its price, bounds and zones.
+
+A pool's `template()` is the Node object a new member would register as, with its GPUs already in allocatable: it is
+what the scheduler will see once the node is Ready and its device plugin has registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpuscale.model.node import POOL_LABEL, Node
+from gpuscale.model.resources import Resources
+from gpuscale.model.taints import Taint
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodePool:
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    gpu_model: str | None = None
+    gpus_per_node: int = 0
+    usd_per_hour: float = 0.0
+    min_size: int = 0
+    max_size: int = 1000
+    zones: tuple[str, ...] = ()
+
+    def template(self, index: int = 0) -> Node:
+        """A node of this pool as it will look once Ready with GPUs registered; `index` makes its name unique."""
+        name = f"template-{self.name}-{index}"
+        labels = {**self.labels, POOL_LABEL: self.name, "kubernetes.io/hostname": name}
+        if self.zones and "topology.kubernetes.io/zone" not in labels:
+            labels["topology.kubernetes.io/zone"] = self.zones[0]
+        return Node(name=name, allocatable=self.allocatable, capacity=self.allocatable, labels=labels,
+                    taints=self.taints, ready=True)
+
+    def is_gpu_pool(self) -> bool:
+        return self.allocatable.gpu_count() > 0

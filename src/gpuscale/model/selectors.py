@@ -1,0 +1,130 @@
+"""Node selector terms and label selectors, matched as `k8s.io/component-helpers` and apimachinery match them.
+
+Node affinity: a pod's `nodeSelector` must match AND its required node affinity; the required terms are ORed, the
+expressions inside a term ANDed; a term with no expressions and no fields selects nothing; `Gt`/`Lt` compare the node
+label as an integer (a label that is not an integer does not match). `matchFields` supports `metadata.name` only, as
+the API does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class SelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+    GT = "Gt"
+    LT = "Lt"
+
+
+def _as_int(text: str) -> int | None:
+    try:
+        return int(text, 10)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Requirement:
+    """One `key operator values` expression. `Gt`/`Lt` carry exactly one integer value (validated on input)."""
+
+    key: str
+    operator: SelectorOperator
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op is SelectorOperator.EXISTS:
+            return self.key in labels
+        if op is SelectorOperator.DOES_NOT_EXIST:
+            return self.key not in labels
+        present = self.key in labels
+        if op is SelectorOperator.IN:
+            return present and labels[self.key] in self.values
+        if op is SelectorOperator.NOT_IN:
+            return not present or labels[self.key] not in self.values
+        if not present:
+            return False
+        have, want = _as_int(labels[self.key]), int(self.values[0])
+        if have is None:
+            return False
+        return have > want if op is SelectorOperator.GT else have < want
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+    """Only `metadata.name` is a valid field key; it is matched against the node name."""
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        if not self.match_expressions and not self.match_fields:
+            return False
+        if not all(r.matches(labels) for r in self.match_expressions):
+            return False
+        fields = {"metadata.name": node_name}
+        return all(r.matches(fields) for r in self.match_fields)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeAffinity:
+    """A pod's node constraints: `nodeSelector` plus required node-affinity terms (`None` = no required affinity)."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_terms: tuple[NodeSelectorTerm, ...] | None = None
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        for key, value in self.node_selector:
+            if labels.get(key) != value:
+                return False
+        if self.required_terms is None:
+            return True
+        return any(term.matches(node_name, labels) for term in self.required_terms)
+
+    def is_empty(self) -> bool:
+        return not self.node_selector and self.required_terms is None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabelSelector:
+    """`metav1.LabelSelector`: matchLabels AND matchExpressions; an empty selector matches everything.
+
+    `nothing` is the nil selector where the API gives it that meaning (a PDB or affinity term without a selector).
+    """
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+    nothing: bool = False
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.nothing:
+            return False
+        return all(labels.get(k) == v for k, v in self.match_labels) and all(
+            r.matches(labels) for r in self.match_expressions
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodAffinityTerm:
+    """A required (anti-)affinity term: pods matching `selector` in `namespaces`, per `topology_key` domain.
+
+    `namespaces` empty and `namespace_selector` None means the pod's own namespace, as the API defines it;
+    `all_namespaces` is an empty `namespaceSelector` ({}), which selects every namespace.
+    """
+
+    selector: LabelSelector
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
+
+    def selects(self, own_namespace: str, namespace: str, labels: Mapping[str, str]) -> bool:
+        if not self.all_namespaces:
+            allowed = self.namespaces or (own_namespace,)
+            if namespace not in allowed:
+                return False
+        return self.selector.matches(labels)

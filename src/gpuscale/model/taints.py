@@ -1,0 +1,70 @@
+"""Taints and tolerations with the exact matching rules of `k8s.io/api/core/v1` (`ToleratesTaint`).
+
+A toleration matches a taint when the effects match (an empty toleration effect matches every effect), and either the
+operator is `Exists` with an empty key (tolerates everything), or the keys are equal and — for `Equal`, the default
+operator — the values are equal too. `PreferNoSchedule` never blocks scheduling; `NoSchedule` and `NoExecute` do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class TolerationOperator(StrEnum):
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: TaintEffect
+    time_added: str | None = None
+
+    def blocks_scheduling(self) -> bool:
+        return self.effect is not TaintEffect.PREFER_NO_SCHEDULE
+
+    def __str__(self) -> str:
+        """Rendered as the scheduler renders it in messages: `{key: value}`."""
+        return f"{{{self.key}: {self.value}}}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Toleration:
+    key: str = ""
+    operator: TolerationOperator = TolerationOperator.EQUAL
+    value: str = ""
+    effect: TaintEffect | None = None
+    """`None` is the empty effect, which matches every effect."""
+    toleration_seconds: int | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect is not None and self.effect is not taint.effect:
+            return False
+        if self.key == "" and self.operator is TolerationOperator.EXISTS:
+            return True
+        if self.key != taint.key:
+            return False
+        if self.operator is TolerationOperator.EXISTS:
+            return True
+        return self.value == taint.value
+
+
+def untolerated_taint(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> Taint | None:
+    """The first taint that blocks scheduling and no toleration matches, as TaintToleration's Filter finds it."""
+    for taint in taints:
+        if taint.blocks_scheduling() and not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=TaintEffect.NO_SCHEDULE)
+"""The taint a cordoned node implies; a pod tolerating it may land on a cordoned node (NodeUnschedulable)."""

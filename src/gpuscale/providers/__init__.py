@@ -1,0 +1,1 @@
+"""Node providers: the clouds and cluster APIs that add and remove nodes."""
