@@ -120,6 +120,14 @@ class Topology:
             self._with_anti.append(placed)
         self._domain_cache.clear()
 
+    def copy(self) -> Topology:
+        """An independent copy for a what-if (O(pods with labels))."""
+        other = Topology((), ())
+        other._labels = dict(self._labels)
+        other._placed = list(self._placed)
+        other._with_anti = list(self._with_anti)
+        return other
+
     def _domains(self, namespace: str, term: PodAffinityTerm) -> frozenset[str]:
         """Domains (values of the topology key) holding a pod the term selects."""
         key = (namespace, term, term.topology_key)

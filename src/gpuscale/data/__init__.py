@@ -1,0 +1,1 @@
+"""Data files shipped with gpuscale (each folder carries its licence)."""

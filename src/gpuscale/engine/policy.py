@@ -1,0 +1,93 @@
+"""The knobs of one decision, with Cluster Autoscaler's defaults (see docs/config.md for the flag each mirrors).
+
+Times are seconds. Utilization thresholds are fractions. Limits are in base units (cores as whole cores, memory in
+bytes) as CA's `--cores-total` / `--memory-total` count them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ExpanderName(StrEnum):
+    PRIORITY = "priority"
+    LEAST_WASTE = "least-waste"
+    PRICE = "price"
+    MOST_PODS = "most-pods"
+    LEAST_NODES = "least-nodes"
+    RANDOM = "random"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Cluster-wide ceilings for scale-up; `None` means unlimited."""
+
+    max_nodes_total: int | None = None
+    max_cores_total: int | None = None
+    max_memory_bytes_total: int | None = None
+    max_gpus_by_model: Mapping[str, int] = field(default_factory=dict)
+    """Per GPU model (the pool's `gpu_model`), physical GPUs across the cluster — every provider, not GKE only."""
+    max_usd_per_hour: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Buffer:
+    """Warm capacity kept ready in one pool: whole idle nodes, or free GPUs (whichever is configured, both if both)."""
+
+    pool: str
+    idle_nodes: int = 0
+    free_gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PriorityRule:
+    """One entry of the priority expander: pools whose name matches any regex get this priority (higher wins)."""
+
+    priority: int
+    patterns: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    # --- scale-up
+    new_pod_delay_s: float = 2.0
+    new_gpu_pod_delay_s: float = 10.0
+    expendable_priority_cutoff: int = -10
+    expanders: tuple[ExpanderName, ...] = (ExpanderName.LEAST_WASTE, ExpanderName.PRICE)
+    priorities: tuple[PriorityRule, ...] = ()
+    """If set and `priority` is not already in `expanders`, it runs first."""
+    random_seed: int = 0
+    least_waste_counts_gpus: bool = True
+    """CA's least-waste ignores GPUs (#2215); ours counts them. The `ca-defaults` preset turns this off."""
+    max_nodes_per_scale_up: int = 1000
+    limits: Limits = field(default_factory=Limits)
+    buffers: tuple[Buffer, ...] = ()
+    max_node_provision_time_s: float = 900.0
+    max_gpu_init_time_s: float = 600.0
+    backoff_initial_s: float = 300.0
+    backoff_max_s: float = 1800.0
+    backoff_reset_s: float = 10800.0
+    # --- scale-down
+    scale_down_enabled: bool = True
+    scale_down_utilization_threshold: float = 0.5
+    scale_down_gpu_utilization_threshold: float = 0.5
+    scale_down_unneeded_time_s: float = 600.0
+    scale_down_unready_time_s: float = 1200.0
+    scale_down_delay_after_add_s: float = 600.0
+    scale_down_delay_after_delete_s: float = 0.0
+    scale_down_delay_after_failure_s: float = 180.0
+    max_empty_bulk_delete: int = 10
+    max_drain_parallelism: int = 1
+    max_total_unready_percentage: float = 45.0
+    ok_total_unready_count: int = 3
+    skip_nodes_with_system_pods: bool = True
+    skip_nodes_with_local_storage: bool = True
+    protect_gpu_jobs: bool = True
+    """Running pods of Jobs that request GPUs block scale-down unless annotated `gpuscale.io/checkpoint-safe: "true"`."""
+
+    def expander_chain(self) -> tuple[ExpanderName, ...]:
+        if self.priorities and ExpanderName.PRIORITY not in self.expanders:
+            return (ExpanderName.PRIORITY, *self.expanders)
+        return self.expanders

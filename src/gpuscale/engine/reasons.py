@@ -1,0 +1,58 @@
+"""Reasons as data: every plan item says why, with a code to match on, words to show and the numbers behind them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ReasonCode(StrEnum):
+    # scale-up
+    SCALE_UP = "ScaleUp"
+    FITS_EXISTING = "FitsExistingCapacity"
+    FITS_UPCOMING = "FitsUpcomingCapacity"
+    WAITING_BATCH = "WaitingForBatch"
+    NO_POOL_FITS = "NoPoolFits"
+    POOL_BACKOFF = "PoolInBackoff"
+    LIMIT_REACHED = "LimitReached"
+    GANG_INCOMPLETE = "GangIncomplete"
+    GANG_DOES_NOT_FIT = "GangDoesNotFit"
+    EXPENDABLE = "BelowExpendableCutoff"
+    SCHEDULING_GATED = "SchedulingGated"
+    BUFFER = "WarmCapacityBuffer"
+    EXPANDER = "ExpanderChoice"
+    PROVISION_TIMEOUT = "ProvisionTimeout"
+    GPU_INIT_TIMEOUT = "GpuInitTimeout"
+    # scale-down
+    UNNEEDED = "Unneeded"
+    EMPTY = "Empty"
+    UNDERUTILIZED = "Underutilized"
+    NOT_UNDERUTILIZED = "NotUnderutilized"
+    UNNEEDED_TOO_SHORT = "NotUnneededLongEnough"
+    POOL_AT_MIN = "PoolAtMinSize"
+    PDB = "PodDisruptionBudget"
+    NOT_SAFE_TO_EVICT = "NotSafeToEvict"
+    ON_COMPLETION = "WaitingForCompletion"
+    DO_NOT_DISRUPT = "DoNotDisrupt"
+    KUBE_SYSTEM = "KubeSystemPodWithoutPdb"
+    NO_CONTROLLER = "PodWithoutController"
+    LOCAL_STORAGE = "LocalStorage"
+    TRAINING_JOB = "RunningGpuJob"
+    NO_PLACE_TO_MOVE = "NoPlaceToMovePods"
+    SCALE_DOWN_DISABLED = "ScaleDownDisabled"
+    SCALE_DOWN_COOLDOWN = "ScaleDownCooldown"
+    TOO_MANY_UNREADY = "TooManyUnreadyNodes"
+    PARALLELISM = "ParallelismLimit"
+    NOT_READY = "NodeNotReady"
+    UNKNOWN_POOL = "UnknownPool"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    code: ReasonCode
+    message: str
+    numbers: Mapping[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,66 @@
+"""What one decision hands to the next: pool backoff and the times of the last scale events.
+
+Everything here is small and rebuilt cheaply after a restart: backoff restarts empty (as in CA), and the clocks that
+matter across restarts — how long a node has been unneeded, when a node was requested — are read from the cluster
+(the `DeletionCandidateOfClusterAutoscaler` taint's value, node creation times), not from this state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from gpuscale.engine.policy import Policy
+
+
+class FailureKind(StrEnum):
+    STOCKOUT = "capacity-unavailable"
+    QUOTA = "quota-exceeded"
+    PROVISION_TIMEOUT = "provision-timeout"
+    GPU_INIT_TIMEOUT = "gpu-init-timeout"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolBackoff:
+    failures: int
+    until_s: float
+    last_failure_s: float
+    kind: FailureKind
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineState:
+    backoff: Mapping[str, PoolBackoff] = field(default_factory=dict)
+    last_scale_up_s: float | None = None
+    last_scale_down_s: float | None = None
+    last_scale_down_failure_s: float | None = None
+
+    def in_backoff(self, pool: str, now: float) -> PoolBackoff | None:
+        entry = self.backoff.get(pool)
+        return entry if entry is not None and now < entry.until_s else None
+
+
+def record_failure(state: EngineState, pool: str, kind: FailureKind, now: float, policy: Policy,
+                   message: str = "") -> EngineState:
+    """Back the pool off: `backoff_initial_s` doubling per consecutive failure up to `backoff_max_s`; a pool quiet for
+    `backoff_reset_s` since its last failure starts again from the initial duration (CA's exponential backoff)."""
+    previous = state.backoff.get(pool)
+    failures = 1
+    if previous is not None and now - previous.last_failure_s < policy.backoff_reset_s:
+        failures = previous.failures + 1
+    duration = min(policy.backoff_initial_s * 2 ** (failures - 1), policy.backoff_max_s)
+    entry = PoolBackoff(failures=failures, until_s=now + duration, last_failure_s=now, kind=kind, message=message)
+    return replace(state, backoff={**state.backoff, pool: entry})
+
+
+def record_scale_up(state: EngineState, now: float) -> EngineState:
+    return replace(state, last_scale_up_s=now)
+
+
+def record_scale_down(state: EngineState, now: float, failed: bool = False) -> EngineState:
+    if failed:
+        return replace(state, last_scale_down_failure_s=now)
+    return replace(state, last_scale_down_s=now)
