@@ -85,7 +85,7 @@ class Policy:
     skip_nodes_with_system_pods: bool = True
     skip_nodes_with_local_storage: bool = True
     protect_gpu_jobs: bool = True
-    """Running pods of Jobs that request GPUs block scale-down unless annotated `gpuscale.io/checkpoint-safe: "true"`."""
+    """Running pods of GPU Jobs block scale-down unless annotated `gpuscale.io/checkpoint-safe: "true"`."""
 
     def expander_chain(self) -> tuple[ExpanderName, ...]:
         if self.priorities and ExpanderName.PRIORITY not in self.expanders:

@@ -1,9 +1,9 @@
 """Feasibility of a pod on a node with kube-scheduler's semantics, failures returned as data in its own wording.
 
-Filters run in the default profile's order and stop at the first plugin that rejects the node, as the scheduler's
-framework does: NodeUnschedulable → NodeName → TaintToleration → NodeAffinity → NodeResourcesFit (every insufficient
-resource is reported) → InterPodAffinity. Constraints gpuscale does not model surface as `UNSUPPORTED` failures on
-nodes that pass everything else, so an unmodelled constraint is never a silent "fits".
+Filters run in the default profile's order (Kubernetes v1.37) and stop at the first plugin that rejects the node, as
+the scheduler's framework does: NodeName → NodeUnschedulable → TaintToleration → NodeAffinity → NodeResourcesFit (every
+insufficient resource is reported) → InterPodAffinity. Constraints gpuscale does not model surface as `UNSUPPORTED`
+failures on nodes that pass everything else, so an unmodelled constraint is never a silent "fits".
 
 `static_failures` depends only on the pod's constraints and the node's labels, taints and cordon state, so callers
 cache it per (constraints, node group); `resource_failures` and the affinity checks depend on what already runs there.
@@ -51,7 +51,8 @@ class FitFailure:
 _MESSAGES = {
     FitCode.UNSCHEDULABLE: "node(s) were unschedulable",
     FitCode.NODE_NAME: "node(s) didn't match the requested node name",
-    FitCode.TAINT: "node(s) had untolerated taint {detail}",
+    # Since kubernetes#134740 (v1.35, backported to v1.34) the event no longer names the taint; `detail` keeps it.
+    FitCode.TAINT: "node(s) had untolerated taint(s)",
     FitCode.NODE_AFFINITY: "node(s) didn't match Pod's node affinity/selector",
     FitCode.INSUFFICIENT: "Insufficient {detail}",
     FitCode.TOO_MANY_PODS: "Too many pods",
@@ -63,11 +64,11 @@ _MESSAGES = {
 
 
 def static_failures(constraints: SchedulingConstraints, node: Node) -> tuple[FitFailure, ...]:
-    """Failures of the filters that read only the node's own fields (cordon, name, taints, labels)."""
-    if node.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT) for t in constraints.tolerations):
-        return (FitFailure(FitCode.UNSCHEDULABLE),)
+    """Failures of the filters that read only the node's own fields (name, cordon, taints, labels)."""
     if constraints.node_name is not None and constraints.node_name != node.name:
         return (FitFailure(FitCode.NODE_NAME),)
+    if node.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT) for t in constraints.tolerations):
+        return (FitFailure(FitCode.UNSCHEDULABLE),)
     taint = untolerated_taint(node.taints, constraints.tolerations)
     if taint is not None:
         return (FitFailure(FitCode.TAINT, str(taint)),)
@@ -110,6 +111,7 @@ class Topology:
         ]
         self._with_anti = [p for p in self._placed if p.anti_affinity]
         self._domain_cache: dict[tuple[str, PodAffinityTerm, str], frozenset[str]] = {}
+        self._affinity_cache: dict[tuple[str, tuple[PodAffinityTerm, ...]], tuple[frozenset[str], ...]] = {}
 
     def add(self, pod: Pod, node: Node) -> None:
         """Record a what-if placement (scale-up packing onto template nodes)."""
@@ -119,6 +121,11 @@ class Topology:
         if placed.anti_affinity:
             self._with_anti.append(placed)
         self._domain_cache.clear()
+        self._affinity_cache.clear()
+
+    def add_node(self, node: Node) -> None:
+        """Make a (hypothetical) node known so placements on it resolve its topology labels."""
+        self._labels.setdefault(node.name, node.labels)
 
     def copy(self) -> Topology:
         """An independent copy for a what-if (O(pods with labels))."""
@@ -142,14 +149,20 @@ class Topology:
             cached = self._domain_cache[key] = frozenset(found)
         return cached
 
+    def _affinity_domains(self, namespace: str, terms: tuple[PodAffinityTerm, ...]) -> tuple[frozenset[str], ...]:
+        """Per term, the domains holding a pod that matches *all* the terms (upstream's `updateWithAffinityTerms`)."""
+        key = (namespace, terms)
+        cached = self._affinity_cache.get(key)
+        if cached is None:
+            matching = [p for p in self._placed if all(t.selects(namespace, p.namespace, p.labels) for t in terms)]
+            cached = self._affinity_cache[key] = tuple(
+                frozenset(v for p in matching if (v := self._labels[p.node].get(t.topology_key)) is not None)
+                for t in terms
+            )
+        return cached
+
     def failures(self, pod: Pod, node: Node) -> tuple[FitFailure, ...]:
-        """InterPodAffinity's Filter: existing pods' anti-affinity, then the pod's affinity, then its anti-affinity."""
-        for other in self._with_anti:
-            for term in other.anti_affinity:
-                value = node.labels.get(term.topology_key)
-                if (value is not None and term.selects(other.namespace, pod.namespace, pod.labels)
-                        and self._labels[other.node].get(term.topology_key) == value):
-                    return (FitFailure(FitCode.EXISTING_ANTI_AFFINITY),)
+        """InterPodAffinity's Filter: the pod's affinity, then its anti-affinity, then existing pods' anti-affinity."""
         affinity = pod.constraints.pod_affinity
         if affinity and not self._affinity_holds(pod, node, affinity):
             return (FitFailure(FitCode.POD_AFFINITY),)
@@ -157,14 +170,23 @@ class Topology:
             value = node.labels.get(term.topology_key)
             if value is not None and value in self._domains(pod.namespace, term):
                 return (FitFailure(FitCode.POD_ANTI_AFFINITY),)
+        for other in self._with_anti:
+            for term in other.anti_affinity:
+                value = node.labels.get(term.topology_key)
+                if (value is not None and term.selects(other.namespace, pod.namespace, pod.labels)
+                        and self._labels[other.node].get(term.topology_key) == value):
+                    return (FitFailure(FitCode.EXISTING_ANTI_AFFINITY),)
         return ()
 
     def _affinity_holds(self, pod: Pod, node: Node, terms: tuple[PodAffinityTerm, ...]) -> bool:
-        domains = [self._domains(pod.namespace, t) for t in terms]
-        if not any(domains) and all(t.selects(pod.namespace, pod.namespace, pod.labels) for t in terms):
-            # The first pod of a group that selects itself may go anywhere (kube-scheduler's special case).
+        values = [node.labels.get(t.topology_key) for t in terms]
+        if any(v is None for v in values):
+            return False  # every topology key must be on the node, even for the first pod of a group
+        domains = self._affinity_domains(pod.namespace, terms)
+        if all(v in d for v, d in zip(values, domains, strict=True)):
             return True
-        return all(node.labels.get(t.topology_key) in d for t, d in zip(terms, domains, strict=True))
+        # The first pod of a group whose terms select the pod itself may go to any node with the topology keys.
+        return not any(domains) and all(t.selects(pod.namespace, pod.namespace, pod.labels) for t in terms)
 
     @property
     def relevant(self) -> bool:
@@ -197,4 +219,5 @@ def node_failures(pod: Pod, node: Node, used: Resources, pod_count: int,
 def summarize(total_nodes: int, counts: Mapping[str, int]) -> str:
     """The FailedScheduling message: `0/N nodes are available: <count reason>, … .`, sorted as the scheduler sorts."""
     parts = sorted(f"{count} {reason}" for reason, count in counts.items())
-    return f"0/{total_nodes} nodes are available: {', '.join(parts)}."
+    head = f"0/{total_nodes} nodes are available:"
+    return f"{head} {', '.join(parts)}." if parts else head

@@ -124,6 +124,41 @@ class NodeTable:
         topology = self.topology.copy() if self.topology is not None else None
         return NodeTable(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology)
 
+    def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources]) -> NodeTable:
+        """A new table with extra, empty nodes appended (a pool's template nodes for scale-up estimation).
+
+        Cost O((n + k) × resources); the static cache is rebuilt lazily since masks grow by k entries. Resources the
+        new nodes offer beyond the table's columns are ignored: no placed or pending pod requests them.
+        """
+        s = self._s
+        start = len(s.nodes)
+        extra_free = np.zeros((len(nodes), len(s.columns)), dtype=np.int64)
+        extra_pods = np.zeros(len(nodes), dtype=np.int64)
+        for k, cap in enumerate(capacity):
+            for name, amount in cap.items:
+                if name == PODS:
+                    extra_pods[k] = amount
+                elif name in s.column_of:
+                    extra_free[k, s.column_of[name]] = amount
+        groups = {_group_key(s.nodes[m[0]]): g for g, m in enumerate(s.group_members)}
+        members = [list(m) for m in s.group_members]
+        group_of = list(s.group_of)
+        index = dict(s.index)
+        for k, node in enumerate(nodes):
+            g = groups.setdefault(_group_key(node), len(groups))
+            if g == len(members):
+                members.append([])
+            members[g].append(start + k)
+            group_of.append(g)
+            index[node.name] = start + k
+        shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache)
+        topology = self.topology.copy() if self.topology is not None else None
+        if topology is not None:
+            for node in nodes:
+                topology.add_node(node)
+        return NodeTable(shared, np.vstack([self.free, extra_free]), np.concatenate([self.free_pods, extra_pods]),
+                         np.concatenate([self.enabled, np.ones(len(nodes), dtype=bool)]), topology)
+
     # ----------------------------------------------------------------------------------------------- feasibility
     def request_vector(self, requests: Resources) -> IntArray | None:
         """The request as a row over the table's columns; `None` if it names a resource no node offers."""

@@ -7,7 +7,7 @@ field path, so the CLI can print one line and exit 2. Unknown resource names are
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from gpuscale.model.cluster import Cluster, PodGroupSpec
@@ -16,7 +16,7 @@ from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import OwnerRef, Pod, PodGroupRef, PodPhase, SchedulingConstraints
 from gpuscale.model.quantity import QuantityError, to_milli, to_units
-from gpuscale.model.resources import CPU, GPU_MILLI, Resources
+from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources
 from gpuscale.model.selectors import (
     LabelSelector,
     NodeAffinity,
@@ -24,6 +24,7 @@ from gpuscale.model.selectors import (
     PodAffinityTerm,
     Requirement,
     SelectorOperator,
+    parse_int64,
 )
 from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator
 
@@ -53,26 +54,43 @@ class _Ctx:
         return InputError(self.label, field, problem)
 
 
-def _get(ctx: _Ctx, obj: Any, path: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
-    """Walk a dotted path; a present value of the wrong JSON type is an error, a missing one the default."""
+def _join(at: str, path: str) -> str:
+    return f"{at}.{path}" if at else path
+
+
+def _get(ctx: _Ctx, obj: Any, path: str, kind: type | tuple[type, ...], default: Any = None, at: str = "") -> Any:
+    """Walk a dotted path; a present value of the wrong JSON type is an error, a missing one the default.
+
+    `at` is where `obj` itself sits in the object (`spec.tolerations[0]`), so errors name the full field path.
+    """
     value = obj
     for part in path.split("."):
         if not isinstance(value, Mapping):
-            raise ctx.fail(path, "expected an object")
+            raise ctx.fail(_join(at, path), "expected an object")
         value = value.get(part)
         if value is None:
             return default
     if not isinstance(value, kind):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise ctx.fail(path, f"expected {names.replace('str', 'string').replace('dict', 'object')}, got {value!r}")
+        names = names.replace("str", "string").replace("dict", "object")
+        raise ctx.fail(_join(at, path), f"expected {names}, got {value!r}")
     return value
 
 
-def _str_map(ctx: _Ctx, obj: Any, path: str) -> dict[str, str]:
-    raw = _get(ctx, obj, path, dict, {})
+def _objects(ctx: _Ctx, obj: Any, path: str, at: str = "") -> list[Mapping[str, Any]]:
+    """A list of objects at `path` (empty when absent); any item that is not an object is an error."""
+    items = _get(ctx, obj, path, list, [], at)
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise ctx.fail(f"{_join(at, path)}[{i}]", f"expected an object, got {item!r}")
+    return list(items)
+
+
+def _str_map(ctx: _Ctx, obj: Any, path: str, at: str = "") -> dict[str, str]:
+    raw = _get(ctx, obj, path, dict, {}, at)
     bad = [k for k, v in raw.items() if not isinstance(v, str)]
     if bad:
-        raise ctx.fail(f"{path}.{bad[0]}", "expected a string value")
+        raise ctx.fail(f"{_join(at, path)}.{bad[0]}", "expected a string value")
     return dict(raw)
 
 
@@ -84,6 +102,8 @@ def parse_resources(ctx: _Ctx, raw: Any, path: str) -> Resources:
         raise ctx.fail(path, "expected an object of resource quantities")
     amounts: dict[str, int] = {}
     for name, text in raw.items():
+        if text is None:
+            continue  # `null` decodes to a zero Quantity
         try:
             amount = to_milli(text) if name in MILLI_RESOURCES else to_units(text)
         except QuantityError as err:
@@ -94,14 +114,16 @@ def parse_resources(ctx: _Ctx, raw: Any, path: str) -> Resources:
     return Resources.of(amounts)
 
 
-def _timestamp(ctx: _Ctx, obj: Mapping[str, Any], path: str) -> float | None:
-    text = _get(ctx, obj, path, str)
+def _timestamp(ctx: _Ctx, obj: Mapping[str, Any], path: str, at: str = "") -> float | None:
+    text = _get(ctx, obj, path, (str, datetime), at=at)
     if text is None:
         return None
+    if isinstance(text, datetime):  # an unquoted timestamp in YAML; Kubernetes times are UTC
+        return (text if text.tzinfo else text.replace(tzinfo=UTC)).timestamp()
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
-        raise ctx.fail(path, f"not an RFC 3339 time: {text!r}") from None
+        raise ctx.fail(_join(at, path), f"not an RFC 3339 time: {text!r}") from None
 
 
 # ---------------------------------------------------------------------------------------------------------- selectors
@@ -109,15 +131,15 @@ def _timestamp(ctx: _Ctx, obj: Mapping[str, Any], path: str) -> float | None:
 def _requirement(ctx: _Ctx, raw: Any, path: str, node_selector: bool) -> Requirement:
     if not isinstance(raw, Mapping):
         raise ctx.fail(path, "expected an object")
-    key = _get(ctx, raw, "key", str)
+    key = _get(ctx, raw, "key", str, at=path)
     if not key:
         raise ctx.fail(f"{path}.key", "required")
-    op_text = _get(ctx, raw, "operator", str, "")
+    op_text = _get(ctx, raw, "operator", str, "", at=path)
     allowed = list(SelectorOperator) if node_selector else [o for o in SelectorOperator if o not in ("Gt", "Lt")]
     if op_text not in allowed:
         raise ctx.fail(f"{path}.operator", f"unknown operator {op_text!r} (valid: {', '.join(allowed)})")
     op = SelectorOperator(op_text)
-    values = tuple(_get(ctx, raw, "values", list, []))
+    values = tuple(_get(ctx, raw, "values", list, [], at=path))
     if not all(isinstance(v, str) for v in values):
         raise ctx.fail(f"{path}.values", "expected strings")
     if op in (SelectorOperator.IN, SelectorOperator.NOT_IN) and not values:
@@ -127,41 +149,47 @@ def _requirement(ctx: _Ctx, raw: Any, path: str, node_selector: bool) -> Require
     if op in (SelectorOperator.GT, SelectorOperator.LT):
         if len(values) != 1:
             raise ctx.fail(f"{path}.values", f"must have exactly one value for operator {op}")
-        try:
-            int(values[0], 10)
-        except ValueError:
-            raise ctx.fail(f"{path}.values[0]", f"must be an integer for operator {op}, got {values[0]!r}") from None
+        if parse_int64(values[0]) is None:
+            raise ctx.fail(f"{path}.values[0]", f"must be an integer for operator {op}, got {values[0]!r}")
     return Requirement(key=key, operator=op, values=values)
 
 
 def _requirements(ctx: _Ctx, raw: Any, path: str, node_selector: bool) -> tuple[Requirement, ...]:
-    items = _get(ctx, {"v": raw}, "v", list, []) if raw is not None else []
-    return tuple(_requirement(ctx, r, f"{path}[{i}]", node_selector) for i, r in enumerate(items))
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ctx.fail(path, f"expected list, got {raw!r}")
+    return tuple(_requirement(ctx, r, f"{path}[{i}]", node_selector) for i, r in enumerate(raw))
 
 
 def _label_selector(ctx: _Ctx, raw: Any, path: str) -> LabelSelector:
     if raw is None:
         return LabelSelector(nothing=True)
-    labels = _str_map(ctx, raw, "matchLabels") if isinstance(raw, Mapping) else {}
+    if not isinstance(raw, Mapping):
+        raise ctx.fail(path, f"expected an object, got {raw!r}")
+    labels = _str_map(ctx, raw, "matchLabels", at=path)
     exprs = _requirements(ctx, raw.get("matchExpressions"), f"{path}.matchExpressions", False)
     return LabelSelector(match_labels=tuple(sorted(labels.items())), match_expressions=exprs)
 
 
-def _pod_terms(ctx: _Ctx, raw: Any, path: str) -> tuple[PodAffinityTerm, ...]:
+def _pod_terms(ctx: _Ctx, affinity: Any, path: str) -> tuple[PodAffinityTerm, ...]:
     terms = []
-    for i, t in enumerate(raw or ()):
+    for i, t in enumerate(_objects(ctx, affinity, path.removeprefix("spec.affinity."), at="spec.affinity")):
         where = f"{path}[{i}]"
-        topology_key = _get(ctx, t, "topologyKey", str, "")
+        topology_key = _get(ctx, t, "topologyKey", str, "", at=where)
         if not topology_key:
             raise ctx.fail(f"{where}.topologyKey", "required")
-        ns_selector = _get(ctx, t, "namespaceSelector", dict)
+        ns_selector = _get(ctx, t, "namespaceSelector", dict, at=where)
         if ns_selector and (ns_selector.get("matchLabels") or ns_selector.get("matchExpressions")):
             raise ctx.fail(f"{where}.namespaceSelector", "only an empty namespaceSelector ({} = all namespaces) is "
                                                           "supported without Namespace objects")
+        namespaces = _get(ctx, t, "namespaces", list, [], at=where)
+        if not all(isinstance(n, str) for n in namespaces):
+            raise ctx.fail(f"{where}.namespaces", "expected strings")
         terms.append(PodAffinityTerm(
             selector=_label_selector(ctx, t.get("labelSelector"), f"{where}.labelSelector"),
             topology_key=topology_key,
-            namespaces=tuple(_get(ctx, t, "namespaces", list, [])),
+            namespaces=tuple(namespaces),
             all_namespaces=ns_selector is not None,
         ))
     return tuple(terms)
@@ -171,34 +199,41 @@ def _pod_terms(ctx: _Ctx, raw: Any, path: str) -> tuple[PodAffinityTerm, ...]:
 
 def _tolerations(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
     result = []
-    for i, t in enumerate(_get(ctx, spec, "tolerations", list, [])):
+    for i, t in enumerate(_objects(ctx, spec, "tolerations", at="spec")):
         where = f"spec.tolerations[{i}]"
-        op_text = _get(ctx, t, "operator", str, "") or "Equal"
+        op_text = _get(ctx, t, "operator", str, "", at=where) or "Equal"
         if op_text not in ("Equal", "Exists"):
             raise ctx.fail(f"{where}.operator", f"unknown operator {op_text!r} (valid: Equal, Exists)")
-        effect_text = _get(ctx, t, "effect", str, "")
+        effect_text = _get(ctx, t, "effect", str, "", at=where)
         if effect_text and effect_text not in TaintEffect.__members__.values():
             raise ctx.fail(f"{where}.effect", f"unknown effect {effect_text!r}")
         result.append(Toleration(
-            key=_get(ctx, t, "key", str, ""), operator=TolerationOperator(op_text),
-            value=_get(ctx, t, "value", str, ""),
+            key=_get(ctx, t, "key", str, "", at=where), operator=TolerationOperator(op_text),
+            value=_get(ctx, t, "value", str, "", at=where),
             effect=TaintEffect(effect_text) if effect_text else None,
-            toleration_seconds=_get(ctx, t, "tolerationSeconds", int),
+            toleration_seconds=_get(ctx, t, "tolerationSeconds", int, at=where),
         ))
     return tuple(result)
 
 
 def _container_requests(ctx: _Ctx, container: Mapping[str, Any], path: str) -> Resources:
     """Requests, defaulted from limits where a request is absent (the API server's defaulting)."""
-    limits = parse_resources(ctx, _get(ctx, container, "resources.limits", dict), f"{path}.resources.limits")
-    requests = parse_resources(ctx, _get(ctx, container, "resources.requests", dict), f"{path}.resources.requests")
+    limits = parse_resources(ctx, _get(ctx, container, "resources.limits", dict, at=path), f"{path}.resources.limits")
+    requests = parse_resources(ctx, _get(ctx, container, "resources.requests", dict, at=path),
+                               f"{path}.resources.requests")
     have = set(requests.names())
     return requests + Resources.of({n: a for n, a in limits.items if n not in have})
 
 
+def _is_pod_level_resource(name: str) -> bool:
+    """Names pod-level resources may set (component-helpers `IsSupportedPodLevelResource`)."""
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+
+
 def effective_requests(ctx: _Ctx, spec: Mapping[str, Any]) -> Resources:
-    """kube-scheduler's pod request: max(app + sidecars, each init + sidecars before it) + overhead."""
-    containers = _get(ctx, spec, "containers", list, [])
+    """kube-scheduler's pod request: max(app + sidecars, each init + sidecars before it), pod-level requests in place
+    of that for the names they set, plus overhead (component-helpers `PodRequests`)."""
+    containers = _objects(ctx, spec, "containers", at="spec")
     if not containers:
         raise ctx.fail("spec.containers", "must have at least one container")
     total = Resources()
@@ -206,29 +241,39 @@ def effective_requests(ctx: _Ctx, spec: Mapping[str, Any]) -> Resources:
         total = total + _container_requests(ctx, c, f"spec.containers[{i}]")
     sidecars = Resources()
     init_peak = Resources()
-    for i, c in enumerate(_get(ctx, spec, "initContainers", list, [])):
+    for i, c in enumerate(_objects(ctx, spec, "initContainers", at="spec")):
         req = _container_requests(ctx, c, f"spec.initContainers[{i}]")
-        if _get(ctx, c, "restartPolicy", str) == "Always":
+        if _get(ctx, c, "restartPolicy", str, at=f"spec.initContainers[{i}]") == "Always":
             total = total + req
             sidecars = sidecars + req
             init_peak = init_peak.max(sidecars)
         else:
             init_peak = init_peak.max(req + sidecars)
     result = total.max(init_peak)
-    pod_level = parse_resources(ctx, _get(ctx, spec, "resources.requests", dict), "spec.resources.requests")
+    pod_requests = parse_resources(ctx, _get(ctx, spec, "resources.requests", dict, at="spec"),
+                                   "spec.resources.requests")
+    pod_limits = parse_resources(ctx, _get(ctx, spec, "resources.limits", dict, at="spec"), "spec.resources.limits")
+    pod_level = {n: a for n, a in pod_requests.items if _is_pod_level_resource(n)}
+    for name, limit in pod_limits.items:
+        # API defaulting (`defaultPodRequests`): a pod-level limit without a request defaults the request to the
+        # containers' aggregate for cpu/memory when they request any, else to the limit.
+        if _is_pod_level_resource(name) and name not in pod_requests.as_dict():
+            aggregate = result.get(name) if name in (CPU, MEMORY) else 0
+            pod_level[name] = aggregate or limit
     if pod_level:
         # Pod-level resources (PodLevelResources) replace the container sums for the names they set.
-        result = Resources.of({**result.as_dict(), **pod_level.as_dict()})
-    return result + parse_resources(ctx, _get(ctx, spec, "overhead", dict), "spec.overhead")
+        result = Resources.of({**result.as_dict(), **pod_level})
+    return result + parse_resources(ctx, _get(ctx, spec, "overhead", dict, at="spec"), "spec.overhead")
 
 
 def _node_affinity(ctx: _Ctx, spec: Mapping[str, Any]) -> NodeAffinity:
-    selector = _str_map(ctx, spec, "nodeSelector")
-    required = _get(ctx, spec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", dict)
+    selector = _str_map(ctx, spec, "nodeSelector", at="spec")
+    required_path = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _get(ctx, spec, required_path, dict, at="spec")
     terms = None
     if required is not None:
-        path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
-        raw_terms = _get(ctx, required, "nodeSelectorTerms", list, [])
+        path = f"spec.{required_path}.nodeSelectorTerms"
+        raw_terms = _objects(ctx, required, "nodeSelectorTerms", at=f"spec.{required_path}")
         terms = tuple(
             NodeSelectorTerm(
                 match_expressions=_requirements(ctx, t.get("matchExpressions"), f"{path}[{i}].matchExpressions", True),
@@ -242,31 +287,37 @@ def _node_affinity(ctx: _Ctx, spec: Mapping[str, Any]) -> NodeAffinity:
 def _fields(ctx: _Ctx, raw: Any, path: str) -> tuple[Requirement, ...]:
     reqs = _requirements(ctx, raw, path, True)
     for i, r in enumerate(reqs):
+        # As API validation and component-helpers `nodeSelectorRequirementsAsFieldSelector` have it.
         if r.key != "metadata.name":
             raise ctx.fail(f"{path}[{i}].key", f"not a supported field selector: {r.key!r} (only metadata.name)")
+        if r.operator not in (SelectorOperator.IN, SelectorOperator.NOT_IN):
+            raise ctx.fail(f"{path}[{i}].operator", f"unknown operator {r.operator.value!r} for a field selector "
+                                                     "(valid: In, NotIn)")
+        if len(r.values) != 1:
+            raise ctx.fail(f"{path}[{i}].values", "must have exactly one value for a field selector")
     return reqs
 
 
-def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
+def _unsupported(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[str, ...]:
     found = []
     if any(c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
-           for c in spec.get("topologySpreadConstraints") or ()):
+           for c in _objects(ctx, spec, "topologySpreadConstraints", at="spec")):
         found.append("topologySpreadConstraints with whenUnsatisfiable=DoNotSchedule")
-    if any("persistentVolumeClaim" in v or "ephemeral" in v for v in spec.get("volumes") or ()):
+    if any("persistentVolumeClaim" in v or "ephemeral" in v for v in _objects(ctx, spec, "volumes", at="spec")):
         found.append("volume topology (persistent volume claims)")
-    if any(p.get("hostPort") for c in spec.get("containers") or () for p in c.get("ports") or ()):
+    if any(p.get("hostPort") for i, c in enumerate(_objects(ctx, spec, "containers", at="spec"))
+           for p in _objects(ctx, c, "ports", at=f"spec.containers[{i}]")):
         found.append("host ports")
     if spec.get("resourceClaims"):
         found.append("dynamic resource allocation (resourceClaims)")
     return tuple(found)
 
 
-def _uses_local_storage(spec: Mapping[str, Any]) -> bool:
-    for v in spec.get("volumes") or ():
+def _uses_local_storage(ctx: _Ctx, spec: Mapping[str, Any]) -> bool:
+    for i, v in enumerate(_objects(ctx, spec, "volumes", at="spec")):
         if "hostPath" in v:
             return True
-        empty_dir = v.get("emptyDir")
-        if empty_dir is not None and (empty_dir or {}).get("medium") != "Memory":
+        if "emptyDir" in v and _get(ctx, v, "emptyDir.medium", str, "", at=f"spec.volumes[{i}]") != "Memory":
             return True
     return False
 
@@ -274,7 +325,7 @@ def _uses_local_storage(spec: Mapping[str, Any]) -> bool:
 def _group(ctx: _Ctx, namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> PodGroupRef | None:
     if KUEUE_GROUP_LABEL in labels:
         total = annotations.get(KUEUE_TOTAL_ANNOTATION)
-        if total is not None and not total.isdigit():
+        if total is not None and parse_int64(total) is None:
             raise ctx.fail(f"metadata.annotations.{KUEUE_TOTAL_ANNOTATION}", f"expected an integer, got {total!r}")
         return PodGroupRef(key=f"{namespace}/{labels[KUEUE_GROUP_LABEL]}", source="kueue",
                            min_member=int(total) if total else None)
@@ -289,15 +340,15 @@ def _group(ctx: _Ctx, namespace: str, labels: Mapping[str, str], annotations: Ma
 def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
     ctx = _Ctx("Pod", obj)
     meta = _get(ctx, obj, "metadata", dict, {})
-    name = _get(ctx, meta, "name", str)
+    name = _get(ctx, meta, "name", str, at="metadata")
     if not name:
         raise ctx.fail("metadata.name", "required")
-    namespace = _get(ctx, meta, "namespace", str, "default")
+    namespace = _get(ctx, meta, "namespace", str, "default", at="metadata")
     spec = _get(ctx, obj, "spec", dict)
     if spec is None:
         raise ctx.fail("spec", "required")
-    labels = _str_map(ctx, meta, "labels")
-    annotations = _str_map(ctx, meta, "annotations")
+    labels = _str_map(ctx, meta, "labels", at="metadata")
+    annotations = _str_map(ctx, meta, "annotations", at="metadata")
     requests = effective_requests(ctx, spec)
     if GPU_MILLI_ANNOTATION in annotations:
         try:
@@ -305,59 +356,59 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
         except QuantityError as err:
             raise ctx.fail(f"metadata.annotations.{GPU_MILLI_ANNOTATION}", str(err)) from None
         requests = requests + Resources.of({GPU_MILLI: milli})
-    affinity = _get(ctx, spec, "affinity", dict, {})
-    anti = _pod_terms(ctx, _get(ctx, affinity, "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution", list),
-                      "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")
-    pod_aff = _pod_terms(ctx, _get(ctx, affinity, "podAffinity.requiredDuringSchedulingIgnoredDuringExecution", list),
-                         "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+    affinity = _get(ctx, spec, "affinity", dict, {}, at="spec")
+    anti = _pod_terms(ctx, affinity, "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+    pod_aff = _pod_terms(ctx, affinity, "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution")
     constraints = SchedulingConstraints(
         affinity=_node_affinity(ctx, spec), tolerations=_tolerations(ctx, spec),
-        pod_anti_affinity=anti, pod_affinity=pod_aff, unsupported=_unsupported(spec),
+        pod_anti_affinity=anti, pod_affinity=pod_aff, unsupported=_unsupported(ctx, spec),
     )
     status = _get(ctx, obj, "status", dict, {})
-    phase_text = _get(ctx, status, "phase", str, "Pending")
+    phase_text = _get(ctx, status, "phase", str, "Pending", at="status")
     if phase_text not in PodPhase.__members__.values():
         raise ctx.fail("status.phase", f"unknown phase {phase_text!r}")
-    conditions = _get(ctx, status, "conditions", list, [])
+    conditions = _objects(ctx, status, "conditions", at="status")
     unschedulable = any(c.get("type") == "PodScheduled" and c.get("status") == "False"
                         and c.get("reason") == "Unschedulable" for c in conditions)
-    owner = next((o for o in _get(ctx, meta, "ownerReferences", list, []) if o.get("controller")), None)
+    owner = next((o for o in _objects(ctx, meta, "ownerReferences", at="metadata") if o.get("controller")), None)
     return Pod(
-        namespace=namespace, name=name, uid=_get(ctx, meta, "uid", str, ""), requests=requests,
-        constraints=constraints, node_name=_get(ctx, spec, "nodeName", str) or None,
-        phase=PodPhase(phase_text), priority=_get(ctx, spec, "priority", int, 0), labels=labels,
+        namespace=namespace, name=name, uid=_get(ctx, meta, "uid", str, "", at="metadata"), requests=requests,
+        constraints=constraints, node_name=_get(ctx, spec, "nodeName", str, at="spec") or None,
+        phase=PodPhase(phase_text), priority=_get(ctx, spec, "priority", int, 0, at="spec"), labels=labels,
         annotations=annotations,
         owner=OwnerRef(kind=str(owner.get("kind", "")), name=str(owner.get("name", ""))) if owner else None,
         group=_group(ctx, namespace, labels, annotations), unschedulable=unschedulable,
-        scheduling_gated=bool(_get(ctx, spec, "schedulingGates", list, [])),
-        nominated_node=_get(ctx, status, "nominatedNodeName", str) or None,
-        created_s=_timestamp(ctx, meta, "creationTimestamp"),
-        deleting=_get(ctx, meta, "deletionTimestamp", str) is not None,
-        local_storage=_uses_local_storage(spec),
+        scheduling_gated=bool(_get(ctx, spec, "schedulingGates", list, [], at="spec")),
+        nominated_node=_get(ctx, status, "nominatedNodeName", str, at="status") or None,
+        created_s=_timestamp(ctx, meta, "creationTimestamp", at="metadata"),
+        deleting=_get(ctx, meta, "deletionTimestamp", (str, datetime), at="metadata") is not None,
+        local_storage=_uses_local_storage(ctx, spec),
     )
 
 
 # ------------------------------------------------------------------------------------------------------------- nodes
 
-def _taints(ctx: _Ctx, raw: Any, path: str) -> tuple[Taint, ...]:
+def _taints(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[Taint, ...]:
     result = []
-    for i, t in enumerate(raw or ()):
-        effect = _get(ctx, t, "effect", str, "")
+    for i, t in enumerate(_objects(ctx, spec, "taints", at="spec")):
+        where = f"spec.taints[{i}]"
+        effect = _get(ctx, t, "effect", str, "", at=where)
         if effect not in TaintEffect.__members__.values():
-            raise ctx.fail(f"{path}[{i}].effect", f"unknown effect {effect!r} (valid: NoSchedule, PreferNoSchedule, "
-                                                  "NoExecute)")
-        key = _get(ctx, t, "key", str, "")
+            raise ctx.fail(f"{where}.effect", f"unknown effect {effect!r} (valid: NoSchedule, PreferNoSchedule, "
+                                              "NoExecute)")
+        key = _get(ctx, t, "key", str, "", at=where)
         if not key:
-            raise ctx.fail(f"{path}[{i}].key", "required")
-        result.append(Taint(key=key, value=_get(ctx, t, "value", str, ""), effect=TaintEffect(effect),
-                            time_added=_get(ctx, t, "timeAdded", str)))
+            raise ctx.fail(f"{where}.key", "required")
+        time_added = _get(ctx, t, "timeAdded", (str, datetime), at=where)
+        result.append(Taint(key=key, value=_get(ctx, t, "value", str, "", at=where), effect=TaintEffect(effect),
+                            time_added=time_added.isoformat() if isinstance(time_added, datetime) else time_added))
     return tuple(result)
 
 
 def node_from_k8s(obj: Mapping[str, Any]) -> Node:
     ctx = _Ctx("Node", obj)
     meta = _get(ctx, obj, "metadata", dict, {})
-    name = _get(ctx, meta, "name", str)
+    name = _get(ctx, meta, "name", str, at="metadata")
     if not name:
         raise ctx.fail("metadata.name", "required")
     spec = _get(ctx, obj, "spec", dict, {})
@@ -365,16 +416,19 @@ def node_from_k8s(obj: Mapping[str, Any]) -> Node:
     capacity = parse_resources(ctx, status.get("capacity"), "status.capacity")
     allocatable = parse_resources(ctx, status.get("allocatable"), "status.allocatable") if status.get(
         "allocatable") is not None else capacity
-    labels = _str_map(ctx, meta, "labels")
+    labels = _str_map(ctx, meta, "labels", at="metadata")
     labels.setdefault(HOSTNAME_LABEL, name)
-    conditions = _get(ctx, status, "conditions", list, [])
+    conditions = _objects(ctx, status, "conditions", at="status")
     return Node(
         name=name, allocatable=allocatable, capacity=capacity, labels=labels,
-        annotations=_str_map(ctx, meta, "annotations"), taints=_taints(ctx, spec.get("taints"), "spec.taints"),
-        unschedulable=bool(_get(ctx, spec, "unschedulable", bool, False)),
+        annotations=_str_map(ctx, meta, "annotations", at="metadata"), taints=_taints(ctx, spec),
+        unschedulable=bool(_get(ctx, spec, "unschedulable", bool, False, at="spec")),
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
-        created_s=_timestamp(ctx, meta, "creationTimestamp"), provider_id=_get(ctx, spec, "providerID", str, ""),
-        deleting=_get(ctx, meta, "deletionTimestamp", str) is not None,
+        ready_since_s=next((_timestamp(ctx, c, "lastTransitionTime", at=f"status.conditions[{i}]")
+                            for i, c in enumerate(conditions) if c.get("type") == "Ready"), None),
+        created_s=_timestamp(ctx, meta, "creationTimestamp", at="metadata"),
+        provider_id=_get(ctx, spec, "providerID", str, "", at="spec"),
+        deleting=_get(ctx, meta, "deletionTimestamp", (str, datetime), at="metadata") is not None,
     )
 
 
@@ -385,12 +439,16 @@ def pdb_from_k8s(obj: Mapping[str, Any]) -> PodDisruptionBudget:
     selector = spec.get("selector")
     min_available, max_unavailable = spec.get("minAvailable"), spec.get("maxUnavailable")
     allowed = _get(ctx, obj, "status.disruptionsAllowed", int)
+    for field, value in (("spec.minAvailable", min_available), ("spec.maxUnavailable", max_unavailable)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, str))):
+            raise ctx.fail(field, f"expected an integer or a percentage, got {value!r}")
     if allowed is None:
         # No status yet (a hand-written file): a budget with maxUnavailable 0 / minAvailable 100% allows nothing;
         # anything else is unknown until the disruption controller computes it, so assume the safe answer.
         allowed = 0
     return PodDisruptionBudget(
-        namespace=_get(ctx, meta, "namespace", str, "default"), name=_get(ctx, meta, "name", str, ""),
+        namespace=_get(ctx, meta, "namespace", str, "default", at="metadata"),
+        name=_get(ctx, meta, "name", str, "", at="metadata"),
         selector=_label_selector(ctx, selector, "spec.selector"),
         disruptions_allowed=allowed,
         min_available=None if min_available is None else str(min_available),
@@ -404,8 +462,8 @@ def pod_group_from_k8s(obj: Mapping[str, Any]) -> PodGroupSpec:
     min_member = _get(ctx, obj, "spec.minMember", int)
     if min_member is None or min_member < 1:
         raise ctx.fail("spec.minMember", "required, at least 1")
-    return PodGroupSpec(key=f"{_get(ctx, meta, 'namespace', str, 'default')}/{_get(ctx, meta, 'name', str, '')}",
-                        min_member=min_member)
+    namespace = _get(ctx, meta, "namespace", str, "default", at="metadata")
+    return PodGroupSpec(key=f"{namespace}/{_get(ctx, meta, 'name', str, '', at='metadata')}", min_member=min_member)
 
 
 def cluster_from_objects(objects: Iterable[Any], source: str = "input") -> Cluster:

@@ -29,6 +29,8 @@ class Node:
     unschedulable: bool = False
     """`spec.unschedulable` (cordoned)."""
     ready: bool = True
+    ready_since_s: float | None = None
+    """When the Ready condition last changed (its `lastTransitionTime`), if known."""
     created_s: float | None = None
     provider_id: str = ""
     deleting: bool = False

@@ -26,10 +26,12 @@ class NodePool:
     min_size: int = 0
     max_size: int = 1000
     zones: tuple[str, ...] = ()
+    max_node_provision_time_s: float | None = None
+    """This pool's own provisioning deadline (big GPU hosts boot slower); `None` uses the policy's."""
 
-    def template(self, index: int = 0) -> Node:
-        """A node of this pool as it will look once Ready with GPUs registered; `index` makes its name unique."""
-        name = f"template-{self.name}-{index}"
+    def template(self, name: str | None = None) -> Node:
+        """A node of this pool as it will look once Ready with GPUs registered, named `name` (unique per what-if)."""
+        name = name or f"template-{self.name}"
         labels = {**self.labels, POOL_LABEL: self.name, "kubernetes.io/hostname": name}
         if self.zones and "topology.kubernetes.io/zone" not in labels:
             labels["topology.kubernetes.io/zone"] = self.zones[0]

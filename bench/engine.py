@@ -1,0 +1,151 @@
+"""Benchmark: one `decide` on 5,000 nodes, 150,000 running pods and 2,000 pending pods (openb shapes).
+
+Pools (openb node shapes): `cpu` (CPU-only), `gpu-g2` (8 GPUs), `gpu-t4` (2 × T4), `gpu-v100` (4 × V100); GPU pools
+are tainted `nvidia.com/gpu=present:NoSchedule`. Running pods: openb shapes fill the nodes first (openb pods are big:
+≈ 8 per node), then 3 DaemonSet pods per node and small service pods (100–250m CPU, 128–512 MiB, half tolerating the
+GPU taint) bring the total to 150,000 — the many small pods real ML clusters carry. Pending pods are openb shapes,
+marked Unschedulable. 20 % of openb pods carry a nodeSelector on their pool. Prints the median `decide` time
+over 5 runs and pending pods/s. Run: `.venv/bin/python bench/engine.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import statistics
+import time
+from dataclasses import replace
+
+from gpuscale.engine.decide import decide
+from gpuscale.engine.plan import Snapshot
+from gpuscale.engine.policy import Policy
+from gpuscale.engine.state import EngineState
+from gpuscale.model.cluster import Cluster
+from gpuscale.model.node import Node
+from gpuscale.model.pod import OwnerRef, Pod, PodPhase, SchedulingConstraints
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import Resources
+from gpuscale.model.selectors import NodeAffinity
+from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator
+from gpuscale.sim.openb import OpenbNode, bundled, read_nodes, read_pods, to_model_pod
+
+GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect=TaintEffect.NO_SCHEDULE)
+TOLERATE = (Toleration(key="nvidia.com/gpu", operator=TolerationOperator.EXISTS),)
+PRICES = {"cpu": 1.2, "gpu-g2": 24.0, "gpu-t4": 1.1, "gpu-v100": 12.2}
+SHARE = {"cpu": 0.2, "gpu-g2": 0.45, "gpu-t4": 0.25, "gpu-v100": 0.1}
+
+
+def pools_from_openb() -> dict[str, NodePool]:
+    shapes: dict[str, OpenbNode] = {}
+    for node in read_nodes(bundled("openb_node_list_all_node.csv")):
+        name = {"": "cpu", "G2": "gpu-g2", "T4": "gpu-t4", "V100M16": "gpu-v100"}.get(node.model)
+        if name and name not in shapes:
+            shapes[name] = node
+    pools = {}
+    for name, shape in shapes.items():
+        labels = {"nvidia.com/gpu.product": shape.model} if shape.model else {}
+        pools[name] = NodePool(name=name, allocatable=shape.allocatable(), labels=labels,
+                               taints=(GPU_TAINT,) if shape.gpus else (), gpu_model=shape.model or None,
+                               gpus_per_node=shape.gpus, usd_per_hour=PRICES[name], max_size=5000)
+    return pools
+
+
+def build(n_nodes: int, n_running: int, n_pending: int, seed: int) -> tuple[Cluster, list[NodePool]]:
+    rng = random.Random(seed)
+    pools = pools_from_openb()
+    nodes: list[Node] = []
+    for name, pool in sorted(pools.items()):
+        for k in range(int(n_nodes * SHARE[name])):
+            template = pool.template(f"{name}-{k:05d}")
+            nodes.append(replace(template, created_s=0.0))
+    shapes = read_pods(bundled("openb_pod_list_default.csv"))
+    free = [n.allocatable for n in nodes]
+    rows_of = {name: [i for i, n in enumerate(nodes) if n.pool == name] for name in pools}
+    cursor = dict.fromkeys(pools, 0)
+    pods: list[Pod] = []
+    owner = OwnerRef(kind="ReplicaSet", name="rs")
+    gpu_pools = ["gpu-g2", "gpu-t4", "gpu-v100"]
+    for i in range(n_running + n_pending):
+        shape = shapes[rng.randrange(len(shapes))]
+        gpu = shape.num_gpu > 0
+        selector: tuple[tuple[str, str], ...] = ()
+        target = rng.choice(gpu_pools) if gpu else "cpu"
+        if rng.random() < 0.2:
+            selector = (("gpuscale.io/pool", target),)
+        pod = replace(to_model_pod(replace(shape, name=f"pod-{i:06d}")), owner=owner, created_s=0.0,
+                      constraints=SchedulingConstraints(affinity=NodeAffinity(node_selector=selector),
+                                                        tolerations=TOLERATE if gpu else ()))
+        if i < n_running:
+            rows = rows_of[target]
+            for _ in range(3):  # first fit along a moving cursor: fills nodes in order without quadratic scans
+                if cursor[target] >= len(rows):
+                    break
+                j = rows[cursor[target]]
+                if not pod.requests.shortfalls(free[j]) and free[j].get("pods") > 0:
+                    free[j] = free[j] - pod.requests - Resources.of(pods=1)
+                    pod = replace(pod, node_name=nodes[j].name, phase=PodPhase.RUNNING)
+                    break
+                cursor[target] += 1
+            if pod.node_name is None:
+                continue
+        else:
+            pod = replace(pod, unschedulable=True)
+        pods.append(pod)
+    everything = (Toleration(operator=TolerationOperator.EXISTS),)
+    daemon = OwnerRef(kind="DaemonSet", name="node-agent")
+    for j, node in enumerate(nodes):
+        for k in range(3):
+            requests = Resources.of(cpu=100, memory=128 * 2**20)
+            free[j] = free[j] - requests - Resources.of(pods=1)
+            pods.append(Pod(namespace="kube-system", name=f"agent-{k}-{node.name}", requests=requests,
+                            node_name=node.name, phase=PodPhase.RUNNING, owner=daemon, created_s=0.0,
+                            constraints=SchedulingConstraints(tolerations=everything)))
+    small = 0
+    target_total = n_running + n_pending
+    j = 0
+    while len(pods) < target_total and small < 10 * target_total:
+        small += 1
+        tolerates = rng.random() < 0.5
+        j = (j + 1) % len(nodes)
+        if nodes[j].taints and not tolerates:
+            continue
+        requests = Resources.of(cpu=rng.choice([100, 150, 200, 250]), memory=rng.choice([128, 256, 512]) * 2**20)
+        if requests.shortfalls(free[j]) or free[j].get("pods") < 1:
+            continue
+        free[j] = free[j] - requests - Resources.of(pods=1)
+        pods.append(Pod(namespace="svc", name=f"svc-{small:06d}", requests=requests, node_name=nodes[j].name,
+                        phase=PodPhase.RUNNING, owner=owner, created_s=0.0,
+                        constraints=SchedulingConstraints(tolerations=TOLERATE if tolerates else ())))
+    return Cluster(nodes=tuple(nodes), pods=tuple(pods)), list(pools.values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--running", type=int, default=150_000)
+    parser.add_argument("--pending", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    cluster, pools = build(args.nodes, args.running, args.pending, seed=11)
+    built = time.perf_counter() - start
+    running = sum(1 for p in cluster.pods if p.node_name)
+    times = []
+    plan = None
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        plan = decide(Snapshot(cluster=cluster), pools, EngineState(), Policy(), now=3600.0)
+        times.append(time.perf_counter() - start)
+    assert plan is not None
+    median = statistics.median(times)
+    print(f"machine: {platform.machine()} python {platform.python_version()}; cluster built in {built:.1f}s")
+    print(f"nodes={len(cluster.nodes)} running={running} pending={len(cluster.pending_pods())} pools={len(pools)}")
+    print(f"plan: scale_up={[(s.pool, s.nodes) for s in plan.scale_up]} covered={len(plan.covered)} "
+          f"unplaceable={len(plan.unplaceable)} removals={len(plan.scale_down)}")
+    print(f"decide median={median:.3f}s (runs: {', '.join(f'{t:.3f}' for t in times)})")
+    print(f"pending pods/s={len(cluster.pending_pods()) / median:,.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""One decision: `decide(snapshot, pools, state, policy, now) -> Plan`. Pure: no I/O, clock or randomness.
+
+Order, as in Cluster Autoscaler's RunOnce:
+1. upcoming nodes that missed their provisioning or GPU-initialisation deadline time out (their pool backs off);
+2. the what-if table is built: usable nodes with their real free capacity, upcoming nodes as their pool's template;
+3. scale-up for pending pods, after dropping pods that existing or upcoming capacity takes; then warm buffers;
+4. scale-down, on the cluster as it will be once those pods land (so a node they need is not removed).
+The result does not depend on the order of nodes, pods or pools in the input: everything is sorted by name first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from gpuscale.engine.limits import Totals, headroom, totals_of
+from gpuscale.engine.nodes import NodePhase, phase, pool_of, usable_capacity
+from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
+from gpuscale.engine.policy import Policy
+from gpuscale.engine.reasons import Reason, ReasonCode
+from gpuscale.engine.scaleup import plan_scale_up
+from gpuscale.engine.state import EngineState, FailureKind, record_failure
+from gpuscale.engine.table import NodeTable
+from gpuscale.model.cluster import Cluster
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import Resources, is_gpu_resource
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Timeouts:
+    timed_out: tuple[TimedOut, ...]
+    state: EngineState
+    expired_nodes: frozenset[str]
+    expired_requests: frozenset[str]
+
+
+def _provision_limit(pool: NodePool | None, policy: Policy) -> float:
+    override = getattr(pool, "max_node_provision_time_s", None) if pool is not None else None
+    return float(override) if override is not None else policy.max_node_provision_time_s
+
+
+def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
+                  now: float) -> _Timeouts:
+    """Upcoming nodes past their deadline: requested/registered but not Ready within `max_node_provision_time_s`
+    (per-pool override), or Ready without their GPUs within `max_gpu_init_time_s`."""
+    timed_out: list[TimedOut] = []
+    failed: dict[str, FailureKind] = {}
+    for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
+        limit = _provision_limit(pools.get(request.pool), policy)
+        if now - request.requested_s > limit:
+            timed_out.append(TimedOut(pool=request.pool, node=None, request_id=request.request_id, reasons=(
+                Reason(ReasonCode.PROVISION_TIMEOUT, f"requested {now - request.requested_s:.0f}s ago, not "
+                                                     f"registered within {limit:g}s"),)))
+            failed.setdefault(request.pool, FailureKind.PROVISION_TIMEOUT)
+    for node in sorted(snapshot.cluster.nodes, key=lambda n: n.name):
+        name = pool_of(node, snapshot.node_pools)
+        pool = pools.get(name) if name else None
+        if pool is None:
+            continue
+        current = phase(node, pool)
+        if current is NodePhase.REGISTERED and node.created_s is not None:
+            limit = _provision_limit(pool, policy)
+            if now - node.created_s > limit:
+                timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
+                    Reason(ReasonCode.PROVISION_TIMEOUT, f"not Ready {now - node.created_s:.0f}s after creation "
+                                                         f"(limit {limit:g}s)"),)))
+                failed.setdefault(pool.name, FailureKind.PROVISION_TIMEOUT)
+        elif current is NodePhase.READY:
+            since = node.ready_since_s if node.ready_since_s is not None else node.created_s
+            if since is not None and now - since > policy.max_gpu_init_time_s:
+                timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
+                    Reason(ReasonCode.GPU_INIT_TIMEOUT, f"Ready for {now - since:.0f}s but GPUs not registered "
+                                                        f"(limit {policy.max_gpu_init_time_s:g}s)"),)))
+                failed.setdefault(pool.name, FailureKind.GPU_INIT_TIMEOUT)
+    for pool_name, kind in sorted(failed.items()):
+        state = record_failure(state, pool_name, kind, now, policy)
+    return _Timeouts(
+        timed_out=tuple(timed_out), state=state,
+        expired_nodes=frozenset(t.node for t in timed_out if t.node),
+        expired_requests=frozenset(t.request_id for t in timed_out if t.request_id),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _World:
+    """The snapshot arranged for packing: rows of the what-if table and what each row is."""
+
+    table: NodeTable
+    rows: tuple[Node, ...]
+    row_pool: tuple[str | None, ...]
+    upcoming_rows: np.ndarray
+    totals: Totals
+
+
+def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts) -> _World:
+    nodes: list[Node] = []
+    capacity: list[Resources] = []
+    row_pool: list[str | None] = []
+    upcoming: list[bool] = []
+    counted: list[tuple[NodePool | None, int]] = []
+    for node in cluster.nodes:
+        name = pool_of(node, snapshot.node_pools)
+        pool = pools.get(name) if name else None
+        current = phase(node, pool)
+        if current is NodePhase.DELETING or node.name in timeouts.expired_nodes:
+            continue
+        counted.append((pool, 1))
+        nodes.append(node)
+        capacity.append(usable_capacity(node, pool))
+        row_pool.append(name)
+        upcoming.append(current is not NodePhase.USABLE)
+    for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
+        pool = pools.get(request.pool)
+        if pool is None or request.request_id in timeouts.expired_requests:
+            continue
+        counted.append((pool, 1))
+        nodes.append(pool.template(f"upcoming-{request.request_id}"))
+        capacity.append(pool.allocatable)
+        row_pool.append(pool.name)
+        upcoming.append(True)
+    pending_names = {r for p in cluster.pending_pods() for r in p.requests.names()}
+    affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
+    placed = [p for p in cluster.pods if p.consumes_capacity()]
+    table = NodeTable.build(nodes, capacity, placed, pending_names, with_topology=affinity)
+    return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
+                  upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted))
+
+
+def _sorted_cluster(cluster: Cluster) -> Cluster:
+    return replace(cluster, nodes=tuple(sorted(cluster.nodes, key=lambda n: n.name)),
+                   pods=tuple(sorted(cluster.pods, key=lambda p: (p.namespace, p.name))),
+                   pdbs=tuple(sorted(cluster.pdbs, key=lambda b: b.key)),
+                   pod_groups=tuple(sorted(cluster.pod_groups, key=lambda g: g.key)))
+
+
+def _gpu_units(resources: Resources) -> int:
+    return sum(a for n, a in resources.items if is_gpu_resource(n))
+
+
+def buffer_scale_ups(world_table: NodeTable, row_pool: Sequence[str | None], busy_rows: set[int],
+                     pools: Mapping[str, NodePool], totals: Totals, policy: Policy) -> tuple[list[ScaleUp], Totals]:
+    """Warm capacity: grow a pool until it has `idle_nodes` nodes without workload pods and `free_gpus` free GPUs,
+    counting nodes still starting and nodes ordered in this decision."""
+    result: list[ScaleUp] = []
+    for buffer in sorted(policy.buffers, key=lambda b: b.pool):
+        pool = pools.get(buffer.pool)
+        if pool is None:
+            continue
+        rows = [i for i, name in enumerate(row_pool) if name == buffer.pool and world_table.enabled[i]]
+        rows += [i for i in range(len(row_pool), len(world_table)) if world_table.nodes[i].pool == buffer.pool]
+        idle = sum(1 for i in rows if i not in busy_rows)
+        free_gpus = sum(max(world_table.free_of(i, n), 0) for i in rows for n in world_table.columns
+                        if is_gpu_resource(n))
+        want = max(buffer.idle_nodes - idle, 0)
+        per_node = _gpu_units(pool.allocatable)
+        if buffer.free_gpus > free_gpus and per_node:
+            want = max(want, -(-(buffer.free_gpus - free_gpus) // per_node))
+        if want <= 0:
+            continue
+        room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
+        count = min(want, room.nodes)
+        if count <= 0:
+            continue
+        reasons = [Reason(ReasonCode.BUFFER, f"warm capacity for {pool.name}: {idle} idle node(s), {free_gpus} free "
+                                             f"GPU(s); target {buffer.idle_nodes} idle, {buffer.free_gpus} free GPUs",
+                          {"idle_nodes": idle, "free_gpus": free_gpus})]
+        if count < want:
+            reasons.append(Reason(ReasonCode.LIMIT_REACHED, f"capped by {room.binding}"))
+        result.append(ScaleUp(pool=pool.name, nodes=count, pods=(), reasons=tuple(reasons)))
+        totals = totals.add(pool, count)
+    return result, totals
+
+
+def _merge(scale_ups: Sequence[ScaleUp]) -> tuple[ScaleUp, ...]:
+    merged: dict[str, ScaleUp] = {}
+    for item in scale_ups:
+        prior = merged.get(item.pool)
+        merged[item.pool] = item if prior is None else ScaleUp(
+            pool=item.pool, nodes=prior.nodes + item.nodes, pods=tuple(sorted({*prior.pods, *item.pods})),
+            reasons=prior.reasons + item.reasons)
+    return tuple(merged.values())
+
+
+def _busy_rows(rows: Sequence[Node], pods: Sequence[Pod], placed_rows: set[int]) -> set[int]:
+    index = {n.name: i for i, n in enumerate(rows)}
+    busy = set(placed_rows)
+    for pod in pods:
+        if pod.consumes_capacity() and not (pod.owner and pod.owner.kind == "DaemonSet"):
+            i = index.get(pod.node_name or "")
+            if i is not None:
+                busy.add(i)
+    return busy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Down:
+    removals: tuple[Removal, ...] = ()
+    blocked: tuple[NodeVerdict, ...] = ()
+    unneeded: tuple[NodeVerdict, ...] = ()
+    mark_unneeded: Mapping[str, float] = field(default_factory=dict)
+    clear_unneeded: tuple[str, ...] = ()
+
+
+def _scale_down(cluster: Cluster, world: _World, table: NodeTable, pools: Mapping[str, NodePool],
+                state: EngineState, policy: Policy, now: float) -> _Down:
+    return _Down()
+
+
+def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy, now: float) -> Plan:
+    """The whole decision for one loop. Deterministic; independent of input order."""
+    cluster = _sorted_cluster(snapshot.cluster)
+    by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
+    ordered_pools = list(by_name.values())
+    timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now)
+    state = timeouts.state
+    world = build_world(cluster, snapshot, by_name, timeouts)
+    up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
+                       totals=world.totals, state=state, policy=policy, now=now)
+    placed_rows = {i for i in range(len(world.rows), len(up.table))
+                   if up.table.free_pods[i] < (up.table.nodes[i].allocatable.get("pods"))}
+    busy = _busy_rows(world.rows, cluster.pods, placed_rows)
+    busy.update(i for i in range(len(world.rows)) if up.table.free_pods[i] < world.table.free_pods[i])
+    buffers, _ = buffer_scale_ups(up.table, world.row_pool, busy, by_name, up.totals, policy)
+    scale_ups = _merge([*up.scale_ups, *buffers])
+    down = _scale_down(cluster, world, up.table, by_name, state, policy, now)
+    removals = down.removals
+    blocked = list(down.blocked)
+    if policy.buffers:
+        removals, kept = _respect_buffers(removals, world, busy, by_name, policy)
+        blocked += kept
+    return Plan(
+        scale_up=scale_ups, scale_down=removals, blocked=tuple(blocked), unneeded=down.unneeded,
+        mark_unneeded=down.mark_unneeded, clear_unneeded=down.clear_unneeded, unplaceable=up.unplaceable,
+        covered=up.covered, waiting=up.waiting, timed_out=timeouts.timed_out, state=state,
+    )
+
+
+def _respect_buffers(removals: Sequence[Removal], world: _World, busy: set[int],
+                     pools: Mapping[str, NodePool], policy: Policy) -> tuple[tuple[Removal, ...],
+                                                                            list[NodeVerdict]]:
+    """Keep enough idle nodes in buffered pools: an empty node that is part of the warm buffer is not removed."""
+    idle_left = {b.pool: sum(1 for i, name in enumerate(world.row_pool) if name == b.pool and i not in busy)
+                 for b in policy.buffers}
+    want = {b.pool: b.idle_nodes for b in policy.buffers}
+    kept: list[Removal] = []
+    blocked: list[NodeVerdict] = []
+    for removal in removals:
+        if removal.pool in want and not removal.evict and idle_left[removal.pool] <= want[removal.pool]:
+            blocked.append(NodeVerdict(node=removal.node, reasons=(Reason(
+                ReasonCode.BUFFER, f"kept as warm capacity for {removal.pool} ({want[removal.pool]} idle node(s))"),)))
+            continue
+        if removal.pool in idle_left and not removal.evict:
+            idle_left[removal.pool] -= 1
+        kept.append(removal)
+    return tuple(kept), blocked

@@ -1,0 +1,212 @@
+"""Drainability: which pods of a node must find a new home, which are left alone, and which keep the node.
+
+Decides, pod by pod and then for the node, with reasons as data. Pure: no I/O, no clock.
+
+Rules, first match wins (Cluster Autoscaler's `simulator/drainability/rules` order where CA has one):
+1. **Ignored** — no eviction, no new home: mirror (static) pods, pods already being deleted, pods in a terminal phase,
+   DaemonSet pods (their controller owns them; they go with the node).
+2. **Explicit protection** — `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`, `safe-to-evict:
+   "on-completion"` (wait until the pod finishes) and `karpenter.sh/do-not-disrupt: "true"` block the node. These run
+   before the expendable rule on purpose: a user's explicit annotation beats a priority heuristic (CA drops expendable
+   pods from its snapshot first, then evicts them anyway — a surprise we do not copy).
+3. **Expendable** — priority below `expendable_priority_cutoff`: evicted with the node, never given a new home.
+4. `safe-to-evict: "true"` — must move; lifts rules 5–7 (not rule 8).
+5. a kube-system pod no PDB covers (when `skip_nodes_with_system_pods`);
+6. a pod without a controller;
+7. a pod with node-local storage (when `skip_nodes_with_local_storage`);
+8. a running pod of a Job that requests GPUs (when `protect_gpu_jobs`), unless `gpuscale.io/checkpoint-safe: "true"`:
+   killing a training job loses its work. `safe-to-evict: "true"` does not lift this one — it is routinely set to get
+   past rule 7 (scratch emptyDirs) and says nothing about losing a training run.
+Every other pod must move. Then for the node: `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"` blocks it,
+and every evicted pod (moved or expendable) spends one disruption of each PDB covering it — `PdbBudget` carries what is
+left across all nodes removed in one decision, so two drains never spend the same disruption.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gpuscale.engine.policy import Policy
+from gpuscale.engine.reasons import Reason, ReasonCode
+from gpuscale.model.node import Node
+from gpuscale.model.pdb import PodDisruptionBudget
+from gpuscale.model.pod import Pod, PodPhase
+from gpuscale.model.resources import GPU_MILLI
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+MIRROR = "kubernetes.io/config.mirror"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+CHECKPOINT_SAFE = "gpuscale.io/checkpoint-safe"
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+KUBE_SYSTEM = "kube-system"
+
+
+class DrainAction(StrEnum):
+    IGNORE = "ignore"
+    """Left alone: goes with the node, no eviction, no new home (DaemonSet, mirror, terminal, being deleted)."""
+    EXPENDABLE = "expendable"
+    """Evicted, but needs no new home."""
+    MOVE = "move"
+    """Evicted and must fit on another node."""
+    BLOCK = "block"
+    """Keeps its node."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodDrain:
+    action: DrainAction
+    reason: Reason | None = None
+    """Why the pod blocks (set only for `BLOCK`)."""
+
+
+def requests_gpus(pod: Pod) -> bool:
+    """Any GPU resource, GPU slice or `gpuscale.io/gpu-milli` share."""
+    return pod.requests.gpu_count() > 0 or pod.requests.get(GPU_MILLI) > 0
+
+
+class PdbBudget:
+    """Disruptions left per PodDisruptionBudget within one decision. Immutable: `spend` returns a new budget.
+
+    Cost: `covering` is O(PDBs of the pod's namespace); `spend` copies one small dict.
+    """
+
+    __slots__ = ("_by_namespace", "_left")
+
+    def __init__(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
+        by_namespace: dict[str, list[PodDisruptionBudget]] = {}
+        for pdb in sorted(pdbs, key=lambda p: p.key):
+            by_namespace.setdefault(pdb.namespace, []).append(pdb)
+        self._by_namespace = {ns: tuple(items) for ns, items in by_namespace.items()}
+        self._left = {p.key: max(p.disruptions_allowed, 0) for items in self._by_namespace.values() for p in items}
+
+    def covering(self, pod: Pod) -> tuple[PodDisruptionBudget, ...]:
+        return tuple(p for p in self._by_namespace.get(pod.namespace, ()) if p.covers(pod.namespace, pod.labels))
+
+    def left(self, key: str) -> int:
+        return self._left.get(key, 0)
+
+    def _needed(self, pods: Iterable[Pod]) -> Counter[str]:
+        return Counter(pdb.key for pod in pods for pdb in self.covering(pod))
+
+    def shortfall(self, pods: Sequence[Pod]) -> Reason | None:
+        """Why evicting all `pods` together would break a budget, or `None` if it would not."""
+        needed = self._needed(pods)
+        for key in sorted(needed):
+            if needed[key] > self._left[key]:
+                first = min(p.key for p in pods if any(b.key == key for b in self.covering(p)))
+                return Reason(ReasonCode.PDB,
+                              f"evicting {needed[key]} pod(s) covered by PodDisruptionBudget {key} (first: {first}) "
+                              f"needs {needed[key]} disruption(s), {self._left[key]} allowed",
+                              {"needed": needed[key], "allowed": self._left[key]})
+        return None
+
+    def spend(self, pods: Iterable[Pod]) -> PdbBudget:
+        other = PdbBudget(())
+        other._by_namespace = self._by_namespace
+        other._left = dict(self._left)
+        for key, count in self._needed(pods).items():
+            other._left[key] -= count
+        return other
+
+    def remaining(self) -> Mapping[str, int]:
+        return dict(self._left)
+
+
+def _block(code: ReasonCode, pod: Pod, why: str) -> PodDrain:
+    return PodDrain(action=DrainAction.BLOCK, reason=Reason(code, f"pod {pod.key} {why}"))
+
+
+def _ignored(pod: Pod) -> bool:
+    return (MIRROR in pod.annotations or pod.deleting or pod.is_terminal()
+            or (pod.owner is not None and pod.owner.kind == "DaemonSet"))
+
+
+def _protected(pod: Pod) -> PodDrain | None:
+    safe = pod.annotations.get(SAFE_TO_EVICT)
+    if safe == "false":
+        return _block(ReasonCode.NOT_SAFE_TO_EVICT, pod, f'is annotated {SAFE_TO_EVICT}: "false"')
+    if safe == "on-completion":
+        return _block(ReasonCode.ON_COMPLETION, pod, f'is annotated {SAFE_TO_EVICT}: "on-completion" and still runs')
+    if pod.annotations.get(DO_NOT_DISRUPT) == "true":
+        return _block(ReasonCode.DO_NOT_DISRUPT, pod, f'is annotated {DO_NOT_DISRUPT}: "true"')
+    return None
+
+
+def _movable(pod: Pod, policy: Policy, budget: PdbBudget) -> PodDrain | None:
+    """Rules 5–7, which `safe-to-evict: "true"` lifts."""
+    if policy.skip_nodes_with_system_pods and pod.namespace == KUBE_SYSTEM and not budget.covering(pod):
+        return _block(ReasonCode.KUBE_SYSTEM, pod, "is a kube-system pod without a PodDisruptionBudget")
+    if pod.owner is None or not pod.owner.controller:
+        return _block(ReasonCode.NO_CONTROLLER, pod, "has no controller to recreate it")
+    if policy.skip_nodes_with_local_storage and pod.local_storage:
+        return _block(ReasonCode.LOCAL_STORAGE, pod, "uses node-local storage")
+    return None
+
+
+def classify_pod(pod: Pod, *, policy: Policy, budget: PdbBudget) -> PodDrain:
+    """What draining the pod's node does to this pod (rules 1–8 of the module docstring)."""
+    if _ignored(pod):
+        return PodDrain(action=DrainAction.IGNORE)
+    protected = _protected(pod)
+    if protected is not None:
+        return protected
+    if pod.priority < policy.expendable_priority_cutoff:
+        return PodDrain(action=DrainAction.EXPENDABLE)
+    if pod.annotations.get(SAFE_TO_EVICT) != "true":
+        blocked = _movable(pod, policy, budget)
+        if blocked is not None:
+            return blocked
+    if (policy.protect_gpu_jobs and pod.phase is PodPhase.RUNNING and pod.owner is not None
+            and pod.owner.kind == "Job" and requests_gpus(pod) and pod.annotations.get(CHECKPOINT_SAFE) != "true"):
+        return _block(ReasonCode.TRAINING_JOB, pod,
+                      f'is a running GPU Job pod: killing a training job loses its work (opt in with '
+                      f'{CHECKPOINT_SAFE}: "true")')
+    return PodDrain(action=DrainAction.MOVE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeDrain:
+    """What removing one node takes: pods to re-place (`move`, sorted by key), pods to evict (`evict`: `move` plus
+    expendable pods, sorted by key), or why it cannot be removed (`blocked`, the first blocker in pod-key order)."""
+
+    node: str
+    move: tuple[Pod, ...] = ()
+    evict: tuple[Pod, ...] = ()
+    blocked: Reason | None = None
+
+    @property
+    def empty(self) -> bool:
+        """No pod needs a new home (expendable pods may still be evicted)."""
+        return not self.move
+
+    @property
+    def evict_keys(self) -> tuple[str, ...]:
+        return tuple(p.key for p in self.evict)
+
+
+def scale_down_disabled(node: Node) -> bool:
+    return node.annotations.get(SCALE_DOWN_DISABLED) == "true"
+
+
+def drain_node(node: Node, pods: Iterable[Pod], *, policy: Policy, budget: PdbBudget) -> NodeDrain:
+    """Drainability of a node holding `pods`, against what is left of the PDBs in `budget` (not spent here)."""
+    if scale_down_disabled(node):
+        return NodeDrain(node=node.name, blocked=Reason(
+            ReasonCode.SCALE_DOWN_DISABLED, f'node {node.name} is annotated {SCALE_DOWN_DISABLED}: "true"'))
+    move: list[Pod] = []
+    evict: list[Pod] = []
+    for pod in sorted(pods, key=lambda p: (p.key, p.uid)):
+        verdict = classify_pod(pod, policy=policy, budget=budget)
+        if verdict.action is DrainAction.BLOCK:
+            return NodeDrain(node=node.name, blocked=verdict.reason)
+        if verdict.action is DrainAction.MOVE:
+            move.append(pod)
+        if verdict.action is not DrainAction.IGNORE:
+            evict.append(pod)
+    shortfall = budget.shortfall(evict)
+    if shortfall is not None:
+        return NodeDrain(node=node.name, blocked=shortfall)
+    return NodeDrain(node=node.name, move=tuple(move), evict=tuple(evict))

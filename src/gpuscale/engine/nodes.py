@@ -1,0 +1,70 @@
+"""Node lifecycle as the engine sees it: which pool a node belongs to and whether it is usable yet.
+
+Phases (one transition table; each edge's trigger in the comment):
+    REQUESTED  → REGISTERED   a Node object appears (kubelet registered)
+    REGISTERED → READY        condition Ready=True, but GPUs still missing from allocatable
+    READY      → USABLE       allocatable reaches the pool template (driver and device plugin registered);
+                              nodes of pools without GPUs skip READY and become USABLE on Ready
+    any        → DELETING     deletionTimestamp set or ToBeDeleted taint
+Only USABLE nodes offer their real free capacity. REQUESTED, REGISTERED and READY nodes are *upcoming*: they count as
+their pool's template so pending pods wait for them instead of causing another scale-up (CA #3164, #7956;
+Karpenter aws#6355) — whatever labels the node carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+from gpuscale.engine.plan import TO_BE_DELETED_TAINT
+from gpuscale.model.node import Node
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import Resources, is_gpu_resource
+
+
+class NodePhase(StrEnum):
+    REQUESTED = "Requested"
+    REGISTERED = "Registered"
+    READY = "ReadyGpuPending"
+    USABLE = "Usable"
+    DELETING = "Deleting"
+
+
+ALLOWED = {
+    NodePhase.REQUESTED: {NodePhase.REGISTERED, NodePhase.DELETING},  # registration, or cancelled / timed out
+    NodePhase.REGISTERED: {NodePhase.READY, NodePhase.USABLE, NodePhase.DELETING},  # Ready (with or without GPUs)
+    NodePhase.READY: {NodePhase.USABLE, NodePhase.DELETING},  # device plugin registers, or GPU init times out
+    NodePhase.USABLE: {NodePhase.DELETING},  # scale-down
+    NodePhase.DELETING: set(),
+}
+
+
+def pool_of(node: Node, node_pools: Mapping[str, str]) -> str | None:
+    """The provider's answer first, then the node's pool labels."""
+    return node_pools.get(node.name) or node.pool
+
+
+def missing_gpus(node: Node, pool: NodePool | None) -> Resources:
+    """GPU resources the pool's template offers that the node does not (yet) advertise in allocatable."""
+    if pool is None:
+        return Resources()
+    missing = {name: amount - node.allocatable.get(name)
+               for name, amount in pool.allocatable.items if is_gpu_resource(name)}
+    return Resources.of({n: a for n, a in missing.items() if a > 0})
+
+
+def phase(node: Node, pool: NodePool | None) -> NodePhase:
+    if node.deleting or any(t.key == TO_BE_DELETED_TAINT for t in node.taints):
+        return NodePhase.DELETING
+    if not node.ready:
+        return NodePhase.REGISTERED
+    if missing_gpus(node, pool):
+        return NodePhase.READY
+    return NodePhase.USABLE
+
+
+def usable_capacity(node: Node, pool: NodePool | None) -> Resources:
+    """What the node will offer once usable: its allocatable, raised to the template's for a node still starting."""
+    if pool is None or phase(node, pool) is NodePhase.USABLE:
+        return node.allocatable
+    return node.allocatable.max(pool.allocatable)

@@ -1,0 +1,395 @@
+"""Scale-down: which nodes to remove now, which are unneeded but still waiting, and which cannot go — with reasons.
+
+Cluster Autoscaler's rules and defaults (all knobs in `Policy`), pure: `now` is a parameter, the unneeded clocks come
+in as `unneeded_since` (read back from the `DeletionCandidateOfClusterAutoscaler` taint by
+`unneeded_since_from_taints`, so a restart keeps them — CA's in-memory timers reset) and go out as
+`mark_unneeded` / `clear_unneeded`.
+
+Steps, in this order:
+1. **Gate.** Scale-down disabled: nothing. Cooldown (after a scale-up, a failed or a successful scale-down) or too many
+   unready nodes (> max(`ok_total_unready_count`, `max_total_unready_percentage` % of nodes); unready nodes younger
+   than `max_node_provision_time_s` are still starting and not counted): removals are withheld, but unneeded nodes are
+   still computed and their clocks kept, as CA does.
+2. **Candidates.** Nodes not being deleted and not waiting for their GPUs to register (the GPU-initialisation timeout
+   handles those) nor still starting (not Ready and younger than `max_node_provision_time_s`: the provisioning timeout
+   handles those). Ready nodes wait `scale_down_unneeded_time_s`; not-Ready nodes `scale_down_unready_time_s` (CA's
+   unready rule). Utilization is requests / allocatable: GPU nodes (GPU pool, or GPUs in allocatable) by GPU requests
+   only (`gpuscale.io/gpu-milli` counts as thousandths of a GPU), other nodes max(cpu, memory); DaemonSet and mirror
+   pods count (CA's `--ignore-daemonsets-utilization` defaults to false). Strictly below the threshold → candidate.
+   This is one vectorised pass over the table's `free` matrix (the table must hold, for usable nodes, allocatable
+   minus the requests of what runs there — plus any pending pods the caller expects to land, so their future home is
+   not removed); not-Ready nodes are summed from their pods.
+3. **Drainability** (engine/drain.py) of candidates; a node of no known pool or with a blocking pod is `blocked`.
+4. **Removal simulation, cumulative** (CA's unneeded-node search), candidates in removal order: empty first, then least
+   utilization, fewer pods to move, node name. On a fork of the running what-if table: disable the node, place each
+   pod that must move (largest dominant share first, then key) on the first feasible node in *name* order, preferring
+   nodes that are not candidates themselves; earlier accepted nodes stay disabled and their pods keep consuming
+   capacity, pods that landed on a later candidate move again with it, and the PDB budget is spent as nodes are
+   accepted — so every subset of the unneeded nodes can go together. Destinations are Ready, usable, not-deleting
+   nodes only (never upcoming nodes). Placement never depends on input order.
+5. **Unneeded clock.** New unneeded nodes are marked with `now`; marked nodes no longer unneeded are cleared.
+6. **Selection**, in the order of step 4: a node unneeded long enough is removed unless the gate withholds it, its pool
+   would drop below `min_size` (non-deleting nodes minus removals already planned), or the parallelism limits
+   (`max_empty_bulk_delete` empty nodes, `max_drain_parallelism` drains) are used up.
+
+Cost at 5,000 nodes × 150,000 pods: step 2 is O(nodes × resources) NumPy plus one Python pass over nodes; steps 3–4
+touch only candidates' pods; each simulated candidate costs one fork (O(nodes × resources)) plus one vectorised
+feasibility pass per pod. **Simulation cap** (like CA's `--scale-down-candidates-pool-ratio` /
+`--scale-down-candidates-pool-min-count`): nodes already unneeded are always re-simulated (their clocks must not reset
+for lack of time); at most max(`pool_min_count`, ⌈`pool_ratio` × nodes⌉) other non-empty candidates are simulated per
+decision, the rest wait for a later one.
+
+Known conservatism: with inter-pod affinity in the table, a moved pod still counts at its old node (Topology has no
+removal), which can only make a move look infeasible, never the reverse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from gpuscale.engine.drain import NodeDrain, PdbBudget, drain_node
+from gpuscale.engine.nodes import NodePhase, phase
+from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, NodeVerdict, Removal
+from gpuscale.engine.policy import Policy
+from gpuscale.engine.reasons import Reason, ReasonCode
+from gpuscale.engine.state import EngineState
+from gpuscale.engine.table import NodeTable
+from gpuscale.model.node import Node
+from gpuscale.model.pdb import PodDisruptionBudget
+from gpuscale.model.pod import Pod
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
+
+FloatArray = npt.NDArray[np.float64]
+_FAR = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleDownResult:
+    removals: tuple[Removal, ...] = ()
+    """Nodes to remove now, in removal order (empty nodes first)."""
+    blocked: tuple[NodeVerdict, ...] = ()
+    """Underutilized nodes that cannot be removed, and why (by node name)."""
+    unneeded: tuple[NodeVerdict, ...] = ()
+    """Unneeded nodes not removed now: not unneeded long enough, cooldown, or no parallelism slot (by node name)."""
+    mark_unneeded: Mapping[str, float] = field(default_factory=dict)
+    clear_unneeded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulationCap:
+    """How many candidates not already unneeded get the move simulation per decision (see the module docstring)."""
+
+    pool_ratio: float = 0.1
+    pool_min_count: int = 50
+
+    def limit(self, nodes: int) -> int:
+        return max(self.pool_min_count, math.ceil(self.pool_ratio * nodes))
+
+
+def unneeded_since_from_taints(nodes: Iterable[Node]) -> dict[str, float]:
+    """Node → Unix seconds since which it is unneeded, from the `DeletionCandidateOfClusterAutoscaler` taint's value
+    (a decimal string, as CA writes it). Taints with a missing or malformed value are skipped."""
+    since: dict[str, float] = {}
+    for node in nodes:
+        for taint in node.taints:
+            if taint.key != DELETION_CANDIDATE_TAINT:
+                continue
+            try:
+                value = float(taint.value)
+            except ValueError:
+                continue
+            if math.isfinite(value) and value >= 0:
+                since[node.name] = value
+    return since
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Candidate:
+    node: Node
+    pool: NodePool | None
+    ready: bool
+    row: int | None
+    utilization: float
+    reason: Reason
+    """EMPTY or UNDERUTILIZED, filled in once drainability is known."""
+    drain: NodeDrain = field(default_factory=lambda: NodeDrain(node=""))
+
+    def order(self) -> tuple[bool, float, int, str]:
+        return (not self.drain.empty, self.utilization, len(self.drain.move), self.node.name)
+
+
+# ------------------------------------------------------------------------------------------------------------- gate
+def _starting(node: Node, policy: Policy, now: float) -> bool:
+    """A not-Ready node younger than the provisioning bound is still starting (an upcoming node, CA's NotStarted):
+    neither counted as unready nor a scale-down candidate — the provisioning timeout owns it."""
+    return not node.ready and node.created_s is not None and now - node.created_s < policy.max_node_provision_time_s
+
+
+def _halt(nodes: Sequence[Node], policy: Policy, state: EngineState, now: float) -> Reason | None:
+    """Why removals are withheld this decision, or `None`."""
+    live = [n for n in nodes if not n.deleting]
+    unready = sum(1 for n in live if not n.ready and not _starting(n, policy, now))
+    allowed = max(policy.ok_total_unready_count, policy.max_total_unready_percentage / 100.0 * len(live))
+    if unready > allowed:
+        return Reason(ReasonCode.TOO_MANY_UNREADY,
+                      f"{unready} of {len(live)} nodes are unready (more than {allowed:g}): scale-down halted",
+                      {"unready": unready, "nodes": len(live), "allowed": allowed})
+    for last, delay, what in ((state.last_scale_up_s, policy.scale_down_delay_after_add_s, "scale-up"),
+                              (state.last_scale_down_failure_s, policy.scale_down_delay_after_failure_s,
+                               "failed scale-down"),
+                              (state.last_scale_down_s, policy.scale_down_delay_after_delete_s, "scale-down")):
+        if last is not None and now - last < delay:
+            return Reason(ReasonCode.SCALE_DOWN_COOLDOWN,
+                          f"scale-down in cooldown for {last + delay - now:g}s after the last {what}",
+                          {"remaining_s": last + delay - now, "delay_s": delay})
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------ utilization
+def _ratio(used: npt.NDArray[np.int64], total: npt.NDArray[np.int64]) -> FloatArray:
+    out = np.where(used > 0, 1.0, 0.0)
+    np.divide(used, total, out=out, where=total > 0)
+    return out
+
+
+def _amounts(res: Resources) -> tuple[int, int, int, int]:
+    return res.get(CPU), res.get(MEMORY), res.gpu_count(), res.get(GPU_MILLI)
+
+
+def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | None]], table: NodeTable,
+                  pods_by_node: Mapping[str, Sequence[Pod]],
+                  policy: Policy) -> list[tuple[float, float, bool, dict[str, float]]]:
+    """(utilization, threshold, gpu node, numbers) per evaluated node, in order."""
+    n = len(evaluated)
+    alloc = np.array([_amounts(node.allocatable) for node, _, _, _ in evaluated], dtype=np.int64).reshape(n, 4)
+    used = np.zeros((n, 4), dtype=np.int64)
+    in_rows = [(i, row) for i, (_, _, ready, row) in enumerate(evaluated) if ready and row is not None]
+    from_table = [i for i, _ in in_rows]
+    if in_rows:
+        free = table.free[[row for _, row in in_rows]]
+        columns = table.columns
+        for slot, name in ((0, CPU), (1, MEMORY), (3, GPU_MILLI)):
+            if name in columns:
+                used[from_table, slot] = alloc[from_table, slot] - free[:, columns.index(name)]
+        gpu_cols = [i for i, c in enumerate(columns) if is_gpu_resource(c)]
+        if gpu_cols:
+            used[from_table, 2] = alloc[from_table, 2] - free[:, gpu_cols].sum(axis=1)
+    in_table = set(from_table)
+    for i, (node, _, _, _) in enumerate(evaluated):
+        if i not in in_table:
+            total = sum((p.requests for p in pods_by_node.get(node.name, ()) if not p.is_terminal()), Resources())
+            used[i] = _amounts(total)
+    used = np.maximum(used, 0)
+    gpu_cap = np.where(alloc[:, 2] > 0, 1000 * alloc[:, 2], alloc[:, 3])
+    cpu, mem = _ratio(used[:, 0], alloc[:, 0]), _ratio(used[:, 1], alloc[:, 1])
+    gpu = _ratio(1000 * used[:, 2] + used[:, 3], gpu_cap)
+    out = []
+    for i, (_, pool, _, _) in enumerate(evaluated):
+        if gpu_cap[i] > 0 or (pool is not None and pool.is_gpu_pool()):
+            out.append((float(gpu[i]), policy.scale_down_gpu_utilization_threshold, True, {"gpu": float(gpu[i])}))
+        else:
+            value = max(float(cpu[i]), float(mem[i]))
+            out.append((value, policy.scale_down_utilization_threshold, False,
+                        {"cpu": float(cpu[i]), "memory": float(mem[i])}))
+    return out
+
+
+def _underutilized(nodes: Sequence[Node], pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
+                   table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
+                   now: float) -> tuple[list[_Candidate], list[NodeVerdict]]:
+    """Candidates (strictly below threshold, known pool) and underutilized nodes of no known pool, by name."""
+    evaluated: list[tuple[Node, NodePool | None, bool, int | None]] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        pool = pools.get(pool_of.get(node.name, ""))
+        node_phase = phase(node, pool)
+        if node_phase is NodePhase.USABLE or (node_phase is NodePhase.REGISTERED and not _starting(node, policy, now)):
+            evaluated.append((node, pool, node_phase is NodePhase.USABLE, table.index_of(node.name)))
+    candidates: list[_Candidate] = []
+    unknown: list[NodeVerdict] = []
+    for (node, pool, ready, row), (value, threshold, gpu, numbers) in zip(
+            evaluated, _utilizations(evaluated, table, pods_by_node, policy), strict=True):
+        if value >= threshold:
+            continue
+        numbers = {"utilization": value, "threshold": threshold, **numbers}
+        what = "GPU requests are" if gpu else "max(cpu, memory) requests are"
+        reason = Reason(ReasonCode.UNDERUTILIZED,
+                        f"node {node.name}: {what} {value:.0%} of allocatable, below the {threshold:.0%} threshold",
+                        numbers)
+        if pool is None:
+            unknown.append(NodeVerdict(node=node.name, reasons=(Reason(
+                ReasonCode.UNKNOWN_POOL, f"node {node.name} belongs to no known pool"), reason)))
+            continue
+        candidates.append(_Candidate(node=node, pool=pool, ready=ready, row=row, utilization=value, reason=reason))
+    return candidates, unknown
+
+
+# ------------------------------------------------------------------------------------------------------- simulation
+class _Simulation:
+    """The running what-if of step 4: destinations, the PDB budget and the pods moved so far."""
+
+    def __init__(self, table: NodeTable, nodes: Sequence[Node], pools: Mapping[str, NodePool],
+                 pool_of: Mapping[str, str], candidate_rows: set[int], budget: PdbBudget) -> None:
+        self.work = table.fork()
+        destination = np.zeros(len(table), dtype=bool)
+        self.rank = np.full(len(table), _FAR, dtype=np.int64)
+        usable = [n for n in nodes if phase(n, pools.get(pool_of.get(n.name, ""))) is NodePhase.USABLE]
+        for position, node in enumerate(sorted(usable, key=lambda n: n.name)):
+            row = table.index_of(node.name)
+            if row is not None:
+                destination[row] = True
+                self.rank[row] = position + (len(usable) if row in candidate_rows else 0)
+        self.work.enabled &= destination
+        self.budget = budget
+        self.received: dict[int, list[Pod]] = {}
+        totals = sum((n.allocatable for n in usable), Resources())
+        self._totals = [(name, max(totals.get(name), 1)) for name in (CPU, MEMORY, GPU_MILLI)]
+
+    def _share(self, pod: Pod) -> float:
+        requested = (pod.requests.get(CPU), pod.requests.get(MEMORY),
+                     1000 * pod.requests.gpu_count() + pod.requests.get(GPU_MILLI))
+        return max(r / total for r, (_, total) in zip(requested, self._totals, strict=True))
+
+    def try_remove(self, candidate: _Candidate) -> Reason | None:
+        """Accept the node into the unneeded set if its pods fit elsewhere and the budget allows; else say why."""
+        shortfall = self.budget.shortfall(candidate.drain.evict)
+        if shortfall is not None:
+            return shortfall
+        row = candidate.row
+        pods = [*candidate.drain.move, *(self.received.get(row, []) if row is not None else [])]
+        trial = self.work.fork() if pods else self.work
+        if row is not None:
+            trial.disable(row)
+        placed: list[tuple[Pod, int]] = []
+        for pod in sorted(pods, key=lambda p: (-self._share(p), p.key, p.uid)):
+            feasible = trial.feasible(pod)
+            if not feasible.any():
+                return Reason(ReasonCode.NO_PLACE_TO_MOVE,
+                              f"node {candidate.node.name}: pod {pod.key} fits on no other node",
+                              {"pods_to_move": len(pods)})
+            destination = int(np.argmin(np.where(feasible, self.rank, _FAR)))
+            trial.place(destination, pod)
+            placed.append((pod, destination))
+        self.work = trial
+        self.budget = self.budget.spend(candidate.drain.evict)
+        if row is not None:
+            self.received.pop(row, None)
+        for pod, destination in placed:
+            self.received.setdefault(destination, []).append(pod)
+        return None
+
+
+# -------------------------------------------------------------------------------------------------------- selection
+def _wait_reason(candidate: _Candidate, since: float, policy: Policy, now: float) -> Reason | None:
+    required = policy.scale_down_unneeded_time_s if candidate.ready else policy.scale_down_unready_time_s
+    waited = max(now - since, 0.0)
+    if waited >= required:
+        return None
+    what = "unneeded" if candidate.ready else "unready and unneeded"
+    return Reason(ReasonCode.UNNEEDED_TOO_SHORT,
+                  f"node {candidate.node.name} {what} for {waited:g}s of {required:g}s",
+                  {"unneeded_s": waited, "required_s": required, "remaining_s": required - waited})
+
+
+def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapping[str, str],
+            unneeded_since: Mapping[str, float], halt: Reason | None, policy: Policy,
+            now: float) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
+    size = Counter(pool_of[n.name] for n in nodes if not n.deleting and n.name in pool_of)
+    removed: Counter[str] = Counter()
+    empty_slots, drain_slots = policy.max_empty_bulk_delete, policy.max_drain_parallelism
+    removals: list[Removal] = []
+    blocked: list[NodeVerdict] = []
+    waiting: list[NodeVerdict] = []
+    for c in unneeded:
+        assert c.pool is not None
+        pool = pool_of[c.node.name]
+        since = unneeded_since.get(c.node.name, now)
+        wait = _wait_reason(c, since, policy, now) or halt
+        if wait is not None:
+            waiting.append(NodeVerdict(node=c.node.name, reasons=(wait, c.reason)))
+        elif size[pool] - removed[pool] <= c.pool.min_size:
+            blocked.append(NodeVerdict(node=c.node.name, reasons=(Reason(
+                ReasonCode.POOL_AT_MIN, f"pool {pool} at its minimum size {c.pool.min_size} "
+                f"({size[pool]} nodes, {removed[pool]} removal(s) already planned)",
+                {"min_size": c.pool.min_size, "nodes": size[pool], "planned": removed[pool]}), c.reason)))
+        elif (empty_slots if c.drain.empty else drain_slots) <= 0:
+            limit = "max_empty_bulk_delete" if c.drain.empty else "max_drain_parallelism"
+            waiting.append(NodeVerdict(node=c.node.name, reasons=(Reason(
+                ReasonCode.PARALLELISM, f"node {c.node.name} waits: {limit} reached this decision"), c.reason)))
+        else:
+            if c.drain.empty:
+                empty_slots -= 1
+            else:
+                drain_slots -= 1
+            removed[pool] += 1
+            reason = Reason(c.reason.code, c.reason.message, {**c.reason.numbers, "unneeded_s": now - since})
+            removals.append(Removal(node=c.node.name, pool=pool, evict=c.drain.evict_keys, reasons=(reason,)))
+    return removals, blocked, waiting
+
+
+# ------------------------------------------------------------------------------------------------------------- plan
+def _with_drain(c: _Candidate, drain: NodeDrain) -> _Candidate:
+    if drain.empty:
+        reason = Reason(ReasonCode.EMPTY, f"node {c.node.name} is empty: no pod needs to move", c.reason.numbers)
+    else:
+        reason = Reason(ReasonCode.UNDERUTILIZED, f"{c.reason.message}; {len(drain.move)} pod(s) can move elsewhere",
+                        {**c.reason.numbers, "pods_to_move": len(drain.move)})
+    return _Candidate(node=c.node, pool=c.pool, ready=c.ready, row=c.row, utilization=c.utilization, reason=reason,
+                      drain=drain)
+
+
+def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+                    pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
+                    pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
+                    unneeded_since: Mapping[str, float], cap: SimulationCap | None = None) -> ScaleDownResult:
+    """The scale-down part of one decision (steps in the module docstring).
+
+    `nodes`: every observed node; `table`: free capacity with a row per node (see step 2); `pods_by_node`: the pods
+    holding capacity per node; `pool_of`: node name → pool name; `unneeded_since`: node → Unix s it has been unneeded
+    since. Invariants: every removal's pods fit on the nodes that remain, together with every other removal's; no PDB
+    is spent twice; the result does not depend on the order of any input.
+    """
+    if not policy.scale_down_enabled:
+        return ScaleDownResult()
+    halt = _halt(nodes, policy, state, now)
+    candidates, blocked = _underutilized(nodes, pools, pool_of, table, pods_by_node, policy, now)
+    budget = PdbBudget(pdbs)
+    drainable: list[_Candidate] = []
+    for c in candidates:
+        drain = drain_node(c.node, pods_by_node.get(c.node.name, ()), policy=policy, budget=budget)
+        if drain.blocked is not None:
+            blocked.append(NodeVerdict(node=c.node.name, reasons=(drain.blocked, c.reason)))
+        else:
+            drainable.append(_with_drain(c, drain))
+    drainable.sort(key=_Candidate.order)
+    rows = {c.row for c in drainable if c.row is not None}
+    simulation = _Simulation(table, nodes, pools, pool_of, rows, budget)
+    new_allowed = (cap or SimulationCap()).limit(len(nodes))
+    unneeded: list[_Candidate] = []
+    for c in drainable:
+        is_new = c.node.name not in unneeded_since
+        if is_new and not c.drain.empty:
+            if new_allowed <= 0:
+                continue
+            new_allowed -= 1
+        why_not = simulation.try_remove(c)
+        if why_not is None:
+            unneeded.append(c)
+        else:
+            blocked.append(NodeVerdict(node=c.node.name, reasons=(why_not, c.reason)))
+    names = {c.node.name for c in unneeded}
+    live = {n.name for n in nodes if not n.deleting}
+    removals, at_min, waiting = _select(unneeded, nodes, pool_of, unneeded_since, halt, policy, now)
+    return ScaleDownResult(
+        removals=tuple(removals),
+        blocked=tuple(sorted((*blocked, *at_min), key=lambda v: v.node)),
+        unneeded=tuple(sorted(waiting, key=lambda v: v.node)),
+        mark_unneeded={name: now for name in sorted(names) if name not in unneeded_since},
+        clear_unneeded=tuple(sorted(n for n in unneeded_since if n in live and n not in names)),
+    )
