@@ -1,0 +1,284 @@
+"""Scale-up rules, one test each: which pool, how many nodes, and why not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpuscale.engine.decide import decide
+from gpuscale.engine.plan import Plan, Snapshot, UpcomingNode
+from gpuscale.engine.policy import Buffer, ExpanderName, Limits, Policy, PriorityRule
+from gpuscale.engine.reasons import ReasonCode
+from gpuscale.engine.state import EngineState, FailureKind, record_failure
+from gpuscale.model.cluster import Cluster, PodGroupSpec
+from gpuscale.model.node import POOL_LABEL, Node
+from gpuscale.model.pod import Pod, PodGroupRef
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import Resources
+from tests.builders import make_node, make_pod, resources, taint, toleration
+
+NOW = 10_000.0
+GPU_TAINT = taint("nvidia.com/gpu", "present")
+GPU_TOL = toleration("nvidia.com/gpu", "Exists")
+A100 = {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
+T4 = {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+
+
+def pool(name: str, *, cpu: str = "16", memory: str = "64Gi", gpus: int = 0, labels: dict[str, str] | None = None,
+         tainted: bool | None = None, price: float = 1.0, max_size: int = 10, model: str | None = None,
+         zones: tuple[str, ...] = ()) -> NodePool:
+    return NodePool(name=name, allocatable=resources(cpu, memory, gpus, {"pods": 110}), labels=labels or {},
+                    taints=(GPU_TAINT,) if (gpus if tainted is None else tainted) else (),
+                    gpu_model=model or (f"model-{name}" if gpus else None), gpus_per_node=gpus,
+                    usd_per_hour=price, max_size=max_size, zones=zones)
+
+
+SEED_POOLS = (
+    pool("cpu-general", price=0.835),
+    pool("gpu-training-a100", cpu="95", memory="630Gi", gpus=8, labels=A100, price=29.39, max_size=8,
+         model="nvidia-tesla-a100"),
+    pool("gpu-inference-t4", cpu="4", memory="12Gi", gpus=1, labels=T4, price=0.54, model="nvidia-tesla-t4"),
+)
+
+
+def pending(name: str = "p", *, created: float = 0.0, **kwargs: object) -> Pod:
+    pod = make_pod(name, **kwargs)  # type: ignore[arg-type]
+    return replace(pod, unschedulable=True, created_s=created)
+
+
+def training_pod(name: str = "train-0", gpus: int = 1, **kwargs: object) -> Pod:
+    return pending(name, cpu="8", memory="60Gi", gpus=gpus, tolerations=(GPU_TOL,), node_selector=A100, **kwargs)
+
+
+def pool_node(p: NodePool, name: str, **changes: object) -> Node:
+    node = replace(p.template(name), created_s=NOW - 60)
+    return replace(node, **changes)  # type: ignore[arg-type]
+
+
+def run(pods: tuple[Pod, ...], nodes: tuple[Node, ...] = (), pools: tuple[NodePool, ...] = SEED_POOLS,
+        policy: Policy | None = None, state: EngineState | None = None, now: float = NOW,
+        upcoming: tuple[UpcomingNode, ...] = (), groups: tuple[PodGroupSpec, ...] = ()) -> Plan:
+    snapshot = Snapshot(cluster=Cluster(nodes=nodes, pods=pods, pod_groups=groups), upcoming=upcoming)
+    return decide(snapshot, pools, state or EngineState(), policy or Policy(), now)
+
+
+def scale_ups(plan: Plan) -> dict[str, int]:
+    return {s.pool: s.nodes for s in plan.scale_up}
+
+
+def codes(verdicts: tuple[object, ...]) -> set[ReasonCode]:
+    return {r.code for v in verdicts for r in v.reasons}  # type: ignore[attr-defined]
+
+
+def test_a100_training_pod_scales_exactly_one_a100_node() -> None:
+    plan = run((training_pod(),))
+    assert scale_ups(plan) == {"gpu-training-a100": 1}
+    assert plan.scale_up[0].pods == ("default/train-0",)
+
+
+def test_ready_a100_node_without_gpus_yet_absorbs_pending_gpu_pods() -> None:
+    a100 = SEED_POOLS[1]
+    starting = pool_node(a100, "a100-new", allocatable=a100.allocatable - Resources.of({"nvidia.com/gpu": 8}))
+    pods = tuple(training_pod(f"train-{i}") for i in range(4))
+    plan = run(pods, nodes=(starting,))
+    assert plan.scale_up == ()
+    assert codes(plan.covered) == {ReasonCode.FITS_UPCOMING}
+    assert len(plan.covered) == 4
+
+
+def test_gpu_node_detected_without_any_gpu_label_through_its_pool() -> None:
+    a100 = SEED_POOLS[1]
+    starting = Node(name="bare", allocatable=resources("95", "630Gi", 0, {"pods": 110}), labels={POOL_LABEL: a100.name,
+                    **A100}, taints=(GPU_TAINT,), created_s=NOW - 60)
+    plan = run((training_pod(),), nodes=(starting,))
+    assert plan.scale_up == () and codes(plan.covered) == {ReasonCode.FITS_UPCOMING}
+
+
+def test_registered_not_ready_node_and_requested_node_count_as_upcoming() -> None:
+    a100 = SEED_POOLS[1]
+    not_ready = pool_node(a100, "a100-boot", ready=False)
+    assert run((training_pod(),), nodes=(not_ready,)).scale_up == ()
+    requested = UpcomingNode(pool=a100.name, request_id="req-1", requested_s=NOW - 60)
+    assert run((training_pod(),), upcoming=(requested,)).scale_up == ()
+
+
+def test_more_pods_than_upcoming_capacity_orders_only_the_difference() -> None:
+    requested = UpcomingNode(pool="gpu-training-a100", request_id="req-1", requested_s=NOW - 60)
+    pods = tuple(training_pod(f"train-{i}", gpus=4) for i in range(4))  # 16 GPUs; 8 are on their way
+    assert scale_ups(run(pods, upcoming=(requested,))) == {"gpu-training-a100": 1}
+
+
+def test_fits_on_existing_free_capacity_needs_no_scale_up() -> None:
+    plan = run((pending("web", cpu="1"),), nodes=(pool_node(SEED_POOLS[0], "cpu-1"),))
+    assert plan.scale_up == () and codes(plan.covered) == {ReasonCode.FITS_EXISTING}
+
+
+@pytest.mark.parametrize(("age", "gpu", "acts"), [(1.0, False, False), (3.0, False, True), (5.0, True, False),
+                                                  (11.0, True, True)])
+def test_batching_waits_for_the_oldest_pod_to_age(age: float, gpu: bool, acts: bool) -> None:
+    pod = training_pod(created=NOW - age) if gpu else pending("web", cpu="1", created=NOW - age)
+    plan = run((pod,))
+    assert bool(plan.scale_up) is acts
+    if not acts:
+        assert codes(plan.waiting) == {ReasonCode.WAITING_BATCH}
+
+
+def test_gated_expendable_and_not_yet_unschedulable_pods_do_not_trigger() -> None:
+    gated = replace(pending("gated", cpu="1"), scheduling_gated=True)
+    pause = pending("pause", cpu="1", priority=-11)
+    fresh = make_pod("fresh", cpu="1")  # the scheduler has not tried it yet
+    plan = run((gated, pause, fresh))
+    assert plan.scale_up == ()
+    assert codes(plan.waiting) == {ReasonCode.SCHEDULING_GATED, ReasonCode.EXPENDABLE}
+
+
+def gang(n: int, gpus: int = 8, key: str = "default/job", min_member: int | None = None) -> tuple[Pod, ...]:
+    group = PodGroupRef(key=key, source="kueue", min_member=min_member)
+    return tuple(replace(training_pod(f"worker-{i}", gpus=gpus), group=group) for i in range(n))
+
+
+def test_gang_scales_all_nodes_in_one_decision() -> None:
+    plan = run(gang(4))
+    assert scale_ups(plan) == {"gpu-training-a100": 4}
+    assert len(plan.scale_up[0].pods) == 4
+
+
+def test_gang_larger_than_pool_max_orders_nothing_and_says_why() -> None:
+    pools = (SEED_POOLS[0], replace(SEED_POOLS[1], max_size=3), SEED_POOLS[2])
+    plan = run(gang(4), pools=pools)
+    assert plan.scale_up == ()
+    assert len(plan.unplaceable) == 4
+    assert codes(plan.unplaceable) == {ReasonCode.GANG_DOES_NOT_FIT}
+    assert "max_size 3" in plan.unplaceable[0].reasons[0].message
+
+
+def test_incomplete_gang_waits_for_all_members() -> None:
+    plan = run(gang(3, min_member=4))
+    assert plan.scale_up == () and codes(plan.waiting) == {ReasonCode.GANG_INCOMPLETE}
+    plan = run(gang(3), groups=(PodGroupSpec(key="default/job", min_member=4),))
+    assert plan.scale_up == () and codes(plan.waiting) == {ReasonCode.GANG_INCOMPLETE}
+
+
+def test_gang_uses_free_capacity_plus_new_nodes() -> None:
+    a100 = SEED_POOLS[1]
+    half_free = pool_node(a100, "a100-0")
+    plan = run(gang(3), nodes=(half_free,))
+    assert scale_ups(plan) == {"gpu-training-a100": 2}
+
+
+@pytest.mark.parametrize(("limits", "binding"), [
+    (Limits(max_nodes_total=2), "max_nodes_total 2"),
+    (Limits(max_gpus_by_model={"nvidia-tesla-a100": 16}), "gpu_total nvidia-tesla-a100 16"),
+    (Limits(max_usd_per_hour=60.0), "max_usd_per_hour 60"),
+    (Limits(max_cores_total=200), "cores_total 200"),
+])
+def test_limits_cap_scale_up_and_name_the_limit(limits: Limits, binding: str) -> None:
+    pods = tuple(training_pod(f"train-{i}", gpus=8) for i in range(5))
+    plan = run(pods, policy=Policy(limits=limits))
+    assert scale_ups(plan) == {"gpu-training-a100": 2}
+    assert any(binding in r.message for r in plan.scale_up[0].reasons)
+    assert len(plan.unplaceable) == 3
+    assert binding in plan.unplaceable[0].reasons[0].message
+
+
+def test_stockout_backoff_falls_back_to_another_feasible_pool() -> None:
+    other_zone = replace(SEED_POOLS[1], name="gpu-training-a100-b", zones=("us-central1-b",), usd_per_hour=31.0)
+    pools = (*SEED_POOLS, other_zone)
+    state = record_failure(EngineState(), "gpu-training-a100", FailureKind.STOCKOUT, NOW - 10, Policy())
+    plan = run((training_pod(),), pools=pools, state=state)
+    assert scale_ups(plan) == {"gpu-training-a100-b": 1}
+    alone = run((training_pod(),), state=state)
+    assert alone.scale_up == () and codes(alone.unplaceable) == {ReasonCode.POOL_BACKOFF}
+
+
+def test_backoff_doubles_and_resets() -> None:
+    policy = Policy()
+    state = EngineState()
+    durations = []
+    for k in range(5):
+        state = record_failure(state, "a", FailureKind.STOCKOUT, NOW + k, policy)
+        durations.append(state.backoff["a"].until_s - (NOW + k))
+    assert durations == [300, 600, 1200, 1800, 1800]
+    later = NOW + 4 + policy.backoff_reset_s + 1
+    assert record_failure(state, "a", FailureKind.STOCKOUT, later, policy).backoff["a"].until_s == later + 300
+
+
+def test_least_waste_counts_gpus_and_price_never_puts_cpu_pods_on_gpu_pools() -> None:
+    untainted_gpu = pool("gpu-open", cpu="16", memory="64Gi", gpus=1, tainted=False, price=0.5)
+    cpu = pool("cpu", cpu="16", memory="64Gi", price=0.8)
+    pods = (pending("web", cpu="8", memory="32Gi"),)
+    assert scale_ups(run(pods, pools=(untainted_gpu, cpu))) == {"cpu": 1}
+    price_only = Policy(expanders=(ExpanderName.PRICE,))
+    assert scale_ups(run(pods, pools=(untainted_gpu, cpu), policy=price_only)) == {"cpu": 1}
+    ca_waste = Policy(expanders=(ExpanderName.LEAST_WASTE,), least_waste_counts_gpus=False)
+    assert scale_ups(run(pods, pools=(untainted_gpu, cpu), policy=ca_waste)) == {"cpu": 1}  # ties → name order
+
+
+def test_priority_expander_prefers_matching_pools() -> None:
+    small = pool("cpu-small", cpu="4", memory="16Gi", price=0.2)
+    big = pool("cpu-big", cpu="32", memory="128Gi", price=1.6)
+    pods = (pending("web", cpu="2", memory="4Gi"),)
+    policy = Policy(priorities=(PriorityRule(priority=50, patterns=("cpu-big",)),
+                                PriorityRule(priority=10, patterns=("cpu-.*",))))
+    assert scale_ups(run(pods, pools=(small, big), policy=policy)) == {"cpu-big": 1}
+    assert scale_ups(run(pods, pools=(small, big))) == {"cpu-small": 1}
+
+
+@pytest.mark.parametrize(("expander", "expected"), [(ExpanderName.MOST_PODS, "cpu-big"),
+                                                    (ExpanderName.LEAST_NODES, "cpu-big")])
+def test_most_pods_and_least_nodes(expander: ExpanderName, expected: str) -> None:
+    small = pool("cpu-small", cpu="4", memory="16Gi", max_size=1)
+    big = pool("cpu-big", cpu="32", memory="128Gi", max_size=1)
+    pods = tuple(pending(f"web-{i}", cpu="2", memory="4Gi") for i in range(8))
+    plan = run(pods, pools=(small, big), policy=Policy(expanders=(expander,)))
+    assert plan.scale_up[0].pool == expected
+
+
+def test_random_expander_is_reproducible() -> None:
+    pools = tuple(pool(f"cpu-{c}") for c in "abcd")
+    policy = Policy(expanders=(ExpanderName.RANDOM,), random_seed=3)
+    picks = {run((pending("web", cpu="1"),), pools=pools, policy=policy).scale_up[0].pool for _ in range(3)}
+    assert len(picks) == 1
+
+
+def test_mixed_demand_scales_several_pools_in_one_decision() -> None:
+    pods = (training_pod(), pending("web", cpu="4"),
+            pending("chat", cpu="2", memory="8Gi", gpus=1, tolerations=(GPU_TOL,), node_selector=T4))
+    assert scale_ups(run(pods)) == {"gpu-training-a100": 1, "cpu-general": 1, "gpu-inference-t4": 1}
+
+
+def test_pod_no_pool_can_host_is_unplaceable_with_each_pool_reason() -> None:
+    plan = run((training_pod(gpus=16),))
+    assert plan.scale_up == ()
+    message = plan.unplaceable[0].reasons[0].message
+    assert "gpu-training-a100: Insufficient nvidia.com/gpu" in message
+    assert codes(plan.unplaceable) == {ReasonCode.NO_POOL_FITS}
+
+
+def test_provision_and_gpu_init_timeouts_back_the_pool_off() -> None:
+    a100 = SEED_POOLS[1]
+    late = UpcomingNode(pool=a100.name, request_id="req-old", requested_s=NOW - 901)
+    plan = run((training_pod(),), upcoming=(late,))
+    assert [t.request_id for t in plan.timed_out] == ["req-old"]
+    assert plan.state.in_backoff(a100.name, NOW) is not None
+    assert plan.scale_up == ()  # the pool is backed off now; no other pool takes A100 pods
+    stuck = pool_node(a100, "a100-stuck", allocatable=a100.allocatable - Resources.of({"nvidia.com/gpu": 8}),
+                      ready_since_s=NOW - 601)
+    plan = run((), nodes=(stuck,))
+    assert [t.node for t in plan.timed_out] == ["a100-stuck"]
+    assert codes(plan.timed_out) == {ReasonCode.GPU_INIT_TIMEOUT}
+
+
+def test_warm_buffer_keeps_an_idle_node_ready() -> None:
+    policy = Policy(buffers=(Buffer(pool="gpu-training-a100", idle_nodes=1),), scale_down_enabled=False)
+    plan = run((), policy=policy)
+    assert scale_ups(plan) == {"gpu-training-a100": 1}
+    assert codes(plan.scale_up) == {ReasonCode.BUFFER}
+    idle = pool_node(SEED_POOLS[1], "a100-idle")
+    assert run((), nodes=(idle,), policy=policy).scale_up == ()
+
+
+def test_warm_buffer_counts_free_gpus() -> None:
+    policy = Policy(buffers=(Buffer(pool="gpu-inference-t4", free_gpus=3),), scale_down_enabled=False)
+    assert scale_ups(run((), policy=policy)) == {"gpu-inference-t4": 3}
