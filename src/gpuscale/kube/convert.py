@@ -255,8 +255,8 @@ def effective_requests(ctx: _Ctx, spec: Mapping[str, Any]) -> Resources:
     pod_limits = parse_resources(ctx, _get(ctx, spec, "resources.limits", dict, at="spec"), "spec.resources.limits")
     pod_level = {n: a for n, a in pod_requests.items if _is_pod_level_resource(n)}
     for name, limit in pod_limits.items:
-        # API defaulting (`defaultPodRequests`): a pod-level limit without a request defaults the request to the
-        # containers' aggregate for cpu/memory when they request any, else to the limit.
+        # API defaulting (v1.37 `DefaultPodLevelResources` at create): a pod-level limit without a request defaults
+        # the request to the containers' aggregate for cpu/memory when they request any, else to the limit.
         if _is_pod_level_resource(name) and name not in pod_requests.as_dict():
             aggregate = result.get(name) if name in (CPU, MEMORY) else 0
             pod_level[name] = aggregate or limit

@@ -21,6 +21,8 @@ def load_objects(path: Path) -> list[Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise InputError(str(path), "file", err.strerror or str(err)) from None
+    except UnicodeDecodeError as err:
+        raise InputError(str(path), f"byte {err.start}", "not UTF-8 text") from None
     if text.lstrip().startswith(("{", "[")):
         try:
             docs: list[Any] = [json.loads(text)]

@@ -1,23 +1,33 @@
-"""Kubernetes `resource.Quantity`, parsed exactly as the API server parses it.
+"""Kubernetes `resource.Quantity`, parsed exactly as the API server decodes it.
 
-Grammar (k8s.io/apimachinery/pkg/api/resource): a signed decimal number followed by an optional suffix — binary SI
-(`Ki` … `Ei`), decimal SI (`m`, ``, `k`, `M`, `G`, `T`, `P`, `E`) or a decimal exponent (`e3`, `E-2`). Values are kept
-as exact `Fraction`s; conversion to integers rounds **up**, as `Quantity.MilliValue()` / `Value()` do, so `0.5m` CPU
-is 1 millicore and `1.5` bytes is 2.
+Grammar (k8s.io/apimachinery/pkg/api/resource `ParseQuantity`): an optional sign, decimal digits with an optional
+fraction, then an optional suffix — binary SI (`Ki` … `Ei`), decimal SI (`n`, `u`, `m`, ``, `k`, `M`, `G`, `T`, `P`,
+`E`) or a decimal exponent (`e3`, `E-2`). Surrounding whitespace is ignored, as `Quantity.UnmarshalJSON` trims it.
+Upstream quirks are kept: `1.` and `.5` are valid; the digits may be empty, so `.`, `+`, `Gi` and `e3` are zero (but
+`Pi`, `Ei` and `e-10` are errors); binary-SI values are capped at 2^63-1. Values are kept as exact `Fraction`s; conversion to integers rounds **away from zero**, as
+`Quantity.MilliValue()` / `Value()` do, so `0.5m` CPU is 1 millicore, `1.5` bytes is 2 and `-0.1m` is -1.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL: dict[str, Fraction] = {
-    "m": Fraction(1, 1000), "": Fraction(1), "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9),
-    "T": Fraction(10**12), "P": Fraction(10**15), "E": Fraction(10**18),
-}
-_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-_QUANTITY = re.compile(rf"^({_NUMBER})(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|m|k|M|G|T|P|E|)$")
+_DECIMAL = {suffix: Fraction(10) ** power for suffix, power in
+            (("n", -9), ("u", -6), ("m", -3), ("", 0), ("k", 3), ("M", 6), ("G", 9), ("T", 12), ("P", 15), ("E", 18))}
+_SHAPE = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*[+-]?[0-9]*)")
+"""What `parseQuantityString` scans: sign, digits, fraction, then the suffix characters (checked separately)."""
+_EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)")
+_REGEX_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+_SUFFIX_MESSAGE = "unable to parse quantity's suffix"
+_NUMERIC_MESSAGE = "unable to parse numeric part of quantity"
+_INT64_MAX = 2**63 - 1
+_MAX_DIGITS = 1000
+_MAX_EXPONENT = 1000
+"""Longer mantissas and larger exponents are refused rather than computed (a deliberate limit; the API server would
+accept them): they mean nothing as resources, and `1e999999999` would take minutes and gigabytes to evaluate."""
 
 
 class QuantityError(ValueError):
@@ -27,37 +37,54 @@ class QuantityError(ValueError):
 def parse_quantity(text: str | int | float) -> Fraction:
     """Exact value of a quantity. Raises `QuantityError` for anything the API server would reject."""
     if isinstance(text, bool):
-        raise QuantityError(f"quantities must match the regular expression, got {text!r}")
+        raise QuantityError(f"{_REGEX_MESSAGE}, got {text!r}")
     if isinstance(text, int):
         return Fraction(text)
     if isinstance(text, float):
-        return Fraction(repr(text)) if "e" not in repr(text) else Fraction(text)
-    match = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
-    if match is None or text.strip() != text:
-        raise QuantityError(f"quantities must match the regular expression "
-                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {text!r}")
-    number: str = match.group(1)
-    suffix: str = match.group(2)
-    value = Fraction(number)
-    if suffix in _BINARY:
-        return value * _BINARY[suffix]
-    if suffix[:1] in ("e", "E") and len(suffix) > 1:
-        exponent = int(suffix[1:])
-        return value * Fraction(10**exponent) if exponent >= 0 else value / Fraction(10**-exponent)
-    return value * _DECIMAL[suffix]
+        # A JSON/YAML number: its shortest repr is the text the API server would have parsed.
+        if not math.isfinite(text):
+            raise QuantityError(f"{_REGEX_MESSAGE}, got {text!r}")
+        return parse_quantity(repr(text))
+    shape = _SHAPE.fullmatch(text.strip()) if isinstance(text, str) and text.strip() else None
+    if shape is None:
+        raise QuantityError(f"{_REGEX_MESSAGE}, got {text!r}")
+    sign, digits, fraction, suffix = shape.groups()
+    fraction = fraction or ""
+    exponent = _EXPONENT.fullmatch(suffix) if suffix not in _DECIMAL and suffix not in _BINARY else None
+    if suffix not in _DECIMAL and suffix not in _BINARY and exponent is None:
+        raise QuantityError(f"{_SUFFIX_MESSAGE}, got {text!r}")
+    whole = digits.lstrip("0")
+    power = exponent.group(1).lstrip("+-").lstrip("0") if exponent else ""
+    if len(whole) + len(fraction) > _MAX_DIGITS or len(power) > len(str(_MAX_EXPONENT)) \
+            or int(power or "0") > _MAX_EXPONENT:
+        raise QuantityError(f"quantity out of range, got {text!r}")
+    if not digits and not fraction and (suffix in ("Pi", "Ei") or (exponent and int(exponent.group(1)) < -9)):
+        # Upstream quirk: a mantissa without digits is zero on the int64 fast path but rejected on the slow path.
+        raise QuantityError(f"{_NUMERIC_MESSAGE}, got {text!r}")
+    value = Fraction(int(whole or "0") * 10 ** len(fraction) + int(fraction or "0"), 10 ** len(fraction))
+    if suffix in _DECIMAL:
+        value *= _DECIMAL[suffix]
+    elif suffix in _BINARY:
+        # Binary-SI quantities are capped at the largest int64, as ParseQuantity caps them.
+        value = min(value * _BINARY[suffix], Fraction(_INT64_MAX))
+    elif exponent:
+        value *= Fraction(10) ** int(exponent.group(1))
+    return -value if sign == "-" else value
 
 
 def _ceil(value: Fraction) -> int:
-    return -((-value.numerator) // value.denominator)
+    """Round away from zero, as apimachinery's `ScaledValue` does for both signs."""
+    magnitude = -((-abs(value.numerator)) // value.denominator)
+    return magnitude if value >= 0 else -magnitude
 
 
 def to_milli(text: str | int | float) -> int:
-    """Thousandths of the quantity, rounded up (CPU millicores, milli-GPUs)."""
+    """Thousandths of the quantity, rounded away from zero (CPU millicores, milli-GPUs)."""
     return _ceil(parse_quantity(text) * 1000)
 
 
 def to_units(text: str | int | float) -> int:
-    """Whole units of the quantity, rounded up (bytes, counts of an extended resource)."""
+    """Whole units of the quantity, rounded away from zero (bytes, counts of an extended resource)."""
     return _ceil(parse_quantity(text))
 
 
@@ -67,9 +94,11 @@ def format_milli(milli: int) -> str:
 
 
 def format_units(units: int) -> str:
-    """Canonical text for a whole-unit value, using binary suffixes when exact (`1073741824` → `1Gi`)."""
-    if units == 0:
-        return "0"
+    """Canonical text for a whole-unit value, using binary suffixes when exact (`1073741824` → `1Gi`).
+
+    Beyond int64 the text stays decimal: a binary-SI quantity that large would be capped when parsed."""
+    if units == 0 or abs(units) > _INT64_MAX:
+        return str(units)
     for suffix, factor in reversed(_BINARY.items()):
         if units % factor == 0:
             return f"{units // factor}{suffix}"

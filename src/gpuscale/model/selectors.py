@@ -2,12 +2,13 @@
 
 Node affinity: a pod's `nodeSelector` must match AND its required node affinity; the required terms are ORed, the
 expressions inside a term ANDed; a term with no expressions and no fields selects nothing; `Gt`/`Lt` compare the node
-label as an integer (a label that is not an integer does not match). `matchFields` supports `metadata.name` only, as
-the API does.
+label as an int64 (a label that is not one, e.g. `1_000` or `9223372036854775808`, does not match). `matchFields`
+supports `metadata.name` with `In`/`NotIn` and one value only, as the API does.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -22,11 +23,16 @@ class SelectorOperator(StrEnum):
     LT = "Lt"
 
 
-def _as_int(text: str) -> int | None:
-    try:
-        return int(text, 10)
-    except ValueError:
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int64(text: str) -> int | None:
+    """`text` as Go's `strconv.ParseInt(text, 10, 64)` reads it, or None: ASCII digits with an optional sign, within
+    int64. Stricter than Python's `int`, which also takes `1_000`, spaces and non-ASCII digits."""
+    if _INT64.fullmatch(text) is None or len(text.lstrip("+-").lstrip("0")) > 19:
         return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,10 +54,10 @@ class Requirement:
             return present and labels[self.key] in self.values
         if op is SelectorOperator.NOT_IN:
             return not present or labels[self.key] not in self.values
-        if not present:
+        if not present or len(self.values) != 1:
             return False
-        have, want = _as_int(labels[self.key]), int(self.values[0])
-        if have is None:
+        have, want = parse_int64(labels[self.key]), parse_int64(self.values[0])
+        if have is None or want is None:
             return False
         return have > want if op is SelectorOperator.GT else have < want
 

@@ -1,8 +1,9 @@
 """Taints and tolerations with the exact matching rules of `k8s.io/api/core/v1` (`ToleratesTaint`).
 
-A toleration matches a taint when the effects match (an empty toleration effect matches every effect), and either the
-operator is `Exists` with an empty key (tolerates everything), or the keys are equal and — for `Equal`, the default
-operator — the values are equal too. `PreferNoSchedule` never blocks scheduling; `NoSchedule` and `NoExecute` do.
+A toleration matches a taint when the effects match (an empty toleration effect matches every effect), the keys match
+(an empty toleration key matches every key) and — for `Equal`, the default operator — the values are equal too; so
+`Exists` with an empty key tolerates everything. `PreferNoSchedule` never blocks scheduling; `NoSchedule` and
+`NoExecute` do.
 """
 
 from __future__ import annotations
@@ -47,15 +48,13 @@ class Toleration:
     toleration_seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
+        # An empty key skips the key comparison for either operator, as upstream does; the API only admits it with
+        # `Exists`, where it tolerates every taint.
         if self.effect is not None and self.effect is not taint.effect:
             return False
-        if self.key == "" and self.operator is TolerationOperator.EXISTS:
-            return True
-        if self.key != taint.key:
+        if self.key and self.key != taint.key:
             return False
-        if self.operator is TolerationOperator.EXISTS:
-            return True
-        return self.value == taint.value
+        return self.operator is TolerationOperator.EXISTS or self.value == taint.value
 
 
 def untolerated_taint(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> Taint | None:
