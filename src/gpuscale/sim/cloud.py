@@ -1,0 +1,248 @@
+"""The simulated cloud: a `NodeProvider` whose nodes go through the real start-up chain, with sampled durations.
+
+requested → capacity acquired → instance running → node registered (Node object, not Ready, GPUs withheld) →
+node Ready → GPU registered (device plugin puts GPUs in allocatable). Each step's duration is drawn from the pool's
+`StartupProfile` (lognormals given as median and p90, the form docs/twin.md cites them in). Stockouts: a pool may be
+out of capacity during given spells, and any request may hit a stockout with the pool's probability; the provider
+then refuses the whole request with `ProviderError(STOCKOUT)`, as clouds answer `ZONE_RESOURCE_POOL_EXHAUSTED`.
+Billing runs from capacity acquired until deletion.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from gpuscale.engine.plan import UpcomingNode
+from gpuscale.engine.state import FailureKind
+from gpuscale.loop.ports import ProviderError
+from gpuscale.model.node import HOSTNAME_LABEL, POOL_LABEL, ZONE_LABEL, Node
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import Resources, is_gpu_resource
+from gpuscale.sim.cluster import SimCluster
+from gpuscale.sim.core import Handle, Priority, Simulation
+
+Z90 = 1.2815515655446004
+
+
+@dataclass(frozen=True, slots=True)
+class LogNormal:
+    """A duration (or rate) with median `median` and 90th percentile `p90`; `p90 == median` is a constant."""
+
+    median: float
+    p90: float
+
+    def sample(self, rng: np.random.Generator) -> float:
+        if self.p90 <= self.median or self.median <= 0:
+            return self.median
+        sigma = math.log(self.p90 / self.median) / Z90
+        return float(self.median * math.exp(sigma * rng.standard_normal()))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartupProfile:
+    acquire_s: LogNormal
+    boot_s: LogNormal
+    register_s: LogNormal
+    ready_s: LogNormal
+    gpu_s: LogNormal | None
+    """Ready → GPUs in allocatable (driver + device plugin); `None` for pools without GPUs."""
+    pull_mb_per_s: LogNormal = LogNormal(45.0, 85.0)
+    start_s: LogNormal = LogNormal(5.0, 20.0)
+    """Container start → Ready (model load for inference, NCCL/restore for training)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spell:
+    """A period with no capacity in a pool: every request between `start_s` and `end_s` is refused."""
+
+    pool: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloudPool:
+    pool: NodePool
+    profile: StartupProfile
+    stockout_probability: float = 0.0
+
+
+@dataclass(slots=True)
+class NodeTimeline:
+    """When each step of one node's start-up happened (simulated seconds); `None` until it happens."""
+
+    pool: str
+    request_id: str
+    requested_s: float
+    acquired_s: float | None = None
+    running_s: float | None = None
+    registered_s: float | None = None
+    ready_s: float | None = None
+    gpu_s: float | None = None
+    deleted_s: float | None = None
+    node: str | None = None
+    pending: list[Handle] = field(default_factory=list)
+
+
+class SimCloud:
+    def __init__(self, sim: Simulation, cluster: SimCluster, pools: Mapping[str, CloudPool],
+                 rng: np.random.Generator, spells: Sequence[Spell] = (),
+                 on_stockout: Callable[[str, float], None] = lambda pool, t: None) -> None:
+        self._sim = sim
+        self._cluster = cluster
+        self.pools = dict(pools)
+        self._rng = rng
+        self._spells = tuple(spells)
+        self._on_stockout = on_stockout
+        self._seq = 0
+        self.timelines: dict[str, NodeTimeline] = {}
+        """request id → timeline, for every node ever requested."""
+        self._by_node: dict[str, NodeTimeline] = {}
+        self.cost_usd_closed = 0.0
+        self.cost_by_pool: dict[str, float] = {}
+        self.gpu_seconds_by_pool: dict[str, float] = {}
+
+    # ------------------------------------------------------------------------------------------- NodeProvider
+    def increase(self, pool: str, count: int) -> tuple[str, ...]:
+        spec = self.pools.get(pool)
+        if spec is None:
+            raise ProviderError(FailureKind.OTHER, f"unknown pool {pool}")
+        now = self._sim.now
+        if any(s.pool == pool and s.start_s <= now < s.end_s for s in self._spells) or (
+                spec.stockout_probability and self._rng.random() < spec.stockout_probability):
+            self._on_stockout(pool, now)
+            raise ProviderError(FailureKind.STOCKOUT, f"ZONE_RESOURCE_POOL_EXHAUSTED: no capacity for {pool} "
+                                                      f"in {', '.join(spec.pool.zones) or 'its zones'}")
+        ids = []
+        for _ in range(count):
+            self._seq += 1
+            request_id = f"{pool}-{self._seq:05d}"
+            timeline = NodeTimeline(pool=pool, request_id=request_id, requested_s=now)
+            self.timelines[request_id] = timeline
+            self._step(timeline, spec.profile.acquire_s, self._acquired)
+            ids.append(request_id)
+        return tuple(ids)
+
+    def delete(self, nodes: Sequence[str]) -> None:
+        for name in nodes:
+            timeline = self._by_node.get(name)
+            if timeline is not None:
+                self._close(timeline)
+            self._cluster.remove_node(name)
+
+    def cancel(self, request_ids: Sequence[str]) -> None:
+        for request_id in request_ids:
+            timeline = self.timelines.get(request_id)
+            if timeline is not None and timeline.node is None:
+                for handle in timeline.pending:
+                    handle.cancel()
+                self._close(timeline)
+
+    def upcoming(self) -> tuple[UpcomingNode, ...]:
+        return tuple(UpcomingNode(pool=t.pool, request_id=t.request_id, requested_s=t.requested_s)
+                     for t in self.timelines.values() if t.node is None and t.deleted_s is None)
+
+    def node_pools(self) -> Mapping[str, str]:
+        return {name: t.pool for name, t in self._by_node.items() if t.deleted_s is None}
+
+    def preload(self, pool: str, count: int) -> None:
+        """Nodes that exist when the run starts: registered, Ready, GPUs in allocatable, billed from now."""
+        for _ in range(count):
+            self._seq += 1
+            request_id = f"{pool}-{self._seq:05d}"
+            now = self._sim.now
+            t = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, acquired_s=now, running_s=now)
+            self.timelines[request_id] = t
+            self._registered(t)
+            for handle in t.pending:
+                handle.cancel()
+            self._ready(t)
+            if t.gpu_s is None:
+                for handle in t.pending:
+                    handle.cancel()
+                self._gpu_registered(t)
+
+    # ------------------------------------------------------------------------------------------- start-up chain
+    def _step(self, timeline: NodeTimeline, duration: LogNormal, then: Callable[[NodeTimeline], None]) -> None:
+        handle = self._sim.after(duration.sample(self._rng), Priority.CLOUD, lambda: then(timeline))
+        timeline.pending = [handle]
+
+    def _acquired(self, t: NodeTimeline) -> None:
+        t.acquired_s = self._sim.now
+        self._step(t, self.pools[t.pool].profile.boot_s, self._running)
+
+    def _running(self, t: NodeTimeline) -> None:
+        t.running_s = self._sim.now
+        self._step(t, self.pools[t.pool].profile.register_s, self._registered)
+
+    def _registered(self, t: NodeTimeline) -> None:
+        t.registered_s = self._sim.now
+        pool = self.pools[t.pool].pool
+        name = t.request_id
+        zone = pool.zones[(int(name.rsplit("-", 1)[1]) - 1) % len(pool.zones)] if pool.zones else None
+        labels = {**pool.labels, POOL_LABEL: pool.name, HOSTNAME_LABEL: name, **({ZONE_LABEL: zone} if zone else {})}
+        withheld = Resources.of({n: a for n, a in pool.allocatable.items if not is_gpu_resource(n)})
+        node = Node(name=name, allocatable=withheld, capacity=withheld, labels=labels, taints=pool.taints,
+                    ready=False, created_s=self._sim.now, provider_id=f"twin://{pool.name}/{name}")
+        t.node = name
+        self._by_node[name] = t
+        self._cluster.put_node(node)
+        self._step(t, self.pools[t.pool].profile.ready_s, self._ready)
+
+    def _ready(self, t: NodeTimeline) -> None:
+        t.ready_s = self._sim.now
+        node = self._cluster.nodes.get(t.node or "")
+        if node is None:
+            return
+        self._cluster.put_node(replace(node, ready=True, ready_since_s=self._sim.now))
+        gpu = self.pools[t.pool].profile.gpu_s
+        if gpu is None or not self.pools[t.pool].pool.is_gpu_pool():
+            t.gpu_s = self._sim.now
+            t.pending = []
+        else:
+            self._step(t, gpu, self._gpu_registered)
+
+    def _gpu_registered(self, t: NodeTimeline) -> None:
+        t.gpu_s = self._sim.now
+        t.pending = []
+        node = self._cluster.nodes.get(t.node or "")
+        if node is not None:
+            full = self.pools[t.pool].pool.allocatable
+            self._cluster.put_node(replace(node, allocatable=full, capacity=full))
+
+    # ------------------------------------------------------------------------------------------------ billing
+    def _close(self, t: NodeTimeline) -> None:
+        if t.deleted_s is not None:
+            return
+        t.deleted_s = self._sim.now
+        self._bill(t, self._sim.now, closed=True)
+
+    def _bill(self, t: NodeTimeline, until: float, closed: bool) -> tuple[float, float]:
+        if t.acquired_s is None:
+            return 0.0, 0.0
+        hours = max(until - t.acquired_s, 0.0) / 3600.0
+        pool = self.pools[t.pool].pool
+        cost = hours * pool.usd_per_hour
+        gpu_s = max(until - t.acquired_s, 0.0) * pool.gpus_per_node
+        if closed:
+            self.cost_by_pool[t.pool] = self.cost_by_pool.get(t.pool, 0.0) + cost
+            self.gpu_seconds_by_pool[t.pool] = self.gpu_seconds_by_pool.get(t.pool, 0.0) + gpu_s
+        return cost, gpu_s
+
+    def cost_so_far(self, now: float) -> tuple[dict[str, float], dict[str, float]]:
+        """USD and GPU-seconds per pool up to `now`, open nodes included."""
+        cost = dict(self.cost_by_pool)
+        gpus = dict(self.gpu_seconds_by_pool)
+        for t in self.timelines.values():
+            if t.deleted_s is None:
+                c, g = self._bill(t, now, closed=False)
+                cost[t.pool] = cost.get(t.pool, 0.0) + c
+                gpus[t.pool] = gpus.get(t.pool, 0.0) + g
+        return cost, gpus
+
+    def timeline_of(self, node: str) -> NodeTimeline | None:
+        return self._by_node.get(node)

@@ -1,0 +1,169 @@
+"""The simulated cluster: nodes, pods and budgets, behind the same ports the real cluster offers.
+
+`SimCluster` is the `ClusterReader` (a snapshot of model values, cached per version) and the `ClusterWriter`
+(taints, cordon, evictions through budgets) of the twin. It owns the objects; the scheduler binds pods, the cloud
+adds and removes nodes, workloads create and delete pods, each through the methods here, and every change bumps
+`version` so the loop knows when the world changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from enum import StrEnum
+from typing import Protocol
+
+from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
+from gpuscale.loop.ports import EvictionOutcome
+from gpuscale.model.cluster import Cluster
+from gpuscale.model.node import Node
+from gpuscale.model.pdb import PodDisruptionBudget
+from gpuscale.model.pod import Pod, PodPhase
+from gpuscale.model.taints import Taint, TaintEffect
+
+
+class Termination(StrEnum):
+    """Why a pod left before finishing its work."""
+
+    EVICTED = "evicted"
+    PREEMPTED = "preempted"
+    NODE_DELETED = "node-deleted"
+    SCALED_DOWN = "scaled-down"
+
+
+class CapacityListener(Protocol):
+    """Told of every change to what runs where, so the scheduler keeps its free-capacity arrays current."""
+
+    def pod_placed(self, pod: Pod) -> None: ...
+
+    def pod_removed(self, pod: Pod) -> None: ...
+
+    def nodes_changed(self) -> None: ...
+
+
+class SimCluster:
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.pods: dict[str, Pod] = {}
+        self.pdbs: list[tuple[PodDisruptionBudget, int]] = []
+        """Budgets with their `minAvailable` as a count (disruptions allowed = healthy − min_available)."""
+        self.version = 0
+        self._snapshot: tuple[int, Cluster] | None = None
+        self.on_terminated: Callable[[Pod, Termination], None] = lambda pod, why: None
+        self.on_changed: Callable[[], None] = lambda: None
+        self.on_node_removed: Callable[[str], None] = lambda name: None
+        self.pods_on: dict[str, set[str]] = {}
+        self.pending: set[str] = set()
+        """Pods not bound to a node, kept current so the scheduler can skip quiet moments cheaply."""
+        self.capacity_listener: CapacityListener | None = None
+
+    # ---------------------------------------------------------------------------------------------- ClusterReader
+    def snapshot(self) -> Cluster:
+        if self._snapshot is None or self._snapshot[0] != self.version:
+            cluster = Cluster(nodes=tuple(self.nodes.values()), pods=tuple(self.pods.values()),
+                              pdbs=tuple(self._live_pdbs()))
+            self._snapshot = (self.version, cluster)
+        return self._snapshot[1]
+
+    def _live_pdbs(self) -> Iterable[PodDisruptionBudget]:
+        for pdb, min_available in self.pdbs:
+            yield replace(pdb, disruptions_allowed=max(self._healthy(pdb) - min_available, 0))
+
+    def _healthy(self, pdb: PodDisruptionBudget) -> int:
+        return sum(1 for p in self.pods.values()
+                   if p.phase is PodPhase.RUNNING and pdb.covers(p.namespace, p.labels))
+
+    # ------------------------------------------------------------------------------------------------- mutation
+    def _changed(self) -> None:
+        self.version += 1
+        self.on_changed()
+
+    def put_node(self, node: Node) -> None:
+        self.nodes[node.name] = node
+        self.pods_on.setdefault(node.name, set())
+        if self.capacity_listener is not None:
+            self.capacity_listener.nodes_changed()
+        self._changed()
+
+    def remove_node(self, name: str) -> None:
+        """The node is gone: every pod on it terminates (its owner decides what happens next)."""
+        if name not in self.nodes:
+            return
+        for key in sorted(self.pods_on.get(name, ())):
+            pod = self.pods.get(key)
+            if pod is not None:
+                self.delete_pod(key)
+                self.on_terminated(pod, Termination.NODE_DELETED)
+        del self.nodes[name]
+        self.pods_on.pop(name, None)
+        if self.capacity_listener is not None:
+            self.capacity_listener.nodes_changed()
+        self.on_node_removed(name)
+        self._changed()
+
+    def put_pod(self, pod: Pod) -> None:
+        old = self.pods.get(pod.key)
+        listener = self.capacity_listener
+        if old is not None and old.node_name and old.node_name != pod.node_name:
+            self.pods_on.get(old.node_name, set()).discard(pod.key)
+            if listener is not None:
+                listener.pod_removed(old)
+        if pod.node_name and (old is None or old.node_name != pod.node_name):
+            self.pods_on.setdefault(pod.node_name, set()).add(pod.key)
+            if listener is not None:
+                listener.pod_placed(pod)
+        if pod.node_name is None:
+            self.pending.add(pod.key)
+        else:
+            self.pending.discard(pod.key)
+        self.pods[pod.key] = pod
+        self._changed()
+
+    def delete_pod(self, key: str) -> Pod | None:
+        pod = self.pods.pop(key, None)
+        if pod is None:
+            return None
+        self.pending.discard(key)
+        if pod.node_name:
+            self.pods_on.get(pod.node_name, set()).discard(key)
+            if self.capacity_listener is not None:
+                self.capacity_listener.pod_removed(pod)
+        self._changed()
+        return pod
+
+    def _set_taint(self, name: str, key: str, value: str | None, effect: TaintEffect,
+                   cordon: bool | None = None) -> None:
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        taints = tuple(t for t in node.taints if t.key != key)
+        if value is not None:
+            taints += (Taint(key=key, value=value, effect=effect),)
+        unschedulable = node.unschedulable if cordon is None else cordon
+        if taints != node.taints or unschedulable != node.unschedulable:
+            self.put_node(replace(node, taints=taints, unschedulable=unschedulable))
+
+    # ---------------------------------------------------------------------------------------------- ClusterWriter
+    def set_deletion_candidate(self, node: str, since_s: float) -> None:
+        self._set_taint(node, DELETION_CANDIDATE_TAINT, str(int(since_s)), TaintEffect.PREFER_NO_SCHEDULE)
+
+    def clear_deletion_candidate(self, node: str) -> None:
+        self._set_taint(node, DELETION_CANDIDATE_TAINT, None, TaintEffect.PREFER_NO_SCHEDULE)
+
+    def mark_to_be_deleted(self, node: str, now_s: float) -> None:
+        self._set_taint(node, TO_BE_DELETED_TAINT, str(int(now_s)), TaintEffect.NO_SCHEDULE, cordon=True)
+
+    def unmark_to_be_deleted(self, node: str) -> None:
+        self._set_taint(node, TO_BE_DELETED_TAINT, None, TaintEffect.NO_SCHEDULE, cordon=False)
+
+    def evict(self, pod_key: str) -> EvictionOutcome:
+        """The Eviction API: refused (429) while a budget covering the pod allows no disruption."""
+        pod = self.pods.get(pod_key)
+        if pod is None:
+            return EvictionOutcome.GONE
+        for pdb in self._live_pdbs():
+            if pdb.covers(pod.namespace, pod.labels) and pdb.disruptions_allowed <= 0:
+                return EvictionOutcome.BLOCKED_BY_PDB
+        self.delete_pod(pod_key)
+        self.on_terminated(pod, Termination.EVICTED)
+        return EvictionOutcome.EVICTED

@@ -1,0 +1,83 @@
+"""What a twin run produces: per-pod records, totals and time series. Plain values, ready for JSON and plots.
+
+Money is USD, time is seconds of simulated time (hours for GPU-hours), GPU counts are physical GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodRecord:
+    key: str
+    workload: str
+    """The workload kind: `training`, `batch`, `inference`, `pause`."""
+    team: str = ""
+    pool: str | None
+    """Pool of the node the pod first ran on; `None` if it never ran."""
+    gpus: float
+    created_s: float
+    running_s: float | None
+    new_node: bool
+    """It waited for a node the autoscaler added (the long path) rather than fitting existing capacity."""
+    phases: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def pending_to_running_s(self) -> float | None:
+        return None if self.running_s is None else self.running_s - self.created_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Series:
+    """Samples at `t_s` (simulated seconds from the start)."""
+
+    t_s: tuple[float, ...]
+    nodes_by_pool: Mapping[str, tuple[int, ...]]
+    pending_pods: tuple[int, ...]
+    cost_usd: tuple[float, ...]
+    """Cumulative."""
+    gpus_provisioned: tuple[float, ...]
+    gpus_allocated: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notable:
+    """An event worth showing in the report (a stockout and the fallback it caused, a gang refused, …)."""
+
+    t_s: float
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimResult:
+    scenario: str
+    policy: str
+    seed: int
+    duration_s: float
+    cost_usd: float
+    cost_by_pool: Mapping[str, float]
+    gpu_hours_provisioned: float
+    gpu_hours_allocated: float
+    gpu_hours_by_pool: Mapping[str, Mapping[str, float]]
+    """pool → {"provisioned", "allocated", "idle"}."""
+    pods: tuple[PodRecord, ...]
+    evictions: int
+    lost_gpu_hours: float
+    scale_ups: int
+    scale_downs: int
+    stockouts: int
+    backoffs: int
+    never_ran: int
+    sim_events: int
+    wall_s: float
+    series: Series
+    notable: tuple[Notable, ...] = ()
+    scale_ups_by_pool: Mapping[str, int] = field(default_factory=dict)
+    queue_wait_by_team: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    @property
+    def gpu_hours_idle(self) -> float:
+        return self.gpu_hours_provisioned - self.gpu_hours_allocated

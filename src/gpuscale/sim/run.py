@@ -1,0 +1,249 @@
+"""Run the twin: wire the world to the same `loop.Autoscaler` the controller runs, advance virtual time, measure.
+
+The autoscaler ticks every `scan_interval_s` of simulated time, as Cluster Autoscaler does. A tick whose input
+cannot have changed is skipped: nothing in the cluster changed since the last tick, no pod is pending, no node is
+starting, unneeded or draining, and no pool is backed off — then `decide` would return the same empty plan, so
+skipping it changes no result (a heartbeat tick still runs every five simulated minutes).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT
+from gpuscale.engine.policy import Policy
+from gpuscale.engine.reasons import ReasonCode
+from gpuscale.loop.ports import EventType
+from gpuscale.loop.report import TickReport
+from gpuscale.loop.tick import Autoscaler, LoopSettings
+from gpuscale.model.pdb import PodDisruptionBudget
+from gpuscale.model.resources import PODS
+from gpuscale.sim.cloud import CloudPool, SimCloud, Spell
+from gpuscale.sim.cluster import SimCluster
+from gpuscale.sim.core import Priority, Simulation, VirtualClock
+from gpuscale.sim.result import Notable, PodRecord, Series, SimResult
+from gpuscale.sim.scheduler import Scoring, SimScheduler
+from gpuscale.sim.workloads import Job, JobSpec, Pause, PauseSpec, Service, ServiceSpec
+from gpuscale.sim.world import World
+
+HEARTBEAT_S = 300.0
+BLOCKING = {ReasonCode.POOL_BACKOFF, ReasonCode.LIMIT_REACHED, ReasonCode.GANG_DOES_NOT_FIT}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TwinSetup:
+    """Everything one run needs; the policy under test is passed separately so `compare` can swap it."""
+
+    name: str
+    pools: tuple[CloudPool, ...]
+    jobs: tuple[JobSpec, ...] = ()
+    services: tuple[ServiceSpec, ...] = ()
+    pauses: tuple[PauseSpec, ...] = ()
+    pdbs: tuple[tuple[PodDisruptionBudget, int], ...] = ()
+    spells: tuple[Spell, ...] = ()
+    initial_nodes: Mapping[str, int] = field(default_factory=dict)
+    duration_s: float = 86_400.0
+    seed: int = 0
+    sample_s: float = 300.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TwinPolicy:
+    """A named policy: the engine's knobs, the loop's, and the scheduler scoring the cluster runs with."""
+
+    name: str
+    policy: Policy
+    settings: LoopSettings = field(default_factory=LoopSettings)
+    scoring: Scoring = Scoring.LEAST_ALLOCATED
+
+
+class _EventLog:
+    """The `EventSink` of the twin: counts events by reason (the report shows the notable ones)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def emit(self, obj_kind: str, obj_key: str, event_type: EventType, reason: str, message: str) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+
+
+def simulate(setup: TwinSetup, policy: TwinPolicy,
+             progress: Callable[[float, float], None] | None = None) -> SimResult:
+    """One deterministic run: same setup, policy and seed → the same result (except `wall_s`)."""
+    started = time.perf_counter()
+    sim = Simulation()
+    rng = np.random.default_rng(setup.seed)
+    cluster = SimCluster()
+    cluster.pdbs = list(setup.pdbs)
+    columns = sorted({n for p in setup.pools for n in p.pool.allocatable.names()} - {PODS}
+                     | {n for j in setup.jobs for n in j.requests.names()}
+                     | {n for s in setup.services for n in s.requests.names()}
+                     | {n for s in setup.pauses for n in s.requests.names()})
+    world_ref: list[World] = []
+    scheduler = SimScheduler(sim, cluster, columns, policy.scoring,
+                             on_bound=lambda pod, node: world_ref[0].bound(pod, node))
+    stockouts: list[tuple[str, float]] = []
+    cloud = SimCloud(sim, cluster, {p.pool.name: p for p in setup.pools}, rng, setup.spells,
+                     on_stockout=lambda pool, t: stockouts.append((pool, t)))
+    world = World(sim=sim, cluster=cluster, scheduler=scheduler, cloud=cloud, rng=rng)
+    world_ref.append(world)
+    events = _EventLog()
+    autoscaler = Autoscaler(reader=cluster, writer=cluster, provider=cloud, events=events,
+                            clock=VirtualClock(sim), pools=[p.pool for p in setup.pools], policy=policy.policy,
+                            settings=policy.settings)
+    for pool_name, count in sorted(setup.initial_nodes.items()):
+        cloud.preload(pool_name, count)
+    for spec in sorted(setup.jobs, key=lambda j: (j.submit_s, j.name)):
+        Job(world, spec)
+    for service in setup.services:
+        Service(world, service)
+    for pause in setup.pauses:
+        Pause(world, pause)
+    loop = _Loop(sim, cluster, cloud, autoscaler, world, policy.settings.scan_interval_s)
+    sampler = _Sampler(sim, cluster, cloud, world, setup, progress)
+    sim.at(0.0, Priority.AUTOSCALER, loop.tick)
+    sim.at(0.0, Priority.SAMPLE, sampler.sample)
+    sim.run(setup.duration_s)
+    return _result(setup, policy, world, cloud, loop, sampler, stockouts, sim.events_run,
+                   time.perf_counter() - started)
+
+
+class _Loop:
+    def __init__(self, sim: Simulation, cluster: SimCluster, cloud: SimCloud, autoscaler: Autoscaler, world: World,
+                 interval_s: float) -> None:
+        self.sim, self.cluster, self.cloud, self.autoscaler, self.world = sim, cluster, cloud, autoscaler, world
+        self.interval_s = interval_s
+        self.last_version = -1
+        self.last_tick = -HEARTBEAT_S
+        self.ticks = 0
+        self.scale_ups = 0
+        self.scale_ups_by_pool: dict[str, int] = {}
+        self.scale_downs = 0
+        self.backoffs = 0
+        self.notable: list[Notable] = []
+
+    def _needed(self) -> bool:
+        if self.cluster.version != self.last_version or self.cluster.pending:
+            return True
+        if self.sim.now - self.last_tick >= HEARTBEAT_S or len(self.autoscaler.drains):
+            return True
+        if any(self.sim.now < b.until_s for b in self.autoscaler.state.backoff.values()):
+            return True
+        if self.cloud.upcoming() or any(not n.ready for n in self.cluster.nodes.values()):
+            return True
+        return any(t.key == DELETION_CANDIDATE_TAINT for n in self.cluster.nodes.values() for t in n.taints)
+
+    def tick(self) -> None:
+        if self._needed():
+            before = {k: v.failures for k, v in self.autoscaler.state.backoff.items()}
+            report = self.autoscaler.tick()
+            self.ticks += 1
+            self.last_tick = self.sim.now
+            self._observe(report, before)
+            self.last_version = self.cluster.version
+        self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
+
+    def _observe(self, report: TickReport, before: Mapping[str, int]) -> None:
+        now = self.sim.now
+        plan = report.plan
+        if plan is None:
+            return
+        done = {s.pool for s in report.scaled_up}
+        for item in plan.scale_up:
+            if item.pool in done:
+                for key in item.pods:
+                    self.world.metrics.decided(key, now)
+        for verdict in plan.unplaceable:
+            if any(r.code in BLOCKING for r in verdict.reasons):
+                self.world.metrics.blocked(verdict.pod, now)
+        for done_item in report.scaled_up:
+            self.scale_ups += 1
+            self.scale_ups_by_pool[done_item.pool] = self.scale_ups_by_pool.get(done_item.pool, 0) + done_item.nodes
+            backed = [p for p, b in self.autoscaler.state.backoff.items() if now < b.until_s and p != done_item.pool]
+            if backed:
+                self.notable.append(Notable(t_s=now, kind="fallback", message=(
+                    f"scaled {done_item.pool} +{done_item.nodes} while {', '.join(sorted(backed))} backed off")))
+        self.scale_downs += len(report.deleted)
+        for pool, entry in self.autoscaler.state.backoff.items():
+            if entry.failures != before.get(pool):
+                self.backoffs += 1
+                self.notable.append(Notable(t_s=now, kind="backoff", message=(
+                    f"{pool} backed off {entry.until_s - now:.0f}s after {entry.kind}"
+                    + (f": {entry.message}" if entry.message else ""))))
+
+
+class _Sampler:
+    def __init__(self, sim: Simulation, cluster: SimCluster, cloud: SimCloud, world: World, setup: TwinSetup,
+                 progress: Callable[[float, float], None] | None) -> None:
+        self.sim, self.cluster, self.cloud, self.world, self.setup = sim, cluster, cloud, world, setup
+        self.progress = progress
+        self.t: list[float] = []
+        self.nodes: dict[str, list[int]] = {p.pool.name: [] for p in setup.pools}
+        self.pending: list[int] = []
+        self.cost: list[float] = []
+        self.provisioned: list[float] = []
+        self.allocated: list[float] = []
+
+    def sample(self) -> None:
+        now = self.sim.now
+        self.t.append(now)
+        counts = dict.fromkeys(self.nodes, 0)
+        gpus = 0.0
+        for t in self.cloud.timelines.values():
+            if t.acquired_s is not None and t.deleted_s is None:
+                counts[t.pool] = counts.get(t.pool, 0) + 1
+                gpus += self.cloud.pools[t.pool].pool.gpus_per_node
+        for pool, series in self.nodes.items():
+            series.append(counts.get(pool, 0))
+        self.pending.append(len(self.cluster.pending))
+        cost, _ = self.cloud.cost_so_far(now)
+        self.cost.append(sum(cost.values()))
+        self.provisioned.append(gpus)
+        self.allocated.append(sum(World.gpus_of(p.requests) for p in self.cluster.pods.values() if p.node_name))
+        if self.progress is not None:
+            self.progress(now, self.setup.duration_s)
+        if now + self.setup.sample_s <= self.setup.duration_s:
+            self.sim.after(self.setup.sample_s, Priority.SAMPLE, self.sample)
+
+
+def _result(setup: TwinSetup, policy: TwinPolicy, world: World, cloud: SimCloud, loop: _Loop, sampler: _Sampler,
+            stockouts: Sequence[tuple[str, float]], events: int, wall_s: float) -> SimResult:
+    end = setup.duration_s
+    for key in sorted(world.cluster.pods):
+        pod = world.cluster.pods[key]
+        if pod.node_name is not None:
+            world._account(pod)  # allocated time up to the end of the run
+    records: list[PodRecord] = list(world.metrics.records)
+    never_ran = sum(1 for r in records if r.running_s is None and not _withdrawn(world, r))
+    for record, pending in world.open_records():
+        records.append(record)
+        if pending:
+            never_ran += 1
+    cost, gpu_seconds = cloud.cost_so_far(end)
+    allocated = world.metrics.allocated_gpu_seconds
+    by_pool = {pool: {"provisioned": gpu_seconds.get(pool, 0.0) / 3600, "allocated": allocated.get(pool, 0.0) / 3600,
+                      "idle": (gpu_seconds.get(pool, 0.0) - allocated.get(pool, 0.0)) / 3600}
+               for pool in sorted(set(gpu_seconds) | set(allocated))}
+    notable = list(loop.notable) + [Notable(t_s=t, kind="stockout", message=f"{pool}: no capacity (stockout)")
+                                    for pool, t in stockouts]
+    return SimResult(
+        scenario=setup.name, policy=policy.name, seed=setup.seed, duration_s=end, cost_usd=sum(cost.values()),
+        cost_by_pool=dict(sorted(cost.items())), gpu_hours_provisioned=sum(gpu_seconds.values()) / 3600,
+        gpu_hours_allocated=sum(allocated.values()) / 3600, gpu_hours_by_pool=by_pool,
+        pods=tuple(sorted(records, key=lambda r: (r.created_s, r.key))), evictions=world.metrics.evictions,
+        lost_gpu_hours=world.metrics.lost_gpu_seconds / 3600, scale_ups=loop.scale_ups, scale_downs=loop.scale_downs,
+        stockouts=len(stockouts), backoffs=loop.backoffs, never_ran=never_ran, sim_events=events, wall_s=wall_s,
+        series=Series(t_s=tuple(sampler.t), nodes_by_pool={k: tuple(v) for k, v in sampler.nodes.items()},
+                      pending_pods=tuple(sampler.pending), cost_usd=tuple(sampler.cost),
+                      gpus_provisioned=tuple(sampler.provisioned), gpus_allocated=tuple(sampler.allocated)),
+        notable=tuple(sorted(notable, key=lambda n: (n.t_s, n.kind, n.message))),
+        scale_ups_by_pool=dict(sorted(loop.scale_ups_by_pool.items())),
+    )
+
+
+def _withdrawn(world: World, record: PodRecord) -> bool:
+    return record.key in world.withdrawn

@@ -1,0 +1,280 @@
+"""A model of kube-scheduler for the twin: one pod at a time, in priority order, with preemption and gangs.
+
+- Queue order: priority (high first), then creation time, then name — kube-scheduler's PrioritySort.
+- Feasibility: the engine's filters (`engine.scheduling`), on Ready nodes only (a node that is not Ready carries the
+  `not-ready` taint in a real cluster); GPUs exist for a pod only once the device plugin put them in allocatable.
+- Scoring: `least-allocated` (kube's default NodeResourcesFit strategy), `most-allocated`, or `gpu-binpack` (most
+  allocated GPUs first); ties go to the node first in name order, so runs are reproducible.
+- Gangs (pods of one pod group) are placed all-or-nothing once all members exist, on a trial copy of the arrays.
+- Preemption: a pod that fits nowhere may evict lower-priority pods on one node — the node where the victims' highest
+  priority is lowest, then the fewest victims — as DefaultPreemption does. Gang members do not preempt.
+- A pod that cannot be placed gets `PodScheduled=False/Unschedulable` (`Pod.unschedulable`), exactly when the real
+  scheduler would set it: after an attempt.
+
+Free capacity lives in NumPy arrays (nodes × resources) updated as pods come and go; a pass costs
+O(pending classes × nodes × resources) thanks to the equivalence-class skip (once one pod of a shape fails in a pass,
+the rest of that shape is not tried again in the same pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from gpuscale.engine.scheduling import static_failures
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
+from gpuscale.sim.cluster import SimCluster, Termination
+from gpuscale.sim.core import Priority, Simulation
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class Scoring(StrEnum):
+    LEAST_ALLOCATED = "least-allocated"
+    MOST_ALLOCATED = "most-allocated"
+    GPU_BINPACK = "gpu-binpack"
+
+
+class SimScheduler:
+    def __init__(self, sim: Simulation, cluster: SimCluster, columns: Sequence[str],
+                 scoring: Scoring = Scoring.LEAST_ALLOCATED,
+                 on_bound: Callable[[Pod, Node], None] = lambda pod, node: None,
+                 on_unschedulable: Callable[[Pod], None] = lambda pod: None) -> None:
+        self._sim = sim
+        self._cluster = cluster
+        self.columns = [c for c in dict.fromkeys(columns) if c != PODS]
+        self._col = {c: i for i, c in enumerate(self.columns)}
+        self._scoring = scoring
+        self._on_bound = on_bound
+        self._on_unschedulable = on_unschedulable
+        self._pass_scheduled = False
+        self._stale = True
+        self._names: list[str] = []
+        self._row: dict[str, int] = {}
+        self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
+        self._free = self._alloc.copy()
+        self._free_pods = np.zeros(0, dtype=np.int64)
+        self._static: dict[SchedulingConstraints, BoolArray] = {}
+        self._request_rows: dict[Resources, IntArray | None] = {}
+        self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
+        self.attempts = 0
+        cluster.capacity_listener = self
+
+    # -------------------------------------------------------------------------------------- CapacityListener
+    def pod_placed(self, pod: Pod) -> None:
+        if not self._stale:
+            row = self._row.get(pod.node_name or "")
+            vec = self._vector(pod.requests)
+            if row is not None and vec is not None:
+                self._free[row] -= vec
+                self._free_pods[row] -= 1
+
+    def pod_removed(self, pod: Pod) -> None:
+        if not self._stale:
+            row = self._row.get(pod.node_name or "")
+            vec = self._vector(pod.requests)
+            if row is not None and vec is not None:
+                self._free[row] += vec
+                self._free_pods[row] += 1
+        self.request_pass()
+
+    def nodes_changed(self) -> None:
+        self._stale = True
+        self.request_pass()
+
+    # ------------------------------------------------------------------------------------------------ arrays
+    def _vector(self, requests: Resources) -> IntArray | None:
+        if requests in self._request_rows:
+            return self._request_rows[requests]
+        row: IntArray | None = np.zeros(len(self.columns), dtype=np.int64)
+        for name, amount in requests.items:
+            col = self._col.get(name)
+            if col is None:
+                row = None
+                break
+            assert row is not None
+            row[col] = amount
+        self._request_rows[requests] = row
+        return row
+
+    def _rebuild(self) -> None:
+        nodes = sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting), key=lambda n: n.name)
+        self._names = [n.name for n in nodes]
+        self._row = {name: i for i, name in enumerate(self._names)}
+        self._alloc = np.zeros((len(nodes), len(self.columns)), dtype=np.int64)
+        self._free_pods = np.zeros(len(nodes), dtype=np.int64)
+        for i, node in enumerate(nodes):
+            for name, amount in node.allocatable.items:
+                if name == PODS:
+                    self._free_pods[i] = amount
+                elif name in self._col:
+                    self._alloc[i, self._col[name]] = amount
+        self._free = self._alloc.copy()
+        for i, name in enumerate(self._names):
+            for key in self._cluster.pods_on.get(name, ()):
+                pod = self._cluster.pods[key]
+                vec = self._vector(pod.requests)
+                if vec is not None:
+                    self._free[i] -= vec
+                self._free_pods[i] -= 1
+        self._static = {}
+        self._stale = False
+
+    def _static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
+        mask = self._static.get(constraints)
+        if mask is None:
+            nodes = self._cluster.nodes
+            mask = np.array([not static_failures(constraints, nodes[n]) for n in self._names], dtype=bool)
+            self._static[constraints] = mask
+        return mask
+
+    # ------------------------------------------------------------------------------------------------ passes
+    def request_pass(self) -> None:
+        if not self._pass_scheduled:
+            self._pass_scheduled = True
+            self._sim.after(0.0, Priority.SCHEDULER, self._run_pass)
+
+    def _run_pass(self) -> None:
+        self._pass_scheduled = False
+        if not self._cluster.pending:
+            return
+        if self._stale:
+            self._rebuild()
+        pods = self._cluster.pods
+        pending = sorted((pods[k] for k in self._cluster.pending),
+                         key=lambda p: (-p.priority, p.created_s or 0.0, p.key))
+        failed: set[tuple[Resources, SchedulingConstraints, int]] = set()
+        gangs: dict[str, list[Pod]] = {}
+        for pod in pending:
+            if pod.scheduling_gated or pod.deleting:
+                continue
+            if pod.group is not None:
+                gangs.setdefault(pod.group.key, []).append(pod)
+                continue
+            key = (pod.requests, pod.constraints, pod.priority)
+            if key in failed:
+                self._mark_unschedulable(pod)
+                continue
+            if not self._place(pod) and not self._preempt(pod):
+                failed.add(key)
+                self._mark_unschedulable(pod)
+        for members in gangs.values():
+            self._place_gang(members)
+
+    def _mark_unschedulable(self, pod: Pod) -> None:
+        self.attempts += 1
+        if not pod.unschedulable:
+            self._cluster.put_pod(replace(pod, unschedulable=True))
+            self._on_unschedulable(pod)
+
+    def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray) -> BoolArray:
+        vec = self._vector(pod.requests)
+        if vec is None or pod.constraints.unsupported or not len(self._names):
+            return np.zeros(len(self._names), dtype=bool)
+        cols = np.flatnonzero(vec)
+        mask = self._static_mask(pod.constraints) & (free_pods >= 1)
+        if len(cols):
+            mask = mask & (free[:, cols] >= vec[cols]).all(axis=1)
+        return mask
+
+    def _choose(self, pod: Pod, mask: BoolArray, free: IntArray) -> int:
+        candidates = np.flatnonzero(mask)
+        if len(candidates) == 1:
+            return int(candidates[0])
+        vec = self._vector(pod.requests)
+        assert vec is not None
+        if self._scoring is Scoring.GPU_BINPACK and self._gpu_cols:
+            cols = self._gpu_cols
+        else:
+            cols = [self._col[c] for c in (CPU, MEMORY) if c in self._col]
+        alloc = self._alloc[candidates][:, cols].astype(np.float64)
+        after = (free[candidates][:, cols] - vec[cols]).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share_free = np.where(alloc > 0, after / alloc, 0.0)
+        score = share_free.mean(axis=1)
+        if self._scoring is not Scoring.LEAST_ALLOCATED:
+            score = -score
+        return int(candidates[int(np.argmax(score))])
+
+    def _place(self, pod: Pod) -> bool:
+        mask = self._feasible(pod, self._free, self._free_pods)
+        if not mask.any():
+            return False
+        self._bind(pod, self._choose(pod, mask, self._free))
+        return True
+
+    def _bind(self, pod: Pod, row: int) -> None:
+        node = self._cluster.nodes[self._names[row]]
+        self.attempts += 1
+        bound = replace(pod, node_name=node.name, unschedulable=False, nominated_node=None)
+        self._cluster.put_pod(bound)  # the listener updates the arrays
+        self._on_bound(bound, node)
+
+    def _place_gang(self, members: list[Pod]) -> None:
+        group = members[0].group
+        assert group is not None
+        expected = group.min_member or 0
+        existing = sum(1 for p in self._cluster.pods.values() if p.group is not None and p.group.key == group.key)
+        if existing < expected:
+            return
+        free, free_pods = self._free.copy(), self._free_pods.copy()
+        rows: list[int] = []
+        for pod in members:
+            mask = self._feasible(pod, free, free_pods)
+            if not mask.any():
+                for member in members:
+                    self._mark_unschedulable(member)
+                return
+            row = self._choose(pod, mask, free)
+            vec = self._vector(pod.requests)
+            assert vec is not None
+            free[row] -= vec
+            free_pods[row] -= 1
+            rows.append(row)
+        for pod, row in zip(members, rows, strict=True):
+            self._bind(pod, row)
+
+    def _preempt(self, pod: Pod) -> bool:
+        """Evict lower-priority pods from one node so `pod` fits there; returns whether it was placed."""
+        vec = self._vector(pod.requests)
+        if vec is None or not len(self._names):
+            return False
+        static = self._static_mask(pod.constraints)
+        best: tuple[int, int, str, list[Pod]] | None = None
+        for row in np.flatnonzero(static).tolist():
+            name = self._names[row]
+            victims_all = sorted((self._cluster.pods[k] for k in self._cluster.pods_on.get(name, ())
+                                  if self._cluster.pods[k].priority < pod.priority),
+                                 key=lambda p: (p.priority, p.key))
+            if not victims_all:
+                continue
+            free = self._free[row].copy()
+            free_pods = int(self._free_pods[row])
+            chosen: list[Pod] = []
+            for victim in victims_all:
+                if (free >= vec).all() and free_pods >= 1:
+                    break
+                v = self._vector(victim.requests)
+                if v is not None:
+                    free += v
+                free_pods += 1
+                chosen.append(victim)
+            if not ((free >= vec).all() and free_pods >= 1):
+                continue
+            rank = (max(v.priority for v in chosen), len(chosen), name, chosen)
+            if best is None or rank[:3] < best[:3]:
+                best = rank
+        if best is None:
+            return False
+        for victim in best[3]:
+            self._cluster.delete_pod(victim.key)
+            self._cluster.on_terminated(victim, Termination.PREEMPTED)
+        self._bind(pod, self._row[best[2]])
+        return True

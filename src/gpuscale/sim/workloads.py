@@ -1,0 +1,238 @@
+"""Workloads of the twin: training jobs (gangs with checkpoints), batch jobs, inference services, pause pods.
+
+Each kind is a small controller that creates and deletes pods through the `World`, the way the Job, Deployment and
+HPA controllers do in a cluster:
+- `Job` (training or batch): all pods are created at submission (a gang if more than one — the scheduler and the
+  autoscaler place them all-or-nothing); work progresses only while *every* pod runs; an eviction, preemption or node
+  loss loses the work since the last checkpoint (all of it without checkpoints) and the job is requeued with fresh pods.
+- `Service` (inference): replicas follow request traffic through an HPA-like controller (sync every 15 s, scale down
+  only after a 5-minute stabilisation window); lost replicas are recreated.
+- `Pause`: overprovisioning pause pods at low priority that real pods preempt (CA's overprovisioning recipe).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gpuscale.model.pod import OwnerRef, Pod, PodGroupRef, SchedulingConstraints
+from gpuscale.model.resources import Resources
+from gpuscale.sim.cluster import Termination
+from gpuscale.sim.core import Handle, Priority
+
+if TYPE_CHECKING:
+    from gpuscale.sim.world import World
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSpec:
+    name: str
+    kind: str = "training"
+    """`training` or `batch` (any label is kept for the report)."""
+    team: str = "default"
+    submit_s: float
+    pods: int = 1
+    requests: Resources
+    constraints: SchedulingConstraints = field(default_factory=SchedulingConstraints)
+    duration_s: float
+    """Work to do once all pods run, in seconds."""
+    checkpoint_s: float = 0.0
+    """Checkpoint interval; 0 means no checkpoints (an interruption loses everything)."""
+    priority: int = 0
+    image_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Traffic:
+    """Requests per second over time: a daily cycle between `trough_rps` and `peak_rps` (peak at `peak_hour`), with
+    spikes (`start_s`, `duration_s`, multiplier)."""
+
+    trough_rps: float
+    peak_rps: float
+    peak_hour: float = 14.0
+    spikes: tuple[tuple[float, float, float], ...] = ()
+
+    def rps(self, t_s: float) -> float:
+        phase = 2 * math.pi * ((t_s / 3600.0 - self.peak_hour) % 24.0) / 24.0
+        base = self.trough_rps + (self.peak_rps - self.trough_rps) * (1 + math.cos(phase)) / 2
+        for start, duration, factor in self.spikes:
+            if start <= t_s < start + duration:
+                base *= factor
+        return base
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceSpec:
+    name: str
+    team: str = "default"
+    requests: Resources
+    constraints: SchedulingConstraints = field(default_factory=SchedulingConstraints)
+    traffic: Traffic
+    rps_per_replica: float
+    min_replicas: int = 1
+    max_replicas: int = 100
+    priority: int = 100
+    image_bytes: int = 0
+    sync_s: float = 15.0
+    stabilization_s: float = 300.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PauseSpec:
+    name: str = "overprovisioning"
+    replicas: int
+    requests: Resources
+    constraints: SchedulingConstraints = field(default_factory=SchedulingConstraints)
+    priority: int = -10
+
+
+class Job:
+    def __init__(self, world: World, spec: JobSpec) -> None:
+        self.world, self.spec = world, spec
+        self.attempt = 0
+        self.pods: set[str] = set()
+        self.running: set[str] = set()
+        self.progress_s = 0.0
+        self.started_at: float | None = None
+        self.finish: Handle | None = None
+        self.done = False
+        world.sim.at(spec.submit_s, Priority.WORKLOAD, self._submit)
+
+    @property
+    def gpus(self) -> float:
+        return self.world.gpus_of(self.spec.requests) * self.spec.pods
+
+    def _submit(self) -> None:
+        self.attempt += 1
+        spec = self.spec
+        group = PodGroupRef(key=f"{spec.team}/{spec.name}-{self.attempt}", source="kueue", min_member=spec.pods) \
+            if spec.pods > 1 else None
+        owner = OwnerRef(kind="Job", name=spec.name)
+        for i in range(spec.pods):
+            pod = Pod(namespace=spec.team, name=f"{spec.name}-{self.attempt}-{i}", uid=f"{spec.name}-{self.attempt}-{i}",
+                      requests=spec.requests, constraints=spec.constraints, priority=spec.priority,
+                      labels={"job-name": spec.name, "gpuscale.io/workload": spec.kind}, owner=owner, group=group,
+                      created_s=self.world.now, image_bytes=spec.image_bytes)
+            self.pods.add(pod.key)
+            self.world.create_pod(pod, self)
+
+    def on_running(self, pod: Pod) -> None:
+        self.running.add(pod.key)
+        if len(self.running) == self.spec.pods and self.started_at is None:
+            self.started_at = self.world.now
+            remaining = max(self.spec.duration_s - self.progress_s, 0.0)
+            self.finish = self.world.sim.after(remaining, Priority.WORKLOAD, self._finished)
+
+    def on_terminated(self, pod: Pod, why: Termination) -> None:
+        self.pods.discard(pod.key)
+        self.running.discard(pod.key)
+        if self.done:
+            return
+        if self.started_at is not None:
+            ran = self.world.now - self.started_at
+            total = self.progress_s + ran
+            ckpt = self.spec.checkpoint_s
+            saved = math.floor(total / ckpt) * ckpt if ckpt > 0 else 0.0
+            saved = max(saved, self.progress_s) if ckpt > 0 else 0.0
+            self.world.metrics.lost_gpu_seconds += (total - saved) * self.gpus
+            self.progress_s = saved
+            self.started_at = None
+            if self.finish is not None:
+                self.finish.cancel()
+        self.world.metrics.evictions += 1
+        for key in sorted(self.pods):
+            self.world.withdraw_pod(key)
+        self.pods.clear()
+        self.running.clear()
+        self.world.sim.after(0.0, Priority.WORKLOAD, self._submit)
+
+    def _finished(self) -> None:
+        self.done = True
+        for key in sorted(self.pods):
+            self.world.complete_pod(key)
+        self.pods.clear()
+
+
+class Service:
+    def __init__(self, world: World, spec: ServiceSpec) -> None:
+        self.world, self.spec = world, spec
+        self.pods: list[str] = []
+        self.seq = 0
+        self.history: list[tuple[float, int]] = []
+        world.sim.at(0.0, Priority.WORKLOAD, self._sync)
+
+    def desired(self, t: float) -> int:
+        spec = self.spec
+        want = math.ceil(spec.traffic.rps(t) / spec.rps_per_replica)
+        return min(max(want, spec.min_replicas), spec.max_replicas)
+
+    def _sync(self) -> None:
+        now = self.world.now
+        want = self.desired(now)
+        self.history = [(t, n) for t, n in self.history if t > now - self.spec.stabilization_s] + [(now, want)]
+        target = max(n for _, n in self.history)  # scale down only to the highest recommendation in the window
+        while len(self.pods) < target:
+            self._add()
+        while len(self.pods) > target:
+            self.world.withdraw_pod(self._pick_victim())
+        self.world.sim.after(self.spec.sync_s, Priority.WORKLOAD, self._sync)
+
+    def _pick_victim(self) -> str:
+        """ReplicaSet order: pending pods first, then the newest."""
+        pending = [k for k in self.pods if self.world.cluster.pods.get(k) is not None
+                   and self.world.cluster.pods[k].node_name is None]
+        victim = pending[-1] if pending else self.pods[-1]
+        self.pods.remove(victim)
+        return victim
+
+    def _add(self) -> None:
+        self.seq += 1
+        spec = self.spec
+        pod = Pod(namespace=spec.team, name=f"{spec.name}-{self.seq:05d}", uid=f"{spec.name}-{self.seq}",
+                  requests=spec.requests, constraints=spec.constraints, priority=spec.priority,
+                  labels={"app": spec.name, "gpuscale.io/workload": "inference"},
+                  owner=OwnerRef(kind="ReplicaSet", name=spec.name), created_s=self.world.now,
+                  image_bytes=spec.image_bytes)
+        self.pods.append(pod.key)
+        self.world.create_pod(pod, self)
+
+    def on_running(self, pod: Pod) -> None:
+        pass
+
+    def on_terminated(self, pod: Pod, why: Termination) -> None:
+        if pod.key in self.pods:
+            self.pods.remove(pod.key)
+            self.world.metrics.evictions += 1 if why is not Termination.PREEMPTED else 0
+            self._add()
+
+
+class Pause:
+    def __init__(self, world: World, spec: PauseSpec) -> None:
+        self.world, self.spec = world, spec
+        self.seq = 0
+        world.sim.at(0.0, Priority.WORKLOAD, self._start)
+
+    def _start(self) -> None:
+        for _ in range(self.spec.replicas):
+            self._add()
+
+    def _add(self) -> None:
+        self.seq += 1
+        spec = self.spec
+        pod = Pod(namespace="overprovisioning", name=f"{spec.name}-{self.seq:05d}", uid=f"{spec.name}-{self.seq}",
+                  requests=spec.requests, constraints=spec.constraints, priority=spec.priority,
+                  labels={"app": spec.name, "gpuscale.io/workload": "pause"},
+                  owner=OwnerRef(kind="ReplicaSet", name=spec.name), created_s=self.world.now)
+        self.world.create_pod(pod, self)
+
+    def on_running(self, pod: Pod) -> None:
+        pass
+
+    def on_terminated(self, pod: Pod, why: Termination) -> None:
+        self._add()
+
+
+Workload = Job | Service | Pause
+Starter = Callable[["World"], Sequence[Workload]]

@@ -1,0 +1,217 @@
+"""The twin's world: simulation, cluster, scheduler, cloud, workloads and the measurements, wired together.
+
+Pods go created → (scheduler attempt, maybe Unschedulable) → bound → image pulled → running, with the pull time from
+the image size and the node's sampled pull throughput (an image already on the node, or being pulled there, is not
+pulled twice) and the container start time from the node's pool profile. The `Metrics` object records each pod's
+milestones so its pending→running time splits into the phases of `gpuscale.lifecycle.phases`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from gpuscale.lifecycle.phases import Milestone, phases_of
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod, PodPhase
+from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
+from gpuscale.sim.cloud import SimCloud
+from gpuscale.sim.cluster import SimCluster, Termination
+from gpuscale.sim.core import Priority, Simulation
+from gpuscale.sim.result import PodRecord
+from gpuscale.sim.scheduler import SimScheduler
+from gpuscale.sim.workloads import Workload
+
+
+@dataclass(slots=True)
+class _PodTrack:
+    pod: Pod
+    workload: str
+    team: str
+    times: dict[Milestone, float] = field(default_factory=dict)
+    blocked_since: float | None = None
+    blocked_s: float = 0.0
+    node: str | None = None
+    withdrawn: bool = False
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.tracks: dict[str, _PodTrack] = {}
+        self.records: list[PodRecord] = []
+        self.evictions = 0
+        self.lost_gpu_seconds = 0.0
+        self.allocated_gpu_seconds: dict[str, float] = {}
+        self.stockouts = 0
+
+    def created(self, pod: Pod, now: float) -> None:
+        workload = pod.labels.get("gpuscale.io/workload", "other")
+        self.tracks[pod.key] = _PodTrack(pod, workload, pod.namespace, {Milestone.CREATED: now})
+
+    def decided(self, key: str, now: float) -> None:
+        track = self.tracks.get(key)
+        if track is not None and Milestone.DECIDED not in track.times:
+            track.times[Milestone.DECIDED] = now
+            self.unblocked(key, now)
+
+    def blocked(self, key: str, now: float) -> None:
+        track = self.tracks.get(key)
+        if track is not None and track.blocked_since is None and Milestone.DECIDED not in track.times:
+            track.blocked_since = now
+
+    def unblocked(self, key: str, now: float) -> None:
+        track = self.tracks.get(key)
+        if track is not None and track.blocked_since is not None:
+            track.blocked_s += now - track.blocked_since
+            track.blocked_since = None
+
+
+class World:
+    def __init__(self, *, sim: Simulation, cluster: SimCluster, scheduler: SimScheduler, cloud: SimCloud,
+                 rng: np.random.Generator, gpu_names: Mapping[str, int] | None = None) -> None:
+        self.sim, self.cluster, self.scheduler, self.cloud, self.rng = sim, cluster, scheduler, cloud, rng
+        self.metrics = Metrics()
+        self.owners: dict[str, Workload] = {}
+        self._images: dict[tuple[str, int], float] = {}
+        """(node, image size) → time the image is (or will be) on the node."""
+        self.withdrawn: set[str] = set()
+        """Pods their owner deleted on purpose before they ran (scale-in, requeue): not counted as never run."""
+        cluster.on_terminated = self._terminated
+        cluster.on_node_removed = self._node_removed
+
+    @property
+    def now(self) -> float:
+        return self.sim.now
+
+    @staticmethod
+    def gpus_of(requests: Resources) -> float:
+        return float(sum(a for n, a in requests.items if is_gpu_resource(n))) + requests.get(GPU_MILLI) / 1000.0
+
+    # ------------------------------------------------------------------------------------------------ pods
+    def create_pod(self, pod: Pod, owner: Workload) -> None:
+        self.owners[pod.key] = owner
+        self.metrics.created(pod, self.now)
+        self.cluster.put_pod(pod)
+
+    def withdraw_pod(self, key: str) -> None:
+        """The owner deletes its pod (scale-in, job requeue): not an eviction."""
+        track = self.metrics.tracks.get(key)
+        if track is not None:
+            track.withdrawn = True
+            if Milestone.STARTED not in track.times:
+                self.withdrawn.add(key)
+            self._finish_record(key)
+        pod = self.cluster.delete_pod(key)
+        if pod is not None:
+            self._account(pod)
+        self.owners.pop(key, None)
+
+    def complete_pod(self, key: str) -> None:
+        pod = self.cluster.delete_pod(key)
+        if pod is not None:
+            self._account(pod)
+        self._finish_record(key)
+        self.owners.pop(key, None)
+
+    def bound(self, pod: Pod, node: Node) -> None:
+        """Scheduler callback: pull the image (if not on the node yet), then start the container."""
+        track = self.metrics.tracks.get(pod.key)
+        if track is not None:
+            track.times[Milestone.BOUND] = self.now
+            track.node = node.name
+        timeline = self.cloud.timeline_of(node.name)
+        profile = self.cloud.pools[timeline.pool].profile if timeline is not None else None
+        image_ready = self.now
+        if pod.image_bytes:
+            key = (node.name, pod.image_bytes)
+            if key in self._images:
+                image_ready = max(self._images[key], self.now)
+            else:
+                rate = profile.pull_mb_per_s.sample(self.rng) if profile else 45.0
+                image_ready = self.now + pod.image_bytes / 1e6 / max(rate, 1.0)
+                self._images[key] = image_ready
+        start = profile.start_s.sample(self.rng) if profile else 5.0
+        self.sim.at(image_ready, Priority.WORKLOAD, lambda: self._pulled(pod.key, node.name, start))
+
+    def _pulled(self, key: str, node: str, start_s: float) -> None:
+        pod = self.cluster.pods.get(key)
+        if pod is None or pod.node_name != node:
+            return
+        track = self.metrics.tracks.get(key)
+        if track is not None:
+            track.times[Milestone.PULLED] = self.now
+        self.sim.after(start_s, Priority.WORKLOAD, lambda: self._started(key, node))
+
+    def _started(self, key: str, node: str) -> None:
+        pod = self.cluster.pods.get(key)
+        if pod is None or pod.node_name != node:
+            return
+        running = replace(pod, phase=PodPhase.RUNNING)
+        self.cluster.put_pod(running)
+        track = self.metrics.tracks.get(key)
+        if track is not None:
+            track.times[Milestone.STARTED] = self.now
+            track.pod = running
+        owner = self.owners.get(key)
+        if owner is not None:
+            owner.on_running(running)
+
+    def _terminated(self, pod: Pod, why: Termination) -> None:
+        self._account(pod)
+        self._finish_record(pod.key)
+        owner = self.owners.pop(pod.key, None)
+        if owner is not None:
+            owner.on_terminated(pod, why)
+
+    def _node_removed(self, name: str) -> None:
+        for key in [k for k in self._images if k[0] == name]:
+            del self._images[key]
+
+    def _account(self, pod: Pod) -> None:
+        """Allocated GPU-seconds: from binding until the pod leaves, on the pool of its node."""
+        track = self.metrics.tracks.get(pod.key)
+        if track is None or Milestone.BOUND not in track.times or track.node is None:
+            return
+        timeline = self.cloud.timeline_of(track.node)
+        pool = timeline.pool if timeline is not None else "unknown"
+        seconds = (self.now - track.times[Milestone.BOUND]) * self.gpus_of(pod.requests)
+        self.metrics.allocated_gpu_seconds[pool] = self.metrics.allocated_gpu_seconds.get(pool, 0.0) + seconds
+        track.times.setdefault(Milestone.CREATED, self.now)
+        track.node = None
+
+    def _finish_record(self, key: str) -> None:
+        track = self.metrics.tracks.pop(key, None)
+        if track is None:
+            return
+        self.metrics.records.append(self.record(track))
+
+    def record(self, track: _PodTrack) -> PodRecord:
+        times = dict(track.times)
+        started = times.get(Milestone.STARTED)
+        node_name = track.pod.node_name
+        timeline = self.cloud.timeline_of(node_name) if node_name else None
+        new_node = False
+        if timeline is not None and started is not None and timeline.requested_s >= times[Milestone.CREATED]:
+            new_node = True
+            times.setdefault(Milestone.DECIDED, timeline.requested_s)
+            times[Milestone.REQUESTED] = timeline.requested_s
+            for milestone, value in ((Milestone.ACQUIRED, timeline.acquired_s), (Milestone.RUNNING, timeline.running_s),
+                                     (Milestone.REGISTERED, timeline.registered_s),
+                                     (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)):
+                if value is not None:
+                    times[milestone] = value
+        elif started is not None:
+            times.pop(Milestone.DECIDED, None)
+        blocked = track.blocked_s + ((self.now - track.blocked_since) if track.blocked_since is not None else 0.0)
+        phases = {str(k): v for k, v in phases_of(times, blocked).items()} if started is not None else {}
+        return PodRecord(key=track.pod.key, workload=track.workload, team=track.team,
+                         pool=timeline.pool if timeline is not None and started is not None else None,
+                         gpus=self.gpus_of(track.pod.requests), created_s=times[Milestone.CREATED],
+                         running_s=started, new_node=new_node, phases=phases)
+
+    def open_records(self) -> list[tuple[PodRecord, bool]]:
+        """Records of pods still alive at the end of the run, with whether they are pending."""
+        return [(self.record(t), t.pod.node_name is None and Milestone.STARTED not in t.times)
+                for t in self.metrics.tracks.values()]
