@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpuscale.engine.limits import Totals, headroom, totals_of
-from gpuscale.engine.nodes import NodePhase, phase, pool_of, usable_capacity
+from gpuscale.engine.nodes import NodePhase, phase, pool_of
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
@@ -43,8 +43,19 @@ def _provision_limit(pool: NodePool | None, policy: Policy) -> float:
     return float(override) if override is not None else policy.max_node_provision_time_s
 
 
+def _resolve(cluster: Cluster, snapshot: Snapshot,
+             pools: Mapping[str, NodePool]) -> dict[str, tuple[str | None, NodePool | None, NodePhase]]:
+    """Each node's pool name, pool and lifecycle phase, computed once per decision."""
+    resolved: dict[str, tuple[str | None, NodePool | None, NodePhase]] = {}
+    for node in cluster.nodes:
+        name = pool_of(node, snapshot.node_pools)
+        pool = pools.get(name) if name else None
+        resolved[node.name] = (name, pool, phase(node, pool))
+    return resolved
+
+
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
-                  now: float) -> _Timeouts:
+                  now: float, resolved: Mapping[str, tuple[str | None, NodePool | None, NodePhase]]) -> _Timeouts:
     """Upcoming nodes past their deadline: requested/registered but not Ready within `max_node_provision_time_s`
     (per-pool override), or Ready without their GPUs within `max_gpu_init_time_s`."""
     timed_out: list[TimedOut] = []
@@ -56,12 +67,10 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
                 Reason(ReasonCode.PROVISION_TIMEOUT, f"requested {now - request.requested_s:.0f}s ago, not "
                                                      f"registered within {limit:g}s"),)))
             failed.setdefault(request.pool, FailureKind.PROVISION_TIMEOUT)
-    for node in sorted(snapshot.cluster.nodes, key=lambda n: n.name):
-        name = pool_of(node, snapshot.node_pools)
-        pool = pools.get(name) if name else None
+    for node in snapshot.cluster.nodes:
+        _, pool, current = resolved[node.name]
         if pool is None:
             continue
-        current = phase(node, pool)
         if current is NodePhase.REGISTERED and node.created_s is not None:
             limit = _provision_limit(pool, policy)
             if now - node.created_s > limit:
@@ -96,21 +105,21 @@ class _World:
     totals: Totals
 
 
-def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts) -> _World:
+def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
+                resolved: Mapping[str, tuple[str | None, NodePool | None, NodePhase]]) -> _World:
     nodes: list[Node] = []
     capacity: list[Resources] = []
     row_pool: list[str | None] = []
     upcoming: list[bool] = []
     counted: list[tuple[NodePool | None, int]] = []
     for node in cluster.nodes:
-        name = pool_of(node, snapshot.node_pools)
-        pool = pools.get(name) if name else None
-        current = phase(node, pool)
+        name, pool, current = resolved[node.name]
         if current is NodePhase.DELETING or node.name in timeouts.expired_nodes:
             continue
         counted.append((pool, 1))
         nodes.append(node)
-        capacity.append(usable_capacity(node, pool))
+        capacity.append(node.allocatable if current is NodePhase.USABLE or pool is None
+                        else node.allocatable.max(pool.allocatable))
         row_pool.append(name)
         upcoming.append(current is not NodePhase.USABLE)
     for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
@@ -215,9 +224,10 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     cluster = _sorted_cluster(snapshot.cluster)
     by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
     ordered_pools = list(by_name.values())
-    timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now)
+    resolved = _resolve(cluster, snapshot, by_name)
+    timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, resolved)
     state = timeouts.state
-    world = build_world(cluster, snapshot, by_name, timeouts)
+    world = build_world(cluster, snapshot, by_name, timeouts, resolved)
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
                        totals=world.totals, state=state, policy=policy, now=now)
     placed_rows = {i for i in range(len(world.rows), len(up.table))

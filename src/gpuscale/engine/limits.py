@@ -44,9 +44,18 @@ class Totals:
 
 def totals_of(pool_counts: Iterable[tuple[NodePool | None, int]]) -> Totals:
     """Totals for `count` nodes of each pool; nodes of unknown pools count as nodes only."""
-    totals = Totals(gpus_by_model={}, nodes_by_pool={})
+    counts: dict[str, int] = {}
+    pools: dict[str, NodePool] = {}
+    unknown = 0
     for pool, count in pool_counts:
-        totals = totals.add(pool, count) if pool is not None else replace(totals, nodes=totals.nodes + count)
+        if pool is None:
+            unknown += count
+        else:
+            counts[pool.name] = counts.get(pool.name, 0) + count
+            pools[pool.name] = pool
+    totals = Totals(nodes=unknown, gpus_by_model={}, nodes_by_pool={})
+    for name, count in counts.items():
+        totals = totals.add(pools[name], count)
     return totals
 
 

@@ -44,13 +44,16 @@ def pool_of(node: Node, node_pools: Mapping[str, str]) -> str | None:
     return node_pools.get(node.name) or node.pool
 
 
+def _gpu_items(pool: NodePool) -> tuple[tuple[str, int], ...]:
+    return tuple((n, a) for n, a in pool.allocatable.items if is_gpu_resource(n))
+
+
 def missing_gpus(node: Node, pool: NodePool | None) -> Resources:
     """GPU resources the pool's template offers that the node does not (yet) advertise in allocatable."""
     if pool is None:
         return Resources()
-    missing = {name: amount - node.allocatable.get(name)
-               for name, amount in pool.allocatable.items if is_gpu_resource(name)}
-    return Resources.of({n: a for n, a in missing.items() if a > 0})
+    have = dict(node.allocatable.items)
+    return Resources.of({n: a - have.get(n, 0) for n, a in _gpu_items(pool) if a > have.get(n, 0)})
 
 
 def phase(node: Node, pool: NodePool | None) -> NodePhase:
@@ -58,7 +61,11 @@ def phase(node: Node, pool: NodePool | None) -> NodePhase:
         return NodePhase.DELETING
     if not node.ready:
         return NodePhase.REGISTERED
-    if missing_gpus(node, pool):
+    if pool is not None and pool.gpus_per_node:
+        have = dict(node.allocatable.items)
+        if any(a > have.get(n, 0) for n, a in _gpu_items(pool)):
+            return NodePhase.READY
+    elif pool is not None and missing_gpus(node, pool):
         return NodePhase.READY
     return NodePhase.USABLE
 
