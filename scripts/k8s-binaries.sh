@@ -64,7 +64,8 @@ import (
 GO
   go mod tidy >&2
   ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitTreeState=clean"
-  ldflags="$ldflags -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#v1.}"
+  k8s_minor=${K8S_VERSION#v1.}; k8s_minor=${k8s_minor%%.*}  # v1.37.2 -> 37 (gitMinor is the bare minor number)
+  ldflags="$ldflags -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor"
   for c in kube-apiserver kube-scheduler kube-controller-manager; do
     log "go build $c"
     CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"

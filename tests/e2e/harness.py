@@ -34,13 +34,27 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from kubernetes import client
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STAGES = REPO_ROOT / "deploy" / "kwok" / "stages.yaml"
 K8S_VERSION = "v1.37.2"
-DEFAULT_BIN_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpuscale" / f"k8s-{K8S_VERSION}" / "bin"
+
+
+def _default_bin_dir() -> Path:
+    """Where scripts/k8s-binaries.sh builds (same defaulting as the script)."""
+    cache = os.environ.get("GPUSCALE_K8S_CACHE")
+    if cache:
+        return Path(cache) / "bin"
+    xdg_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return xdg_cache / "gpuscale" / f"k8s-{K8S_VERSION}" / "bin"
+
+
+DEFAULT_BIN_DIR = _default_bin_dir()
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -48,7 +62,8 @@ KWOK_NODE_VALUE = "fake"
 HOST = "127.0.0.1"
 
 # kube-controller-manager node lifecycle: kwok renews leases every node-lease-duration/4 = 10 s, so a node is marked
-# NotReady (Unknown) after two missed renewals; the taint/NotReady pass runs every second.
+# Ready=Unknown (and tainted unreachable) 25 s after its last renewal, i.e. only after two missed renewals; the
+# node-monitor pass runs every second. (Defaults: 5 s period, 50 s grace.)
 NODE_LEASE_DURATION_S = 40
 NODE_MONITOR_PERIOD = "1s"
 NODE_MONITOR_GRACE_PERIOD = "25s"
@@ -68,14 +83,54 @@ def wait_for(
 ) -> T:
     """Poll ``predicate`` until it returns a truthy value (returned) or ``timeout_s`` elapses (AssertionError)."""
     deadline = time.monotonic() + timeout_s
-    last: Any = None
     while True:
-        last = predicate()
-        if last:
-            return last
+        value = predicate()
+        if value:
+            return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s:.1f}s waiting for {desc} (last value: {last!r})")
+            raise AssertionError(f"timed out after {timeout_s:.1f}s waiting for {desc} (last value: {value!r})")
         time.sleep(interval_s)
+
+
+def kwok_node_body(
+    name: str,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    taints: list[client.V1Taint] | None = None,
+    registered: bool = True,
+) -> client.V1Node:
+    """A Node for ``POST /api/v1/nodes`` that kwok manages (annotation kwok.x-k8s.io/node=fake).
+
+    With ``registered`` (the default) it carries status Ready=False/KubeletNotReady, as a kubelet registers its node:
+    the apiserver keeps the status given at create, so kube-controller-manager keeps the not-ready taint on it until
+    kwok's node-initialize stage makes it Ready. Without a Ready condition kube-controller-manager would lift that
+    taint at once and kube-scheduler could bind pods to the node before it is Ready (kwok's node-register stage then
+    adds Ready=False, but only after that window has opened).
+    """
+    status = None
+    if registered:
+        now = datetime.now(tz=UTC).replace(microsecond=0)
+        status = client.V1NodeStatus(
+            conditions=[
+                client.V1NodeCondition(
+                    type="Ready",
+                    status="False",
+                    reason="KubeletNotReady",
+                    message="container runtime status check may not have completed yet",
+                    last_heartbeat_time=now,
+                    last_transition_time=now,
+                )
+            ]
+        )
+    return client.V1Node(
+        metadata=client.V1ObjectMeta(
+            name=name,
+            labels={"kubernetes.io/hostname": name, "type": "kwok", **(labels or {})},
+            annotations={KWOK_NODE_ANNOTATION: KWOK_NODE_VALUE, **(annotations or {})},
+        ),
+        spec=client.V1NodeSpec(taints=taints),
+        status=status,
+    )
 
 
 def find_bin_dir() -> Path:
@@ -242,7 +297,8 @@ class ControlPlane:
             self._start_and_wait("kube-scheduler", lambda: self._component_healthy(self.scheduler_port))
             self._start_and_wait("kwok", self._kwok_ready)
             # kube-controller-manager's service-account controller must have run before pods can be created.
-            self._wait("default ServiceAccount", lambda: self._get_ok("/api/v1/namespaces/default/serviceaccounts/default"))
+            self._wait("default ServiceAccount",
+                       lambda: self._get_ok("/api/v1/namespaces/default/serviceaccounts/default"))
             self.started = True
         except BaseException:
             self.stop(keep_run_dir=True)
@@ -256,7 +312,8 @@ class ControlPlane:
         self.started = False
         keep = keep_run_dir or os.environ.get("GPUSCALE_KEEP_LOGS") == "1"
         if keep:
-            print(f"\n[gpuscale e2e] control-plane run directory (logs, kubeconfig) kept: {self.run_dir}", file=sys.stderr)
+            print(f"\n[gpuscale e2e] control-plane run directory (logs, kubeconfig) kept: {self.run_dir}",
+                  file=sys.stderr)
         else:
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
@@ -264,8 +321,9 @@ class ControlPlane:
         """Stop kube-apiserver alone, optionally leave it down ``down_s`` seconds, start it again and wait for
         /readyz. etcd keeps all state; the other components reconnect by themselves."""
         self.stop_apiserver()
-        if down_s > 0:
-            time.sleep(down_s)
+        down_until = time.monotonic() + down_s
+        while time.monotonic() < down_until:
+            time.sleep(0.1)
         self.start_apiserver()
 
     def stop_apiserver(self) -> None:
@@ -326,7 +384,9 @@ class ControlPlane:
         kubeconfig = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "e2e", "cluster": {"server": self.api_url, "certificate-authority": str(self.ca_path)}}],
+            "clusters": [
+                {"name": "e2e", "cluster": {"server": self.api_url, "certificate-authority": str(self.ca_path)}}
+            ],
             "users": [{"name": "admin", "user": {"token": self.token}}],
             "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
             "current-context": "e2e",
@@ -363,10 +423,12 @@ class ControlPlane:
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # On SIGTERM close open watches within 2 s; otherwise the HTTP server waits 60 s for them to drain.
+                "--shutdown-watch-termination-grace-period=2s",
             ],
             "kube-controller-manager": [
                 str(b / "kube-controller-manager"),
-                f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                f"--kubeconfig={kc}",
                 "--leader-elect=false",
                 f"--bind-address={HOST}", f"--secure-port={self.kcm_port}", f"--cert-dir={pki / 'kcm'}",
                 f"--service-account-private-key-file={pki / 'sa.key'}",
@@ -378,7 +440,7 @@ class ControlPlane:
             ],
             "kube-scheduler": [
                 str(b / "kube-scheduler"),
-                f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                f"--kubeconfig={kc}",
                 "--leader-elect=false",
                 f"--bind-address={HOST}", f"--secure-port={self.scheduler_port}", f"--cert-dir={pki / 'scheduler'}",
                 "--profiling=false",
@@ -427,7 +489,8 @@ class ControlPlane:
     @staticmethod
     def _http_ok(url: str, context: ssl.SSLContext | None = None, headers: dict[str, str] | None = None) -> bool:
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=2, context=context) as r:
+            request = urllib.request.Request(url, headers=headers or {})
+            with urllib.request.urlopen(request, timeout=2, context=context) as r:
                 return bool(r.status == 200)
         except (urllib.error.URLError, OSError, ValueError):
             return False
@@ -446,7 +509,9 @@ class ControlPlane:
         return self._get_ok("/readyz")
 
     def _component_healthy(self, port: int) -> bool:
-        # kube-scheduler / kube-controller-manager serve a self-signed cert; /healthz is always-allowed.
+        # kube-scheduler / kube-controller-manager serve a self-signed cert. Without --authentication-kubeconfig and
+        # --authorization-kubeconfig they treat every request as anonymous and forbid all but the always-allowed
+        # /healthz, /readyz and /livez, which is all the harness needs (and their /metrics stay closed).
         return self._http_ok(f"https://{HOST}:{port}/healthz", self._ssl_context(verify=False))
 
     def _kwok_ready(self) -> bool:
