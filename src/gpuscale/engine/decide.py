@@ -11,7 +11,7 @@ The result does not depend on the order of nodes, pods or pools in the input: ev
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from gpuscale.engine.nodes import NodePhase, phase, pool_of
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
+from gpuscale.engine.scaledown import ScaleDownResult, plan_scale_down, unneeded_since_from_taints
 from gpuscale.engine.scaleup import plan_scale_up
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
 from gpuscale.engine.table import NodeTable
@@ -205,18 +206,14 @@ def _busy_rows(rows: Sequence[Node], pods: Sequence[Pod], placed_rows: set[int])
     return busy
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Down:
-    removals: tuple[Removal, ...] = ()
-    blocked: tuple[NodeVerdict, ...] = ()
-    unneeded: tuple[NodeVerdict, ...] = ()
-    mark_unneeded: Mapping[str, float] = field(default_factory=dict)
-    clear_unneeded: tuple[str, ...] = ()
-
-
-def _scale_down(cluster: Cluster, world: _World, table: NodeTable, pools: Mapping[str, NodePool],
-                state: EngineState, policy: Policy, now: float) -> _Down:
-    return _Down()
+def _scale_down(cluster: Cluster, table: NodeTable, pools: Mapping[str, NodePool],
+                resolved: Mapping[str, tuple[str | None, NodePool | None, NodePhase]], state: EngineState,
+                policy: Policy, now: float) -> ScaleDownResult:
+    """Scale-down on the table where pending pods covered by existing capacity already sit on their future nodes."""
+    pool_of = {name: entry[0] for name, entry in resolved.items() if entry[0] is not None}
+    return plan_scale_down(nodes=cluster.nodes, table=table, pods_by_node=cluster.pods_by_node(), pools=pools,
+                           pool_of=pool_of, pdbs=cluster.pdbs, policy=policy, state=state, now=now,
+                           unneeded_since=unneeded_since_from_taints(cluster.nodes))
 
 
 def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy, now: float) -> Plan:
@@ -236,7 +233,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     busy.update(i for i in range(len(world.rows)) if up.table.free_pods[i] < world.table.free_pods[i])
     buffers, _ = buffer_scale_ups(up.table, world.row_pool, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])
-    down = _scale_down(cluster, world, up.table, by_name, state, policy, now)
+    down = _scale_down(cluster, up.table, by_name, resolved, state, policy, now)
     removals = down.removals
     blocked = list(down.blocked)
     if policy.buffers:

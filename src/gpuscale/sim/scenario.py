@@ -1,0 +1,253 @@
+"""Scenarios for the twin: a YAML file naming the pools (the same `config` section the controller reads), how each
+pool starts up, its stockouts, the initial nodes and the workload. `load_scenario` returns a `TwinSetup`.
+
+A scenario does not fix the autoscaling policy: `gpuscale simulate --policy` and `gpuscale compare --policy A
+--policy B` choose it — a preset (`gpuscale`, `ca-defaults`), `scenario` (the scenario's own `config` section), or the
+path of a gpuscale config file whose autoscaling options replace the scenario's. Same scenario + seed → same run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuscale.config import Config, Duration, load_config, parse_config
+from gpuscale.engine.policy import ExpanderName, Policy
+from gpuscale.loop.tick import LoopSettings
+from gpuscale.model.errors import ConfigError
+from gpuscale.model.resources import Resources, is_gpu_resource
+from gpuscale.sim.cloud import CloudPool, Spell
+from gpuscale.sim.helios import bundled_curve, openb_helios_jobs
+from gpuscale.sim.openb import bundled, read_pods
+from gpuscale.sim.profiles import PROFILES, STOCKOUT_PROBABILITY
+from gpuscale.sim.run import TwinPolicy, TwinSetup
+from gpuscale.sim.scheduler import Scoring
+from gpuscale.sim.synthetic import (
+    BatchMix,
+    LogNormal,
+    Team,
+    TrainingMix,
+    chat_traffic,
+    generate_jobs,
+    inference_service,
+)
+from gpuscale.sim.traces import GKE_PLACEMENT, read_jobs
+from gpuscale.sim.workloads import JobSpec, PauseSpec, ServiceSpec
+
+DEFAULT_SCENARIO = "default"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpellConfig(_Strict):
+    pool: str
+    start: Duration
+    end: Duration
+
+
+class TeamConfig(_Strict):
+    name: str
+    weight: float = Field(default=1.0, ge=0)
+    peak_hour: float = Field(default=14.0, ge=0, lt=24)
+
+
+class TrainingConfig(_Strict):
+    jobs_per_hour: float = Field(default=4.0, ge=0)
+    max_run_time: Duration = 14 * 86_400.0
+    teams: tuple[TeamConfig, ...] = ()
+
+
+class BatchConfig(_Strict):
+    jobs_per_hour: float = Field(default=20.0, ge=0)
+    teams: tuple[TeamConfig, ...] = ()
+
+
+class SpikeConfig(_Strict):
+    start: Duration
+    duration: Duration
+    factor: float = Field(gt=0)
+
+
+class ServiceConfig(_Strict):
+    name: str
+    gpu_model: str = "nvidia-tesla-t4"
+    peak_rps: float = Field(gt=0)
+    rps_per_replica: float = Field(gt=0)
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=100, ge=1)
+    spikes: tuple[SpikeConfig, ...] = ()
+    team: str = "serving"
+
+
+class HeliosConfig(_Strict):
+    vc: str = "vc3sl"
+    scale_to_gpus: float = Field(gt=0)
+    start_minute: int = Field(default=0, ge=0)
+
+
+class PauseConfig(_Strict):
+    replicas: int = Field(ge=1)
+    cpu_milli: int = Field(default=1000, ge=0)
+    memory_mib: int = Field(default=1024, ge=0)
+
+
+class WorkloadConfig(_Strict):
+    training: TrainingConfig | None = None
+    batch: BatchConfig | None = None
+    services: tuple[ServiceConfig, ...] = ()
+    trace: str | None = None
+    """A generic job CSV (docs/traces.md), relative to the scenario file."""
+    helios: HeliosConfig | None = None
+    pause: PauseConfig | None = None
+
+
+class ScenarioFile(_Strict):
+    name: str
+    description: str = ""
+    duration: Duration = 86_400.0
+    seed: int = 0
+    config: dict[str, Any]
+    profiles: dict[str, Literal["cpu", "gpu-small", "gpu-large"]] = Field(default_factory=dict)
+    """Pool → start-up profile; pools left out get `gpu-large` (≥ 4 GPUs), `gpu-small` (GPUs) or `cpu`."""
+    stockout_probability: dict[str, float] = Field(default_factory=dict)
+    stockouts: tuple[SpellConfig, ...] = ()
+    initial_nodes: dict[str, int] = Field(default_factory=dict)
+    workload: WorkloadConfig = WorkloadConfig()
+
+
+def _teams(items: tuple[TeamConfig, ...]) -> tuple[Team, ...]:
+    return tuple(Team(name=t.name, weight=t.weight, peak_hour=t.peak_hour) for t in items) or (Team(name="default"),)
+
+
+def _profile_name(config: Config, pool: str, chosen: Mapping[str, str]) -> str:
+    if pool in chosen:
+        return chosen[pool]
+    spec = next(p for p in config.pools if p.name == pool)
+    gpus = sum(a for n, a in spec.allocatable.items if is_gpu_resource(n))
+    return "gpu-large" if gpus >= 4 else "gpu-small" if gpus else "cpu"
+
+
+def _jobs(parsed: ScenarioFile, base: Path | None, rng: np.random.Generator) -> list[JobSpec]:
+    work = parsed.workload
+    jobs: list[JobSpec] = []
+    if work.training is not None or work.batch is not None:
+        training = TrainingMix(jobs_per_hour=work.training.jobs_per_hour if work.training else 0.0,
+                               run_time=LogNormal(median=600.0, sigma=2.3,
+                                                  cap=work.training.max_run_time if work.training else 86_400.0),
+                               teams=_teams(work.training.teams if work.training else ()))
+        batch = BatchMix(jobs_per_hour=work.batch.jobs_per_hour if work.batch else 0.0,
+                         teams=_teams(work.batch.teams if work.batch else ()))
+        jobs += generate_jobs(rng, parsed.duration, training=training, batch=batch)
+    if work.trace is not None:
+        path = Path(work.trace)
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        jobs += read_jobs(path, GKE_PLACEMENT)
+    if work.helios is not None:
+        curve = bundled_curve(work.helios.vc)
+        jobs += openb_helios_jobs(rng, read_pods(bundled("openb_pod_list_default.csv")), curve,
+                                  start_minute=work.helios.start_minute, duration_s=parsed.duration,
+                                  scale_to_gpus=work.helios.scale_to_gpus)
+    return jobs
+
+
+def _services(parsed: ScenarioFile) -> list[ServiceSpec]:
+    return [inference_service(
+        s.name, traffic=chat_traffic(peak_rps=s.peak_rps, duration_s=parsed.duration,
+                                     spikes=tuple((k.start, k.duration, k.factor) for k in s.spikes)),
+        rps_per_replica=s.rps_per_replica, gpu_model=s.gpu_model, min_replicas=s.min_replicas,
+        max_replicas=s.max_replicas, team=s.team) for s in parsed.workload.services]
+
+
+def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None) -> tuple[TwinSetup, Config]:
+    try:
+        parsed = ScenarioFile.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        message = "unknown setting" if first["type"] == "extra_forbidden" else str(first["msg"]).removeprefix(
+            "Value error, ")
+        raise ConfigError(f"{source}: {where}", message) from None
+    config = parse_config(parsed.config, f"{source}: config")
+    names = {p.name for p in config.pools}
+    for where, named in ([("profiles", p) for p in parsed.profiles]
+                         + [("stockouts", s.pool) for s in parsed.stockouts]
+                         + [("initial_nodes", p) for p in parsed.initial_nodes]
+                         + [("stockout_probability", p) for p in parsed.stockout_probability]):
+        if named not in names:
+            raise ConfigError(f"{source}: {where}", f"unknown pool {named!r} (pools: {', '.join(sorted(names))})")
+    rng = np.random.default_rng(parsed.seed)
+    cloud_pools = []
+    for pool in config.pools:
+        profile = _profile_name(config, pool.name, parsed.profiles)
+        cloud_pools.append(CloudPool(pool=pool, profile=PROFILES[profile], stockout_probability=(
+            parsed.stockout_probability.get(pool.name, STOCKOUT_PROBABILITY[profile]))))
+    pause = parsed.workload.pause
+    pauses = (PauseSpec(replicas=pause.replicas,
+                        requests=Resources.of(cpu=pause.cpu_milli, memory=pause.memory_mib * 2**20)),) if pause else ()
+    initial = {p.name: max(p.min_size, parsed.initial_nodes.get(p.name, 0)) for p in config.pools}
+    setup = TwinSetup(name=parsed.name, pools=tuple(cloud_pools), jobs=tuple(_jobs(parsed, base, rng)),
+                      services=tuple(_services(parsed)), pauses=pauses,
+                      spells=tuple(Spell(pool=s.pool, start_s=s.start, end_s=s.end) for s in parsed.stockouts),
+                      initial_nodes={k: v for k, v in initial.items() if v}, duration_s=parsed.duration,
+                      seed=parsed.seed)
+    return setup, config
+
+
+def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup, Config]:
+    """A bundled scenario by name (`default`) or a scenario file; `seed` overrides the file's."""
+    path = Path(name_or_path)
+    if not path.exists():
+        bundled_path = resources.files("gpuscale.data").joinpath("scenarios", f"{name_or_path}.yaml")
+        if not bundled_path.is_file():
+            raise ConfigError(name_or_path, "no such scenario file, and not a bundled scenario (bundled: default)")
+        path = Path(str(bundled_path))
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(str(path), f"bad YAML: {getattr(err, 'problem', None) or err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(str(path), "expected a mapping at the top level")
+    if seed is not None:
+        raw = {**raw, "seed": seed}
+    return parse_scenario(raw, str(path), path.parent)
+
+
+# ------------------------------------------------------------------------------------------------------- presets
+CA_DEFAULTS = Policy(
+    expanders=(ExpanderName.LEAST_WASTE,), least_waste_counts_gpus=False, new_pod_delay_s=2.0,
+    new_gpu_pod_delay_s=30.0, protect_gpu_jobs=False)
+"""Cluster Autoscaler 1.36 as users run it: least-waste ignoring GPUs, 0.5 thresholds, 10 m unneeded, 15 m
+provisioning timeout, 30 s batching of GPU pods, no warm buffer, running Job pods evictable (#7095)."""
+
+GPUSCALE = Policy()
+"""gpuscale's defaults: least-waste counting GPUs then price, 10 s GPU batching, GPU Jobs protected."""
+
+
+def policy_named(name: str, config: Config) -> TwinPolicy:
+    """A preset, `scenario` (the scenario's own config), or a config file's autoscaling section."""
+    settings = LoopSettings(scan_interval_s=config.scan_interval_s,
+                            max_graceful_termination_s=config.max_graceful_termination_s)
+    if name == "ca-defaults":
+        return TwinPolicy(name=name, policy=CA_DEFAULTS, settings=LoopSettings(), scoring=Scoring.LEAST_ALLOCATED)
+    if name == "gpuscale":
+        return TwinPolicy(name=name, policy=replace(GPUSCALE, limits=config.policy.limits,
+                                                    buffers=config.policy.buffers),
+                          settings=settings, scoring=Scoring.GPU_BINPACK)
+    if name == "scenario":
+        return TwinPolicy(name=name, policy=config.policy, settings=settings)
+    path = Path(name)
+    if not path.exists():
+        raise ConfigError(f"--policy {name}", "not a preset (gpuscale, ca-defaults, scenario) nor a config file")
+    other = load_config(path)
+    return TwinPolicy(name=path.stem, policy=other.policy, settings=LoopSettings(
+        scan_interval_s=other.scan_interval_s, max_graceful_termination_s=other.max_graceful_termination_s))
