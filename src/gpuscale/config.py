@@ -1,20 +1,28 @@
 """The configuration file: YAML validated by pydantic, names familiar to Cluster Autoscaler users.
 
-`load_config(path)` returns a frozen `Config` of model values; any problem raises `ConfigError` with the file and the
-setting's path (`pools[1].allocatable.cpu`), so the CLI prints one line and exits 2. Unknown keys are errors:
-a misspelt option silently ignored is how autoscalers surprise people.
+`load_config(path)` returns a frozen `Config` of model values — the pools and the engine's `Policy` — and any problem
+raises `ConfigError` with the file and the setting's path (`pools[1].allocatable.cpu`, `warm_capacity[0].pool`), so
+the CLI prints one line and exits 2. Unknown keys are errors: a misspelt option silently ignored is how autoscalers
+surprise people. Impossible settings (min above max, thresholds outside [0, 1], a buffer or GPU limit naming nothing a
+pool has, a priority regex that does not compile) are errors too. Options left out keep `Policy`'s defaults, which are
+Cluster Autoscaler's (see docs/config.md for each option, its default and the CA flag or Karpenter field it mirrors).
+Durations are Go duration strings (`10m`, `30s`, `1h30m`) or numbers of seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import difflib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gpuscale.engine.policy import Buffer, ExpanderName, Limits, Policy, PriorityRule
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import QuantityError, to_milli, to_units
@@ -23,6 +31,39 @@ from gpuscale.model.taints import Taint, TaintEffect
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+ACCELERATOR_LABELS = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator")
+"""Labels naming a pool's GPU type the way CA's `--gpu-total` does; `gpu_total` accepts these names too."""
+
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_PART = re.compile(rf"({_NUMBER})(ns|us|µs|μs|ms|s|m|h)")
+_DURATION = re.compile(rf"(?:{_NUMBER}(?:ns|us|µs|μs|ms|s|m|h))+")
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a Go duration (`1h30m`, `10m`, `2.5s`, `300ms`; `time.ParseDuration`'s units) or a number of
+    seconds (`600`, `"600"`). Negative and non-finite durations are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"expected a duration like 10m, 30s or 1h30m, or a number of seconds; got {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("-") and (re.fullmatch(_NUMBER, text[1:]) or _DURATION.fullmatch(text[1:])):
+            raise ValueError(f"must be a finite duration of zero or more; got {value!r}")
+        if re.fullmatch(_NUMBER, text):
+            seconds = float(text)
+        elif _DURATION.fullmatch(text):
+            seconds = sum(float(n) * _GO_UNITS[u] for n, u in _DURATION_PART.findall(text))
+        else:
+            raise ValueError(f"expected a duration like 10m, 30s or 1h30m, or a number of seconds; got {value!r}")
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"must be a finite duration of zero or more; got {value!r}")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Fraction01 = Annotated[float, Field(ge=0, le=1)]
 
 
 class _Strict(BaseModel):
@@ -56,6 +97,7 @@ class PoolConfig(_Strict):
     taints: tuple[TaintConfig, ...] = ()
     allocatable: dict[str, int | float | str]
     gpu: GpuConfig | None = None
+    max_node_provision_time: Duration | None = None
 
     @field_validator("allocatable")
     @classmethod
@@ -92,11 +134,102 @@ class PoolConfig(_Strict):
             taints=tuple(Taint(key=t.key, value=t.value, effect=TaintEffect(t.effect)) for t in self.taints),
             gpu_model=self.gpu.model if self.gpu else None, gpus_per_node=self.gpu.count if self.gpu else 0,
             usd_per_hour=self.usd_per_hour, min_size=self.min_size, max_size=self.max_size, zones=self.zones,
+            max_node_provision_time_s=self.max_node_provision_time,
         )
 
 
+class WarmCapacityConfig(_Strict):
+    pool: str
+    idle_nodes: int = Field(default=0, ge=0)
+    free_gpus: int = Field(default=0, ge=0)
+
+
+Preset = Literal["gpuscale", "ca-defaults"]
+
+_PRESETS: Mapping[str, Mapping[str, Any]] = {
+    "gpuscale": {},
+    # Cluster Autoscaler's behaviour where ours differs on purpose: GPU-blind least-waste (#2215), a 30 s batching
+    # delay for GPU pods, running GPU Jobs evictable.
+    "ca-defaults": {"new_gpu_pod_delay_s": 30.0, "least_waste_counts_gpus": False, "protect_gpu_jobs": False,
+                    "expanders": (ExpanderName.LEAST_WASTE,)},
+}
+
+_POLICY_NAMES: Mapping[str, str] = {
+    "new_pod_scale_up_delay": "new_pod_delay_s",
+    "new_gpu_pod_scale_up_delay": "new_gpu_pod_delay_s",
+    "expendable_pods_priority_cutoff": "expendable_priority_cutoff",
+    "expander_random_seed": "random_seed",
+    "least_waste_counts_gpus": "least_waste_counts_gpus",
+    "max_nodes_per_scale_up": "max_nodes_per_scale_up",
+    "max_node_provision_time": "max_node_provision_time_s",
+    "max_gpu_init_time": "max_gpu_init_time_s",
+    "initial_node_group_backoff_duration": "backoff_initial_s",
+    "max_node_group_backoff_duration": "backoff_max_s",
+    "node_group_backoff_reset_timeout": "backoff_reset_s",
+    "scale_down_enabled": "scale_down_enabled",
+    "scale_down_utilization_threshold": "scale_down_utilization_threshold",
+    "scale_down_gpu_utilization_threshold": "scale_down_gpu_utilization_threshold",
+    "scale_down_unneeded_time": "scale_down_unneeded_time_s",
+    "scale_down_unready_time": "scale_down_unready_time_s",
+    "scale_down_delay_after_add": "scale_down_delay_after_add_s",
+    "scale_down_delay_after_delete": "scale_down_delay_after_delete_s",
+    "scale_down_delay_after_failure": "scale_down_delay_after_failure_s",
+    "max_empty_bulk_delete": "max_empty_bulk_delete",
+    "max_drain_parallelism": "max_drain_parallelism",
+    "max_total_unready_percentage": "max_total_unready_percentage",
+    "ok_total_unready_count": "ok_total_unready_count",
+    "skip_nodes_with_system_pods": "skip_nodes_with_system_pods",
+    "skip_nodes_with_local_storage": "skip_nodes_with_local_storage",
+    "protect_gpu_jobs": "protect_gpu_jobs",
+}
+"""Config option → `Policy` field, for the options that map one to one (the rest are built below)."""
+
+
 class ConfigFile(_Strict):
+    """The file as written. `None` means "not given": `Policy`'s default (or the preset's) applies."""
+
     pools: Annotated[tuple[PoolConfig, ...], Field(min_length=1)]
+    preset: Preset = "gpuscale"
+    # loop
+    scan_interval: Annotated[Duration, Field(gt=0)] | None = None
+    max_graceful_termination_sec: Duration | None = None
+    # scale-up
+    new_pod_scale_up_delay: Duration | None = None
+    new_gpu_pod_scale_up_delay: Duration | None = None
+    expendable_pods_priority_cutoff: int | None = None
+    expander: str | tuple[str, ...] | None = None
+    priorities: dict[int, tuple[str, ...]] | None = None
+    expander_random_seed: int | None = None
+    least_waste_counts_gpus: bool | None = None
+    max_nodes_per_scale_up: int | None = Field(default=None, ge=1)
+    max_node_provision_time: Duration | None = None
+    max_gpu_init_time: Duration | None = None
+    initial_node_group_backoff_duration: Duration | None = None
+    max_node_group_backoff_duration: Duration | None = None
+    node_group_backoff_reset_timeout: Duration | None = None
+    warm_capacity: tuple[WarmCapacityConfig, ...] = ()
+    # limits
+    max_nodes_total: int | None = Field(default=None, ge=0)
+    cores_total: int | str | None = None
+    memory_total: int | float | str | None = None
+    gpu_total: dict[str, int | str] | None = None
+    max_usd_per_hour: float | None = Field(default=None, gt=0)
+    # scale-down
+    scale_down_enabled: bool | None = None
+    scale_down_utilization_threshold: Fraction01 | None = None
+    scale_down_gpu_utilization_threshold: Fraction01 | None = None
+    scale_down_unneeded_time: Duration | None = None
+    scale_down_unready_time: Duration | None = None
+    scale_down_delay_after_add: Duration | None = None
+    scale_down_delay_after_delete: Duration | None = None
+    scale_down_delay_after_failure: Duration | None = None
+    max_empty_bulk_delete: int | None = Field(default=None, ge=1)
+    max_drain_parallelism: int | None = Field(default=None, ge=1)
+    max_total_unready_percentage: float | None = Field(default=None, ge=0, le=100)
+    ok_total_unready_count: int | None = Field(default=None, ge=0)
+    skip_nodes_with_system_pods: bool | None = None
+    skip_nodes_with_local_storage: bool | None = None
+    protect_gpu_jobs: bool | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> ConfigFile:
@@ -110,13 +243,176 @@ class ConfigFile(_Strict):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
     pools: tuple[NodePool, ...]
+    policy: Policy = field(default_factory=Policy)
+    scan_interval_s: float = 10.0
+    """How often the loop runs (CA `--scan-interval`); read by the twin and the controller, not by the engine."""
+    max_graceful_termination_s: float = 600.0
+    """How long a drain may take before it is given up (CA `--max-graceful-termination-sec`)."""
+
+
+class _SettingError(Exception):
+    """A semantic problem found after parsing, at a setting path; becomes a `ConfigError` naming the file."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where, self.problem = where, problem
+        super().__init__(f"{where}: {problem}")
+
+
+def _expanders(value: str | tuple[str, ...], has_priorities: bool) -> tuple[ExpanderName, ...]:
+    """CA's `--expander=priority,least-waste` as a comma-separated string, or a YAML list."""
+    names = [n.strip() for n in value.split(",")] if isinstance(value, str) else list(value)
+    known = ", ".join(e.value for e in ExpanderName)
+    chain: list[ExpanderName] = []
+    for i, name in enumerate(names):
+        where = "expander" if isinstance(value, str) else f"expander[{i}]"
+        if name not in {e.value for e in ExpanderName}:
+            raise _SettingError(where, f"unknown expander {name!r} (known: {known})")
+        if ExpanderName(name) in chain:
+            raise _SettingError(where, f"expander {name!r} is listed twice")
+        chain.append(ExpanderName(name))
+    if not chain:
+        raise _SettingError("expander", f"give at least one expander (known: {known})")
+    if ExpanderName.PRIORITY in chain and not has_priorities:
+        raise _SettingError("expander", "the priority expander needs `priorities`")
+    return tuple(chain)
+
+
+def _priorities(value: Mapping[int, Sequence[str]]) -> tuple[PriorityRule, ...]:
+    """CA's priority-expander ConfigMap (`{10: [regex, …]}`); every regex must compile. Highest priority first."""
+    rules = []
+    for priority, patterns in sorted(value.items(), reverse=True):
+        if not patterns:
+            raise _SettingError(f"priorities.{priority}", "give at least one pool name regex")
+        for i, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise _SettingError(f"priorities.{priority}[{i}]", f"bad regex {pattern!r}: {err}") from None
+        rules.append(PriorityRule(priority=priority, patterns=tuple(patterns)))
+    return tuple(rules)
+
+
+def _max_of(where: str, value: int | float | str, parse: Any = int) -> int:
+    """A limit as CA spells it, `MAX` or `MIN:MAX`; only the maximum bounds scale-up, so a minimum must be 0."""
+    low_text, sep, high_text = str(value).strip().rpartition(":")
+    try:
+        high = parse(high_text)
+        low = parse(low_text) if sep else 0
+    except (ValueError, QuantityError):
+        raise _SettingError(where, f"expected MAX or MIN:MAX, got {value!r}") from None
+    if high < 0 or low < 0:
+        raise _SettingError(where, "limits must not be negative")
+    if low > high:
+        raise _SettingError(where, f"minimum {low_text} is above maximum {high_text}")
+    if low:
+        raise _SettingError(where, "a minimum is not supported (the autoscaler never adds nodes to reach one); give "
+                                   "MAX or 0:MAX")
+    return int(high)
+
+
+def _gib_or_quantity(text: str) -> int:
+    """Memory as CA counts it: a bare number is GiB (`--memory-total`); a quantity (`4Ti`, `512Gi`) is exact."""
+    text = text.strip()
+    if re.fullmatch(_NUMBER, text):
+        return math.ceil(float(text) * 2**30)
+    return to_units(text)
+
+
+def _gpu_models(pools: Sequence[NodePool]) -> dict[str, set[str]]:
+    """Every name a pool's GPU type goes by (its model, product label, accelerator labels) → the models it means."""
+    names: dict[str, set[str]] = {}
+    for pool in pools:
+        if pool.gpu_model is None:
+            continue
+        for name in (pool.gpu_model, pool.labels.get(GPU_PRODUCT_LABEL),
+                     *(pool.labels.get(label) for label in ACCELERATOR_LABELS)):
+            if name:
+                names.setdefault(name, set()).add(pool.gpu_model)
+    return names
+
+
+def _gpu_limits(value: Mapping[str, int | str], pools: Sequence[NodePool]) -> dict[str, int]:
+    names = _gpu_models(pools)
+    limits: dict[str, int] = {}
+    for name, limit in sorted(value.items()):
+        where = f"gpu_total.{name}"
+        models = names.get(name)
+        if not models:
+            raise _SettingError(where, f"no pool has GPU type {name!r} (pools have: {', '.join(sorted(names))})"
+                                if names else "no pool has GPUs")
+        if len(models) > 1:
+            raise _SettingError(where, f"{name!r} names several GPU models ({', '.join(sorted(models))}): use one")
+        model = next(iter(models))
+        if model in limits:
+            raise _SettingError(where, f"GPU model {model} is limited twice")
+        limits[model] = _max_of(where, limit)
+    return limits
+
+
+def _limits(parsed: ConfigFile, pools: Sequence[NodePool]) -> Limits:
+    return Limits(
+        max_nodes_total=parsed.max_nodes_total or None,  # 0 is "unlimited", as for CA's --max-nodes-total
+        max_cores_total=_max_of("cores_total", parsed.cores_total) if parsed.cores_total is not None else None,
+        max_memory_bytes_total=(_max_of("memory_total", parsed.memory_total, _gib_or_quantity)
+                                if parsed.memory_total is not None else None),
+        max_gpus_by_model=_gpu_limits(parsed.gpu_total or {}, pools),
+        max_usd_per_hour=parsed.max_usd_per_hour,
+    )
+
+
+def _buffers(items: Sequence[WarmCapacityConfig], pools: Sequence[NodePool]) -> tuple[Buffer, ...]:
+    by_name = {p.name: p for p in pools}
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        pool = by_name.get(item.pool)
+        if pool is None:
+            raise _SettingError(f"warm_capacity[{i}].pool", f"no pool named {item.pool!r}")
+        if item.pool in seen:
+            raise _SettingError(f"warm_capacity[{i}].pool", f"pool {item.pool!r} has two buffers")
+        seen.add(item.pool)
+        if not item.idle_nodes and not item.free_gpus:
+            raise _SettingError(f"warm_capacity[{i}]", "give idle_nodes or free_gpus (or both)")
+        if item.idle_nodes > pool.max_size:
+            raise _SettingError(f"warm_capacity[{i}].idle_nodes",
+                                f"{item.idle_nodes} idle nodes exceed the pool's max_size {pool.max_size}")
+        if item.free_gpus and not pool.is_gpu_pool():
+            raise _SettingError(f"warm_capacity[{i}].free_gpus", f"pool {item.pool!r} has no GPUs")
+        if item.free_gpus > pool.max_size * pool.allocatable.gpu_count():
+            raise _SettingError(f"warm_capacity[{i}].free_gpus",
+                                f"{item.free_gpus} free GPUs exceed what the pool can hold at max_size")
+    return tuple(Buffer(pool=b.pool, idle_nodes=b.idle_nodes, free_gpus=b.free_gpus) for b in items)
+
+
+def _policy(parsed: ConfigFile, pools: Sequence[NodePool]) -> Policy:
+    options: dict[str, Any] = dict(_PRESETS[parsed.preset])
+    for name, attribute in _POLICY_NAMES.items():
+        value = getattr(parsed, name)
+        if value is not None:
+            options[attribute] = value
+    priorities = _priorities(parsed.priorities or {})
+    if parsed.expander is not None:
+        options["expanders"] = _expanders(parsed.expander, bool(priorities))
+    policy = Policy(**options, priorities=priorities, limits=_limits(parsed, pools),
+                    buffers=_buffers(parsed.warm_capacity, pools))
+    if policy.backoff_initial_s > policy.backoff_max_s:
+        raise _SettingError("initial_node_group_backoff_duration",
+                            f"{policy.backoff_initial_s:g}s is above max_node_group_backoff_duration "
+                            f"{policy.backoff_max_s:g}s")
+    return policy
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if part == "[key]":
+            out += " (key)"
+        else:
+            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top level)"
+
+
+_KNOWN_NAMES = sorted({n for m in (ConfigFile, PoolConfig, WarmCapacityConfig, GpuConfig, TaintConfig)
+                       for n in m.model_fields})
 
 
 def parse_config(raw: Mapping[str, Any], source: str = "config") -> Config:
@@ -126,9 +422,20 @@ def parse_config(raw: Mapping[str, Any], source: str = "config") -> Config:
         first = err.errors()[0]
         message = str(first["msg"]).removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
-            message = "unknown setting"
+            guess = difflib.get_close_matches(str(first["loc"][-1]), _KNOWN_NAMES, n=1)
+            message = "unknown setting" + (f" (did you mean {guess[0]}?)" if guess else "")
+        elif first["type"] not in ("missing", "value_error") and isinstance(first.get("input"), str | int | float):
+            message = f"{message}, got {first['input']!r}"  # bool is an int: covered
         raise ConfigError(f"{source}: {_location(first['loc'])}", message) from None
-    return Config(pools=tuple(p.to_pool() for p in parsed.pools))
+    pools = tuple(p.to_pool() for p in parsed.pools)
+    try:
+        policy = _policy(parsed, pools)
+    except _SettingError as err:
+        raise ConfigError(f"{source}: {err.where}", err.problem) from None
+    return Config(pools=pools, policy=policy,
+                  scan_interval_s=parsed.scan_interval if parsed.scan_interval is not None else 10.0,
+                  max_graceful_termination_s=(parsed.max_graceful_termination_sec
+                                              if parsed.max_graceful_termination_sec is not None else 600.0))
 
 
 def load_config(path: Path) -> Config:
@@ -136,6 +443,8 @@ def load_config(path: Path) -> Config:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as err:
         raise ConfigError(str(path), err.strerror or str(err)) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(str(path), f"not UTF-8 text (byte {err.start})") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}: line {mark.line + 1}" if mark else str(path)

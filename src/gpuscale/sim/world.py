@@ -97,15 +97,15 @@ class World:
 
     def withdraw_pod(self, key: str) -> None:
         """The owner deletes its pod (scale-in, job requeue): not an eviction."""
+        pod = self.cluster.delete_pod(key)
+        if pod is not None:
+            self._account(pod)
         track = self.metrics.tracks.get(key)
         if track is not None:
             track.withdrawn = True
             if Milestone.STARTED not in track.times:
                 self.withdrawn.add(key)
             self._finish_record(key)
-        pod = self.cluster.delete_pod(key)
-        if pod is not None:
-            self._account(pod)
         self.owners.pop(key, None)
 
     def complete_pod(self, key: str) -> None:

@@ -1,0 +1,305 @@
+"""The control loop's step: observe → decide → act. The digital twin and the real controller both run this code.
+
+Side effects happen only through the ports (`loop/ports.py`). One tick:
+1. observe — the cluster (`ClusterReader`), the provider's upcoming nodes and node→pool map. A partial view
+   (`NotSynced`, or any observe failure) ends the tick: nothing is decided or done on what could not be read;
+2. decide — the pure engine, with the state the previous tick left; its `plan.state` becomes the new state;
+3. act, in this order: (a) give back upcoming nodes that timed out; (b) scale up, backing a pool off when the
+   provider refuses (the *next* decision then falls back to another pool); (c) NotTriggerScaleUp events, rate-limited
+   per pod; (d) write and clear deletion-candidate taints; (e) advance drains started on earlier ticks, then start
+   this plan's removals.
+A tick never raises for provider or API trouble: each action is attempted on its own, and every failure lands in the
+`TickReport` as data. This module is the loop's outermost layer, the only place that catches broadly. An exception
+from `decide` is a bug in gpuscale, not trouble outside it: it propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Self
+
+from gpuscale.config import Config
+from gpuscale.engine.decide import decide as engine_decide
+from gpuscale.engine.plan import TO_BE_DELETED_TAINT, Plan, Removal, ScaleUp, Snapshot, TimedOut
+from gpuscale.engine.policy import Policy
+from gpuscale.engine.reasons import ReasonCode
+from gpuscale.engine.state import EngineState, FailureKind, record_failure, record_scale_down, record_scale_up
+from gpuscale.loop import events as ev
+from gpuscale.loop.drain import DrainTracker
+from gpuscale.loop.ports import (
+    Clock,
+    ClusterReader,
+    ClusterWriter,
+    EventSink,
+    EventType,
+    EvictionOutcome,
+    NodeProvider,
+    NotSynced,
+    ProviderError,
+)
+from gpuscale.loop.report import Action, ActionError, Eviction, ScaleUpDone, TickReport
+from gpuscale.model.pool import NodePool
+
+DecideFn = Callable[[Snapshot, Sequence[NodePool], EngineState, Policy, float], Plan]
+NODE, POD = "Node", "Pod"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopSettings:
+    """Knobs of the loop itself (the engine's are in `Policy`)."""
+
+    scan_interval_s: float = 10.0
+    """How often the runner (twin or controller) calls `tick`; the tick itself does not schedule."""
+    max_graceful_termination_s: float = 600.0
+    """A drain still unfinished this long after it started is given up (CA `--max-graceful-termination-sec`)."""
+    not_triggered_event_interval_s: float = 300.0
+    """At most one NotTriggerScaleUp event per pod per this many seconds."""
+    clean_orphaned_taints: bool = True
+    """On the first synced tick, remove `ToBeDeleted` taints no drain of this process owns (as CA does at start)."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> Self:
+        return cls(scan_interval_s=config.scan_interval_s, max_graceful_termination_s=config.max_graceful_termination_s)
+
+
+@dataclass(slots=True)
+class _Acts:
+    """What this tick did so far; frozen into a `TickReport` at the end."""
+
+    scaled_up: list[ScaleUpDone] = field(default_factory=list)
+    timed_out: list[str] = field(default_factory=list)
+    marked_unneeded: list[str] = field(default_factory=list)
+    cleared_unneeded: list[str] = field(default_factory=list)
+    drains_started: list[str] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    abandoned: list[str] = field(default_factory=list)
+    unmarked_orphans: list[str] = field(default_factory=list)
+    errors: list[ActionError] = field(default_factory=list)
+
+    def report(self, now: float, plan: Plan) -> TickReport:
+        return TickReport(now_s=now, synced=True, plan=plan, scaled_up=tuple(self.scaled_up),
+                          timed_out=tuple(self.timed_out), marked_unneeded=tuple(self.marked_unneeded),
+                          cleared_unneeded=tuple(self.cleared_unneeded), drains_started=tuple(self.drains_started),
+                          evictions=tuple(self.evictions), deleted=tuple(self.deleted), abandoned=tuple(self.abandoned),
+                          unmarked_orphans=tuple(self.unmarked_orphans), errors=tuple(self.errors))
+
+
+class Autoscaler:
+    """One autoscaler: the ports, the pools and policy, and what persists between ticks (engine state, drains)."""
+
+    def __init__(self, *, reader: ClusterReader, writer: ClusterWriter, provider: NodeProvider, events: EventSink,
+                 clock: Clock, pools: Sequence[NodePool], policy: Policy,
+                 settings: LoopSettings | None = None, decide: DecideFn = engine_decide) -> None:
+        self.reader, self.writer, self.provider, self.events, self.clock = reader, writer, provider, events, clock
+        self.pools = tuple(pools)
+        self.policy = policy
+        self.settings = settings or LoopSettings()
+        self.state = EngineState()
+        self.drains = DrainTracker()
+        self._decide = decide
+        self._pools = {p.name: p for p in self.pools}
+        self._not_triggered = ev.EventLimiter(self.settings.not_triggered_event_interval_s)
+        self._synced_once = False
+
+    def tick(self) -> TickReport:
+        now = self.clock.now()
+        try:
+            snapshot = Snapshot(cluster=self.reader.snapshot(), upcoming=tuple(self.provider.upcoming()),
+                                node_pools=dict(self.provider.node_pools()))
+        except Exception as err:  # outermost layer: a view we could not fully read is never acted on
+            what = "NotSynced" if isinstance(err, NotSynced) else type(err).__name__
+            return TickReport(now_s=now, synced=False,
+                              errors=(ActionError(action=Action.OBSERVE, target="cluster", error=what,
+                                                  message=str(err)),))
+        plan = self._decide(snapshot, self.pools, self.state, self.policy, now)
+        self.state = plan.state
+        acts = _Acts()
+        if not self._synced_once and self.settings.clean_orphaned_taints:
+            self._unmark_orphans(snapshot, acts)
+        self._synced_once = True
+        self._time_out(plan.timed_out, now, acts)
+        self._scale_up(plan.scale_up, snapshot, now, acts)
+        self._report_unplaceable(plan, now, acts)
+        self._write_unneeded(plan, acts)
+        self._progress_drains(snapshot, now, acts)
+        for removal in plan.scale_down:
+            self._remove(removal, now, acts)
+        return acts.report(now, plan)
+
+    # --- act helpers: each attempt is isolated, a failure is recorded and the tick goes on
+
+    def _attempt(self, acts: _Acts, action: Action, target: str, call: Callable[[], object]) -> bool:
+        try:
+            call()
+        except Exception as err:  # outermost layer: provider/API trouble becomes data in the report
+            acts.errors.append(ActionError(action=action, target=target, error=type(err).__name__, message=str(err)))
+            return False
+        return True
+
+    def _emit(self, acts: _Acts, kind: str, key: str, event_type: EventType, reason: str, message: str) -> None:
+        self._attempt(acts, Action.EMIT_EVENT, f"{kind} {key}",
+                      partial(self.events.emit, kind, key, event_type, reason, message))
+
+    def _unmark_orphans(self, snapshot: Snapshot, acts: _Acts) -> None:
+        for node in snapshot.cluster.nodes:
+            if node.name in self.drains or node.deleting:
+                continue
+            if any(t.key == TO_BE_DELETED_TAINT for t in node.taints) and self._attempt(
+                    acts, Action.UNMARK_TO_BE_DELETED, node.name, partial(self.writer.unmark_to_be_deleted, node.name)):
+                acts.unmarked_orphans.append(node.name)
+
+    def _time_out(self, items: Sequence[TimedOut], now: float, acts: _Acts) -> None:
+        backed_off: set[str] = set()
+        for item in items:
+            message = "; ".join(r.message for r in item.reasons) or "did not become usable in time"
+            if item.node is not None:
+                done = self._attempt(acts, Action.DELETE_NODE, item.node, partial(self.provider.delete, [item.node]))
+                target, kind, key = item.node, NODE, item.node
+            elif item.request_id is not None:
+                done = self._attempt(acts, Action.CANCEL_REQUEST, item.request_id,
+                                     partial(self.provider.cancel, [item.request_id]))
+                target, kind, key = item.request_id, ev.STATUS_KIND, ev.STATUS_KEY
+            else:
+                continue
+            if done:
+                acts.timed_out.append(target)
+            self._emit(acts, kind, key, EventType.WARNING, ev.SCALE_UP_TIMED_OUT,
+                       f"{target} of pool {item.pool} timed out: {message}")
+            if item.pool not in backed_off:
+                backed_off.add(item.pool)
+                self._back_off_timed_out(item, message, now)
+
+    def _back_off_timed_out(self, item: TimedOut, message: str, now: float) -> None:
+        """Back the pool off unless the engine already did in this decision (its entry then carries `now`)."""
+        entry = self.state.backoff.get(item.pool)
+        if entry is not None and entry.last_failure_s == now:
+            return
+        gpu = any(r.code is ReasonCode.GPU_INIT_TIMEOUT for r in item.reasons)
+        kind = FailureKind.GPU_INIT_TIMEOUT if gpu else FailureKind.PROVISION_TIMEOUT
+        self.state = record_failure(self.state, item.pool, kind, now, self.policy, message)
+
+    def _scale_up(self, items: Sequence[ScaleUp], snapshot: Snapshot, now: float, acts: _Acts) -> None:
+        sizes = ev.pool_sizes(snapshot)
+        for item in items:
+            try:
+                request_ids = tuple(self.provider.increase(item.pool, item.nodes))
+            except ProviderError as err:
+                self._scale_up_failed(item, err.kind, str(err.kind), err.message, now, acts)
+                continue
+            except Exception as err:  # outermost layer: an unexpected provider failure backs the pool off too
+                self._scale_up_failed(item, FailureKind.OTHER, type(err).__name__, str(err), now, acts)
+                continue
+            self.state = record_scale_up(self.state, now)
+            acts.scaled_up.append(ScaleUpDone(pool=item.pool, nodes=item.nodes, request_ids=request_ids))
+            pool = self._pools.get(item.pool)
+            before = sizes.get(item.pool, 0)
+            sizes[item.pool] = before + item.nodes
+            change = ev.GroupChange(pool=item.pool, before=before, after=before + item.nodes,
+                                    max_size=pool.max_size if pool else before + item.nodes)
+            self._emit(acts, ev.STATUS_KIND, ev.STATUS_KEY, EventType.NORMAL, ev.SCALED_UP_GROUP,
+                       ev.scaled_up_group(change))
+            for pod in item.pods:
+                self._emit(acts, POD, pod, EventType.NORMAL, ev.TRIGGERED_SCALE_UP, ev.triggered_scale_up(change))
+
+    def _scale_up_failed(self, item: ScaleUp, kind: FailureKind, error: str, message: str, now: float,
+                         acts: _Acts) -> None:
+        self.state = record_failure(self.state, item.pool, kind, now, self.policy, message)
+        entry = self.state.backoff[item.pool]
+        acts.errors.append(ActionError(action=Action.SCALE_UP, target=item.pool, error=error, message=message))
+        self._emit(acts, ev.STATUS_KIND, ev.STATUS_KEY, EventType.WARNING, ev.SCALE_UP_FAILED,
+                   f"Scale-up of {item.pool} by {item.nodes} node(s) failed ({kind}): {message}; "
+                   f"pool backs off for {entry.until_s - now:.0f}s")
+
+    def _report_unplaceable(self, plan: Plan, now: float, acts: _Acts) -> None:
+        self._not_triggered.forget_except(v.pod for v in plan.unplaceable)
+        for verdict in plan.unplaceable:
+            if self._not_triggered.allow(verdict.pod, now):
+                self._emit(acts, POD, verdict.pod, EventType.NORMAL, ev.NOT_TRIGGER_SCALE_UP,
+                           ev.not_triggered(verdict.reasons))
+
+    def _write_unneeded(self, plan: Plan, acts: _Acts) -> None:
+        for node, since in sorted(plan.mark_unneeded.items()):
+            if self._attempt(acts, Action.SET_DELETION_CANDIDATE, node,
+                             partial(self.writer.set_deletion_candidate, node, since)):
+                acts.marked_unneeded.append(node)
+        for node in plan.clear_unneeded:
+            if self._attempt(acts, Action.CLEAR_DELETION_CANDIDATE, node,
+                             partial(self.writer.clear_deletion_candidate, node)):
+                acts.cleared_unneeded.append(node)
+
+    # --- scale-down: empty nodes go at once; others are drained over several ticks
+
+    def _remove(self, removal: Removal, now: float, acts: _Acts) -> None:
+        node = removal.node
+        if node in self.drains or not self._attempt(acts, Action.MARK_TO_BE_DELETED, node,
+                                                    partial(self.writer.mark_to_be_deleted, node, now)):
+            return
+        if not removal.evict:
+            if not self._delete(node, "empty", now, acts):
+                self._abandon(node, "the provider did not delete it", now, acts)
+            return
+        unevicted = self._evict(node, removal.evict, acts)
+        self.drains.start(node, removal.pool, now, removal.evict, unevicted)
+        acts.drains_started.append(node)
+        self._emit(acts, NODE, node, EventType.NORMAL, ev.SCALE_DOWN,
+                   f"marked the node as toBeDeleted/unschedulable; draining {len(removal.evict)} pod(s)")
+
+    def _evict(self, node: str, pods: Sequence[str], acts: _Acts) -> list[str]:
+        """Evict each pod once; returns those whose eviction was not accepted (retried next tick, never forced)."""
+        unevicted = []
+        for pod in pods:
+            try:
+                outcome = self.writer.evict(pod)
+            except Exception as err:  # outermost layer: an API error is a failed eviction, retried next tick
+                acts.errors.append(ActionError(action=Action.EVICT, target=pod, error=type(err).__name__,
+                                               message=str(err)))
+                outcome = EvictionOutcome.FAILED
+            else:
+                if outcome is EvictionOutcome.FAILED:
+                    acts.errors.append(ActionError(action=Action.EVICT, target=pod, error=str(outcome),
+                                                   message=f"eviction from {node} failed; retried next tick"))
+            acts.evictions.append(Eviction(pod=pod, node=node, outcome=outcome))
+            if outcome is EvictionOutcome.EVICTED:
+                self._emit(acts, POD, pod, EventType.NORMAL, ev.SCALE_DOWN, "deleting pod for node scale down")
+            elif outcome in (EvictionOutcome.BLOCKED_BY_PDB, EvictionOutcome.FAILED):
+                unevicted.append(pod)
+        return unevicted
+
+    def _progress_drains(self, snapshot: Snapshot, now: float, acts: _Acts) -> None:
+        present = {n.name for n in snapshot.cluster.nodes}
+        for drain in self.drains:
+            if drain.node not in present:  # deleted already (by an earlier call that reported failure, or by hand)
+                self.drains.finish(drain.node)
+                self.state = record_scale_down(self.state, now)
+                continue
+            remaining = drain.remaining(snapshot.cluster)
+            if not remaining and self._delete(drain.node, "drained", now, acts):
+                self.drains.finish(drain.node)
+                continue
+            if now - drain.started_s >= self.settings.max_graceful_termination_s:
+                self.drains.finish(drain.node)
+                why = (f"{len(remaining)} pod(s) still on the node after {now - drain.started_s:.0f}s"
+                       if remaining else "the provider did not delete it")
+                self._abandon(drain.node, why, now, acts)
+                continue
+            retry = sorted(drain.unevicted & remaining)
+            if retry:
+                self.drains.set_unevicted(drain.node, self._evict(drain.node, retry, acts))
+
+    def _delete(self, node: str, why: str, now: float, acts: _Acts) -> bool:
+        if not self._attempt(acts, Action.DELETE_NODE, node, partial(self.provider.delete, [node])):
+            return False
+        self.state = record_scale_down(self.state, now)
+        acts.deleted.append(node)
+        self._emit(acts, NODE, node, EventType.NORMAL, ev.SCALE_DOWN, f"node removed by gpuscale ({why})")
+        return True
+
+    def _abandon(self, node: str, why: str, now: float, acts: _Acts) -> None:
+        self._attempt(acts, Action.UNMARK_TO_BE_DELETED, node, partial(self.writer.unmark_to_be_deleted, node))
+        self.state = record_scale_down(self.state, now, failed=True)
+        acts.abandoned.append(node)
+        self._emit(acts, NODE, node, EventType.WARNING, ev.SCALE_DOWN_FAILED,
+                   f"failed to remove the node: {why}; aborting scale-down")
