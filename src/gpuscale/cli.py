@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
 from gpuscale.config import load_config, parse_duration
 from gpuscale.engine.decide import decide
@@ -29,7 +30,12 @@ from gpuscale.model.cluster import Cluster
 from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.report.fit import fit_json, print_fit
+from gpuscale.report.html import render_html
 from gpuscale.report.plan import plan_json, print_plan
+from gpuscale.report.twin import print_comparison, print_summary, result_json
+from gpuscale.sim.result import SimResult
+from gpuscale.sim.run import simulate as run_simulation
+from gpuscale.sim.scenario import DEFAULT_SCENARIO, load_scenario, policy_named
 
 app = typer.Typer(
     name="gpuscale",
@@ -136,6 +142,74 @@ def plan(
         sys.stdout.write("\n")
     else:
         print_plan(result, Console(soft_wrap=True), pool_sizes(view))
+
+
+ScenarioArg = Annotated[str, typer.Argument(
+    help="A bundled scenario name (default) or a scenario YAML file (docs/twin.md).")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Override the scenario's seed.")]
+JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON (docs/cli.md).")]
+HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report with plots.")]
+
+
+def _run_twin(scenario: str, policies: list[str], seed: int | None, quiet: bool) -> list[SimResult]:
+    setup, config = load_scenario(scenario, seed)
+    chosen = [policy_named(name, config) for name in policies]  # all validated before the first run
+    results = []
+    console = Console(stderr=True)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+                  TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
+        for policy in chosen:
+            task = progress.add_task(f"{setup.name} · {policy.name}", total=setup.duration_s)
+
+            def advance(now: float, total: float, task: TaskID = task) -> None:
+                progress.update(task, completed=now)
+
+            results.append(run_simulation(setup, policy, advance))
+    return results
+
+
+def _write_outputs(results: list[SimResult], json_path: Path | None, html_path: Path | None, title: str) -> None:
+    if json_path is not None:
+        payload: Any = result_json(results[0]) if len(results) == 1 else {"results": [result_json(r)
+                                                                                      for r in results]}
+        json_path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if html_path is not None:
+        html_path.write_text(render_html(results, title), encoding="utf-8")
+
+
+@app.command()
+@user_errors
+def simulate(
+    scenario: ScenarioArg = DEFAULT_SCENARIO,
+    policy: Annotated[str, typer.Option("--policy", help="gpuscale, ca-defaults, scenario, or a config file.")]
+    = "gpuscale",
+    seed: SeedOpt = None,
+    json_out: JsonOpt = None,
+    html_out: HtmlOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Replay a scenario in the digital twin — same engine and loop as the controller, virtual time — and report
+    cost, idle GPU-hours and how long pods waited, phase by phase."""
+    results = _run_twin(scenario, [policy], seed, quiet)
+    print_summary(results[0], Console())
+    _write_outputs(results, json_out, html_out, f"gpuscale twin — {results[0].scenario}")
+
+
+@app.command()
+@user_errors
+def compare(
+    scenario: ScenarioArg = DEFAULT_SCENARIO,
+    policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat for each policy to compare.")] = None,
+    seed: SeedOpt = None,
+    json_out: JsonOpt = None,
+    html_out: HtmlOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Run several policies on the same scenario and seed; print them side by side (and overlay them in HTML)."""
+    names = policy or ["gpuscale", "ca-defaults"]
+    results = _run_twin(scenario, names, seed, quiet)
+    print_comparison(results, Console())
+    _write_outputs(results, json_out, html_out, f"gpuscale twin — {results[0].scenario}: {' vs '.join(names)}")
 
 
 def main() -> None:

@@ -154,6 +154,13 @@ _PRESETS: Mapping[str, Mapping[str, Any]] = {
                     "expanders": (ExpanderName.LEAST_WASTE,)},
 }
 
+def preset_policy(name: str, limits: Limits | None = None, buffers: tuple[Buffer, ...] = ()) -> Policy:
+    """A preset's policy (`gpuscale`, `ca-defaults`), keeping the given limits and warm buffers."""
+    if name not in _PRESETS:
+        raise ConfigError(f"preset {name!r}", f"unknown (presets: {', '.join(_PRESETS)})")
+    return Policy(**_PRESETS[name], limits=limits or Limits(), buffers=buffers)
+
+
 _POLICY_NAMES: Mapping[str, str] = {
     "new_pod_scale_up_delay": "new_pod_delay_s",
     "new_gpu_pod_scale_up_delay": "new_gpu_pod_delay_s",

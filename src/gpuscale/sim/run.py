@@ -125,6 +125,8 @@ class _Loop:
         self.scale_downs = 0
         self.backoffs = 0
         self.notable: list[Notable] = []
+        self._models = {p.name: p.gpu_model for p in autoscaler.pools}
+        """A fallback is worth noting when the pool scaled offers the GPU model of a pool that is backed off."""
 
     def _needed(self) -> bool:
         if self.cluster.version != self.last_version or self.cluster.pending:
@@ -163,7 +165,9 @@ class _Loop:
         for done_item in report.scaled_up:
             self.scale_ups += 1
             self.scale_ups_by_pool[done_item.pool] = self.scale_ups_by_pool.get(done_item.pool, 0) + done_item.nodes
-            backed = [p for p, b in self.autoscaler.state.backoff.items() if now < b.until_s and p != done_item.pool]
+            model = self._models.get(done_item.pool)
+            backed = [p for p, b in self.autoscaler.state.backoff.items()
+                      if now < b.until_s and p != done_item.pool and model and self._models.get(p) == model]
             if backed:
                 self.notable.append(Notable(t_s=now, kind="fallback", message=(
                     f"scaled {done_item.pool} +{done_item.nodes} while {', '.join(sorted(backed))} backed off")))

@@ -9,7 +9,6 @@ path of a gpuscale config file whose autoscaling options replace the scenario's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -18,8 +17,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpuscale.config import Config, Duration, load_config, parse_config
-from gpuscale.engine.policy import ExpanderName, Policy
+from gpuscale.config import Config, Duration, load_config, parse_config, preset_policy
 from gpuscale.loop.tick import LoopSettings
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.resources import Resources, is_gpu_resource
@@ -223,14 +221,9 @@ def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup
 
 
 # ------------------------------------------------------------------------------------------------------- presets
-CA_DEFAULTS = Policy(
-    expanders=(ExpanderName.LEAST_WASTE,), least_waste_counts_gpus=False, new_pod_delay_s=2.0,
-    new_gpu_pod_delay_s=30.0, protect_gpu_jobs=False)
-"""Cluster Autoscaler 1.36 as users run it: least-waste ignoring GPUs, 0.5 thresholds, 10 m unneeded, 15 m
-provisioning timeout, 30 s batching of GPU pods, no warm buffer, running Job pods evictable (#7095)."""
-
-GPUSCALE = Policy()
-"""gpuscale's defaults: least-waste counting GPUs then price, 10 s GPU batching, GPU Jobs protected."""
+PRESET_SCORING = {"ca-defaults": Scoring.LEAST_ALLOCATED, "gpuscale": Scoring.GPU_BINPACK}
+"""The scheduler scoring each preset runs the twin's cluster with: kube-scheduler's default for `ca-defaults`, and the
+GPU bin-packing profile gpuscale recommends (docs/twin.md) for `gpuscale`."""
 
 
 def policy_named(name: str, config: Config) -> TwinPolicy:
@@ -238,11 +231,12 @@ def policy_named(name: str, config: Config) -> TwinPolicy:
     settings = LoopSettings(scan_interval_s=config.scan_interval_s,
                             max_graceful_termination_s=config.max_graceful_termination_s)
     if name == "ca-defaults":
-        return TwinPolicy(name=name, policy=CA_DEFAULTS, settings=LoopSettings(), scoring=Scoring.LEAST_ALLOCATED)
+        # CA as users run it: its defaults, no warm buffer, the scenario's limits.
+        return TwinPolicy(name=name, policy=preset_policy(name, config.policy.limits), settings=LoopSettings(),
+                          scoring=PRESET_SCORING[name])
     if name == "gpuscale":
-        return TwinPolicy(name=name, policy=replace(GPUSCALE, limits=config.policy.limits,
-                                                    buffers=config.policy.buffers),
-                          settings=settings, scoring=Scoring.GPU_BINPACK)
+        return TwinPolicy(name=name, policy=preset_policy(name, config.policy.limits, config.policy.buffers),
+                          settings=settings, scoring=PRESET_SCORING[name])
     if name == "scenario":
         return TwinPolicy(name=name, policy=config.policy, settings=settings)
     path = Path(name)
