@@ -70,10 +70,11 @@ def requests_gpus(pod: Pod) -> bool:
 class PdbBudget:
     """Disruptions left per PodDisruptionBudget within one decision. Immutable: `spend` returns a new budget.
 
-    Cost: `covering` is O(PDBs of the pod's namespace); `spend` copies one small dict.
+    Cost: `covering` is O(PDBs of the pod's namespace) once per distinct (namespace, labels), then a dict lookup (the
+    cache is shared by every budget spent from this one); `spend` copies one small dict.
     """
 
-    __slots__ = ("_by_namespace", "_left")
+    __slots__ = ("_by_namespace", "_cache", "_left")
 
     def __init__(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
         by_namespace: dict[str, list[PodDisruptionBudget]] = {}
@@ -81,9 +82,17 @@ class PdbBudget:
             by_namespace.setdefault(pdb.namespace, []).append(pdb)
         self._by_namespace = {ns: tuple(items) for ns, items in by_namespace.items()}
         self._left = {p.key: max(p.disruptions_allowed, 0) for items in self._by_namespace.values() for p in items}
+        self._cache: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[PodDisruptionBudget, ...]] = {}
 
     def covering(self, pod: Pod) -> tuple[PodDisruptionBudget, ...]:
-        return tuple(p for p in self._by_namespace.get(pod.namespace, ()) if p.covers(pod.namespace, pod.labels))
+        candidates = self._by_namespace.get(pod.namespace)
+        if not candidates:
+            return ()
+        key = (pod.namespace, tuple(pod.labels.items()))
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = tuple(p for p in candidates if p.covers(pod.namespace, pod.labels))
+        return found
 
     def left(self, key: str) -> int:
         return self._left.get(key, 0)
@@ -106,6 +115,7 @@ class PdbBudget:
     def spend(self, pods: Iterable[Pod]) -> PdbBudget:
         other = PdbBudget(())
         other._by_namespace = self._by_namespace
+        other._cache = self._cache
         other._left = dict(self._left)
         for key, count in self._needed(pods).items():
             other._left[key] -= count

@@ -19,18 +19,21 @@ Steps, in this order:
    This is one vectorised pass over the table's `free` matrix (the table must hold, for usable nodes, allocatable
    minus the requests of what runs there — plus any pending pods the caller expects to land, so their future home is
    not removed); not-Ready nodes are summed from their pods.
-3. **Drainability** (engine/drain.py) of candidates; a node of no known pool or with a blocking pod is `blocked`.
+3. **Drainability** (engine/drain.py) of candidates, each against the full PDB budget (as CA's unneeded check); a
+   node of no known pool or with a blocking pod is `blocked`.
 4. **Removal simulation, cumulative** (CA's unneeded-node search), candidates in removal order: empty first, then least
    utilization, fewer pods to move, node name. On a fork of the running what-if table: disable the node, place each
    pod that must move (largest dominant share first, then key) on the first feasible node in *name* order, preferring
    nodes that are not candidates themselves; earlier accepted nodes stay disabled and their pods keep consuming
-   capacity, pods that landed on a later candidate move again with it, and the PDB budget is spent as nodes are
-   accepted — so every subset of the unneeded nodes can go together. Destinations are Ready, usable, not-deleting
-   nodes only (never upcoming nodes). Placement never depends on input order.
+   capacity, and pods that landed on a later candidate move again with it — so the pods of any subset of the unneeded
+   nodes fit on the rest together. Destinations are Ready, usable, not-deleting nodes only (never upcoming nodes).
+   Placement never depends on input order.
 5. **Unneeded clock.** New unneeded nodes are marked with `now`; marked nodes no longer unneeded are cleared.
 6. **Selection**, in the order of step 4: a node unneeded long enough is removed unless the gate withholds it, its pool
-   would drop below `min_size` (non-deleting nodes minus removals already planned), or the parallelism limits
-   (`max_empty_bulk_delete` empty nodes, `max_drain_parallelism` drains) are used up.
+   would drop below `min_size` (non-deleting nodes minus removals already planned), the PDB budget left after the
+   removals already planned cannot cover its evictions (it stays unneeded and waits: a running budget, so two drains
+   never spend the same disruption), or the parallelism limits (`max_empty_bulk_delete` empty nodes,
+   `max_drain_parallelism` drains) are used up.
 
 Cost at 5,000 nodes × 150,000 pods: step 2 is O(nodes × resources) NumPy plus one Python pass over nodes; steps 3–4
 touch only candidates' pods; each simulated candidate costs one fork (O(nodes × resources)) plus one vectorised
@@ -48,7 +51,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -62,7 +65,7 @@ from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import Pod
+from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
 
@@ -118,8 +121,9 @@ class _Candidate:
     row: int | None
     utilization: float
     reason: Reason
-    """EMPTY or UNDERUTILIZED, filled in once drainability is known."""
+    """UNDERUTILIZED; EMPTY or UNDERUTILIZED with the pods to move once drainability is known."""
     drain: NodeDrain = field(default_factory=lambda: NodeDrain(node=""))
+    """A placeholder until drainability is known (`_with_drain`)."""
 
     def order(self) -> tuple[bool, float, int, str]:
         return (not self.drain.empty, self.utilization, len(self.drain.move), self.node.name)
@@ -201,14 +205,14 @@ def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | N
     return out
 
 
-def _underutilized(nodes: Sequence[Node], pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
-                   table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
-                   now: float) -> tuple[list[_Candidate], list[NodeVerdict]]:
+def _underutilized(nodes: Sequence[Node], phases: Mapping[str, NodePhase], pools: Mapping[str, NodePool],
+                   pool_of: Mapping[str, str], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+                   policy: Policy, now: float) -> tuple[list[_Candidate], list[NodeVerdict]]:
     """Candidates (strictly below threshold, known pool) and underutilized nodes of no known pool, by name."""
     evaluated: list[tuple[Node, NodePool | None, bool, int | None]] = []
     for node in sorted(nodes, key=lambda n: n.name):
         pool = pools.get(pool_of.get(node.name, ""))
-        node_phase = phase(node, pool)
+        node_phase = phases[node.name]
         if node_phase is NodePhase.USABLE or (node_phase is NodePhase.REGISTERED and not _starting(node, policy, now)):
             evaluated.append((node, pool, node_phase is NodePhase.USABLE, table.index_of(node.name)))
     candidates: list[_Candidate] = []
@@ -232,52 +236,65 @@ def _underutilized(nodes: Sequence[Node], pools: Mapping[str, NodePool], pool_of
 
 # ------------------------------------------------------------------------------------------------------- simulation
 class _Simulation:
-    """The running what-if of step 4: destinations, the PDB budget and the pods moved so far."""
+    """The running what-if of step 4: destinations and the pods moved so far."""
 
-    def __init__(self, table: NodeTable, nodes: Sequence[Node], pools: Mapping[str, NodePool],
-                 pool_of: Mapping[str, str], candidate_rows: set[int], budget: PdbBudget) -> None:
+    def __init__(self, table: NodeTable, nodes: Sequence[Node], phases: Mapping[str, NodePhase],
+                 candidate_rows: set[int]) -> None:
         self.work = table.fork()
         destination = np.zeros(len(table), dtype=bool)
         self.rank = np.full(len(table), _FAR, dtype=np.int64)
-        usable = [n for n in nodes if phase(n, pools.get(pool_of.get(n.name, ""))) is NodePhase.USABLE]
+        usable = [n for n in nodes if phases[n.name] is NodePhase.USABLE]
         for position, node in enumerate(sorted(usable, key=lambda n: n.name)):
             row = table.index_of(node.name)
             if row is not None:
                 destination[row] = True
                 self.rank[row] = position + (len(usable) if row in candidate_rows else 0)
         self.work.enabled &= destination
-        self.budget = budget
         self.received: dict[int, list[Pod]] = {}
         totals = sum((n.allocatable for n in usable), Resources())
         self._totals = [(name, max(totals.get(name), 1)) for name in (CPU, MEMORY, GPU_MILLI)]
+        self._shares: dict[Resources, float] = {}
 
-    def _share(self, pod: Pod) -> float:
-        requested = (pod.requests.get(CPU), pod.requests.get(MEMORY),
-                     1000 * pod.requests.gpu_count() + pod.requests.get(GPU_MILLI))
-        return max(r / total for r, (_, total) in zip(requested, self._totals, strict=True))
+    def _share(self, requests: Resources) -> float:
+        """Dominant share of the cluster's usable cpu, memory and GPU (in milli-GPUs); cached per request."""
+        share = self._shares.get(requests)
+        if share is None:
+            requested = (requests.get(CPU), requests.get(MEMORY), 1000 * requests.gpu_count() + requests.get(GPU_MILLI))
+            share = self._shares[requests] = max(r / total for r, (_, total) in zip(requested, self._totals,
+                                                                                       strict=True))
+        return share
 
     def try_remove(self, candidate: _Candidate) -> Reason | None:
-        """Accept the node into the unneeded set if its pods fit elsewhere and the budget allows; else say why."""
-        shortfall = self.budget.shortfall(candidate.drain.evict)
-        if shortfall is not None:
-            return shortfall
+        """Accept the node into the unneeded set if its pods fit elsewhere, else say why not."""
         row = candidate.row
         pods = [*candidate.drain.move, *(self.received.get(row, []) if row is not None else [])]
         trial = self.work.fork() if pods else self.work
         if row is not None:
             trial.disable(row)
         placed: list[tuple[Pod, int]] = []
-        for pod in sorted(pods, key=lambda p: (-self._share(p), p.key, p.uid)):
-            feasible = trial.feasible(pod)
-            if not feasible.any():
-                return Reason(ReasonCode.NO_PLACE_TO_MOVE,
-                              f"node {candidate.node.name}: pod {pod.key} fits on no other node",
-                              {"pods_to_move": len(pods)})
-            destination = int(np.argmin(np.where(feasible, self.rank, _FAR)))
+        feasible: npt.NDArray[np.bool_] | None = None
+        shape: tuple[Resources, SchedulingConstraints] | None = None
+        destination = -1
+        for pod in sorted(pods, key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid)):
+            # Placing a pod changes only its destination's row, so pods of one shape share a feasibility mask and keep
+            # their destination while it still fits (not with inter-pod affinity in the table, where a placement
+            # changes other nodes' verdicts too).
+            if feasible is None or shape != (pod.requests, pod.constraints) or trial.topology is not None:
+                feasible, shape, destination = trial.feasible(pod), (pod.requests, pod.constraints), -1
+            if destination < 0:
+                if not feasible.any():
+                    return Reason(ReasonCode.NO_PLACE_TO_MOVE,
+                                  f"node {candidate.node.name}: pod {pod.key} fits on no other node",
+                                  {"pods_to_move": len(pods)})
+                destination = int(np.argmin(np.where(feasible, self.rank, _FAR)))
             trial.place(destination, pod)
             placed.append((pod, destination))
+            vector = trial.request_vector(pod.requests)
+            if not (vector is not None and trial.free_pods[destination] >= 1
+                    and bool((trial.free[destination] >= vector).all())):
+                feasible[destination] = False
+                destination = -1
         self.work = trial
-        self.budget = self.budget.spend(candidate.drain.evict)
         if row is not None:
             self.received.pop(row, None)
         for pod, destination in placed:
@@ -298,7 +315,7 @@ def _wait_reason(candidate: _Candidate, since: float, policy: Policy, now: float
 
 
 def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapping[str, str],
-            unneeded_since: Mapping[str, float], halt: Reason | None, policy: Policy,
+            unneeded_since: Mapping[str, float], halt: Reason | None, budget: PdbBudget, policy: Policy,
             now: float) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
     size = Counter(pool_of[n.name] for n in nodes if not n.deleting and n.name in pool_of)
     removed: Counter[str] = Counter()
@@ -310,7 +327,7 @@ def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapp
         assert c.pool is not None
         pool = pool_of[c.node.name]
         since = unneeded_since.get(c.node.name, now)
-        wait = _wait_reason(c, since, policy, now) or halt
+        wait = _wait_reason(c, since, policy, now) or halt or budget.shortfall(c.drain.evict)
         if wait is not None:
             waiting.append(NodeVerdict(node=c.node.name, reasons=(wait, c.reason)))
         elif size[pool] - removed[pool] <= c.pool.min_size:
@@ -328,6 +345,7 @@ def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapp
             else:
                 drain_slots -= 1
             removed[pool] += 1
+            budget = budget.spend(c.drain.evict)
             reason = Reason(c.reason.code, c.reason.message, {**c.reason.numbers, "unneeded_s": now - since})
             removals.append(Removal(node=c.node.name, pool=pool, evict=c.drain.evict_keys, reasons=(reason,)))
     return removals, blocked, waiting
@@ -340,8 +358,7 @@ def _with_drain(c: _Candidate, drain: NodeDrain) -> _Candidate:
     else:
         reason = Reason(ReasonCode.UNDERUTILIZED, f"{c.reason.message}; {len(drain.move)} pod(s) can move elsewhere",
                         {**c.reason.numbers, "pods_to_move": len(drain.move)})
-    return _Candidate(node=c.node, pool=c.pool, ready=c.ready, row=c.row, utilization=c.utilization, reason=reason,
-                      drain=drain)
+    return replace(c, reason=reason, drain=drain)
 
 
 def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
@@ -358,7 +375,8 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
     if not policy.scale_down_enabled:
         return ScaleDownResult()
     halt = _halt(nodes, policy, state, now)
-    candidates, blocked = _underutilized(nodes, pools, pool_of, table, pods_by_node, policy, now)
+    phases = {n.name: phase(n, pools.get(pool_of.get(n.name, ""))) for n in nodes}
+    candidates, blocked = _underutilized(nodes, phases, pools, pool_of, table, pods_by_node, policy, now)
     budget = PdbBudget(pdbs)
     drainable: list[_Candidate] = []
     for c in candidates:
@@ -369,7 +387,7 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
             drainable.append(_with_drain(c, drain))
     drainable.sort(key=_Candidate.order)
     rows = {c.row for c in drainable if c.row is not None}
-    simulation = _Simulation(table, nodes, pools, pool_of, rows, budget)
+    simulation = _Simulation(table, nodes, phases, rows)
     new_allowed = (cap or SimulationCap()).limit(len(nodes))
     unneeded: list[_Candidate] = []
     for c in drainable:
@@ -385,7 +403,7 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
             blocked.append(NodeVerdict(node=c.node.name, reasons=(why_not, c.reason)))
     names = {c.node.name for c in unneeded}
     live = {n.name for n in nodes if not n.deleting}
-    removals, at_min, waiting = _select(unneeded, nodes, pool_of, unneeded_since, halt, policy, now)
+    removals, at_min, waiting = _select(unneeded, nodes, pool_of, unneeded_since, halt, budget, policy, now)
     return ScaleDownResult(
         removals=tuple(removals),
         blocked=tuple(sorted((*blocked, *at_min), key=lambda v: v.node)),
