@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gpuscale.engine.policy import Buffer, ExpanderName, Limits, Policy, PriorityRule
+from gpuscale.engine.policy import Buffer, CooldownScope, ExpanderName, Limits, Policy, PriorityRule
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import QuantityError, to_milli, to_units
@@ -151,7 +151,9 @@ _PRESETS: Mapping[str, Mapping[str, Any]] = {
     # Cluster Autoscaler's behaviour where ours differs on purpose: GPU-blind least-waste (#2215), a 30 s batching
     # delay for GPU pods, running GPU Jobs evictable.
     "ca-defaults": {"new_gpu_pod_delay_s": 30.0, "least_waste_counts_gpus": False, "protect_gpu_jobs": False,
-                    "expanders": (ExpanderName.LEAST_WASTE,)},
+                    "expanders": (ExpanderName.LEAST_WASTE,),
+                    "scale_down_delay_after_add_scope": CooldownScope.CLUSTER,
+                    "scale_down_gpu_unneeded_time_s": None},
 }
 
 def preset_policy(name: str, limits: Limits | None = None, buffers: tuple[Buffer, ...] = ()) -> Policy:
@@ -177,8 +179,10 @@ _POLICY_NAMES: Mapping[str, str] = {
     "scale_down_utilization_threshold": "scale_down_utilization_threshold",
     "scale_down_gpu_utilization_threshold": "scale_down_gpu_utilization_threshold",
     "scale_down_unneeded_time": "scale_down_unneeded_time_s",
+    "scale_down_gpu_unneeded_time": "scale_down_gpu_unneeded_time_s",
     "scale_down_unready_time": "scale_down_unready_time_s",
     "scale_down_delay_after_add": "scale_down_delay_after_add_s",
+    "scale_down_delay_after_add_scope": "scale_down_delay_after_add_scope",
     "scale_down_delay_after_delete": "scale_down_delay_after_delete_s",
     "scale_down_delay_after_failure": "scale_down_delay_after_failure_s",
     "max_empty_bulk_delete": "max_empty_bulk_delete",
@@ -226,8 +230,10 @@ class ConfigFile(_Strict):
     scale_down_utilization_threshold: Fraction01 | None = None
     scale_down_gpu_utilization_threshold: Fraction01 | None = None
     scale_down_unneeded_time: Duration | None = None
+    scale_down_gpu_unneeded_time: Duration | None = None
     scale_down_unready_time: Duration | None = None
     scale_down_delay_after_add: Duration | None = None
+    scale_down_delay_after_add_scope: CooldownScope | None = None
     scale_down_delay_after_delete: Duration | None = None
     scale_down_delay_after_failure: Duration | None = None
     max_empty_bulk_delete: int | None = Field(default=None, ge=1)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from gpuscale.engine.drain import SAFE_TO_EVICT
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT
-from gpuscale.engine.policy import Policy
+from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.scaledown import ScaleDownResult, SimulationCap, plan_scale_down, unneeded_since_from_taints
 from gpuscale.engine.state import EngineState
@@ -359,15 +359,28 @@ def test_pdb_with_no_disruptions_blocks() -> None:
 # ---------------------------------------------------------------------------------------------------------- gate
 
 
+CLUSTER_COOLDOWN = Policy(scale_down_delay_after_add_scope=CooldownScope.CLUSTER)
+
+
 def test_cooldown_after_scale_up_withholds_removals_but_keeps_clocks() -> None:
     result = run([node("a"), node("b")], [busy("z", "b")], state=EngineState(last_scale_up_s=NOW - 60),
-                 unneeded_since={"a": LONG_AGO, "c": LONG_AGO})
+                 unneeded_since={"a": LONG_AGO, "c": LONG_AGO}, policy=CLUSTER_COOLDOWN)
     assert removed(result) == []
     assert codes(result.unneeded, "a")[0] is ReasonCode.SCALE_DOWN_COOLDOWN
     assert result.unneeded[0].reasons[0].numbers["remaining_s"] == 540.0
     fresh = run([node("a"), node("b")], [busy("z", "b")], state=EngineState(last_scale_up_s=NOW - 60),
-                unneeded_since={})
+                unneeded_since={}, policy=CLUSTER_COOLDOWN)
     assert fresh.mark_unneeded == {"a": NOW}
+
+
+def test_pool_scoped_cooldown_only_holds_the_pool_that_grew() -> None:
+    grew_here = EngineState(last_scale_up_s=NOW - 60, last_scale_up_by_pool={"cpu": NOW - 60})
+    held = run([node("a"), node("b")], [busy("z", "b")], state=grew_here, unneeded_since={"a": LONG_AGO})
+    assert removed(held) == []
+    assert codes(held.unneeded, "a")[0] is ReasonCode.SCALE_DOWN_COOLDOWN
+    grew_elsewhere = EngineState(last_scale_up_s=NOW - 60, last_scale_up_by_pool={"other-pool": NOW - 60})
+    assert removed(run([node("a"), node("b")], [busy("z", "b")], state=grew_elsewhere,
+                       unneeded_since={"a": LONG_AGO})) == ["a"]
 
 
 def test_cooldown_after_failure_and_delete() -> None:

@@ -59,7 +59,7 @@ import numpy.typing as npt
 from gpuscale.engine.drain import NodeDrain, PdbBudget, drain_node
 from gpuscale.engine.nodes import NodePhase, phase
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, NodeVerdict, Removal
-from gpuscale.engine.policy import Policy
+from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
@@ -145,7 +145,8 @@ def _halt(nodes: Sequence[Node], policy: Policy, state: EngineState, now: float)
         return Reason(ReasonCode.TOO_MANY_UNREADY,
                       f"{unready} of {len(live)} nodes are unready (more than {allowed:g}): scale-down halted",
                       {"unready": unready, "nodes": len(live), "allowed": allowed})
-    for last, delay, what in ((state.last_scale_up_s, policy.scale_down_delay_after_add_s, "scale-up"),
+    after_add = state.last_scale_up_s if policy.scale_down_delay_after_add_scope is CooldownScope.CLUSTER else None
+    for last, delay, what in ((after_add, policy.scale_down_delay_after_add_s, "scale-up"),
                               (state.last_scale_down_failure_s, policy.scale_down_delay_after_failure_s,
                                "failed scale-down"),
                               (state.last_scale_down_s, policy.scale_down_delay_after_delete_s, "scale-down")):
@@ -305,6 +306,9 @@ class _Simulation:
 # -------------------------------------------------------------------------------------------------------- selection
 def _wait_reason(candidate: _Candidate, since: float, policy: Policy, now: float) -> Reason | None:
     required = policy.scale_down_unneeded_time_s if candidate.ready else policy.scale_down_unready_time_s
+    gpu_node = candidate.pool.is_gpu_pool() if candidate.pool is not None else candidate.node.allocatable.gpu_count() > 0
+    if candidate.ready and gpu_node and policy.scale_down_gpu_unneeded_time_s is not None:
+        required = policy.scale_down_gpu_unneeded_time_s
     waited = max(now - since, 0.0)
     if waited >= required:
         return None
@@ -314,9 +318,22 @@ def _wait_reason(candidate: _Candidate, since: float, policy: Policy, now: float
                   {"unneeded_s": waited, "required_s": required, "remaining_s": required - waited})
 
 
+def _pool_cooldown(pool: str, state: EngineState, policy: Policy, now: float) -> Reason | None:
+    """With the pool-scoped cooldown, a pool that grew recently keeps its nodes for `scale_down_delay_after_add_s`."""
+    if policy.scale_down_delay_after_add_scope is not CooldownScope.POOL:
+        return None
+    last = state.last_scale_up_by_pool.get(pool)
+    delay = policy.scale_down_delay_after_add_s
+    if last is None or now - last >= delay:
+        return None
+    return Reason(ReasonCode.SCALE_DOWN_COOLDOWN,
+                  f"pool {pool} scaled up {now - last:g}s ago: no removal for {last + delay - now:g}s more",
+                  {"remaining_s": last + delay - now, "delay_s": delay})
+
+
 def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapping[str, str],
             unneeded_since: Mapping[str, float], halt: Reason | None, budget: PdbBudget, policy: Policy,
-            now: float) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
+            state: EngineState, now: float) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
     size = Counter(pool_of[n.name] for n in nodes if not n.deleting and n.name in pool_of)
     removed: Counter[str] = Counter()
     empty_slots, drain_slots = policy.max_empty_bulk_delete, policy.max_drain_parallelism
@@ -327,7 +344,8 @@ def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapp
         assert c.pool is not None
         pool = pool_of[c.node.name]
         since = unneeded_since.get(c.node.name, now)
-        wait = _wait_reason(c, since, policy, now) or halt or budget.shortfall(c.drain.evict)
+        wait = (_wait_reason(c, since, policy, now) or halt or _pool_cooldown(pool, state, policy, now)
+                or budget.shortfall(c.drain.evict))
         if wait is not None:
             waiting.append(NodeVerdict(node=c.node.name, reasons=(wait, c.reason)))
         elif size[pool] - removed[pool] <= c.pool.min_size:
@@ -403,7 +421,8 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
             blocked.append(NodeVerdict(node=c.node.name, reasons=(why_not, c.reason)))
     names = {c.node.name for c in unneeded}
     live = {n.name for n in nodes if not n.deleting}
-    removals, at_min, waiting = _select(unneeded, nodes, pool_of, unneeded_since, halt, budget, policy, now)
+    removals, at_min, waiting = _select(unneeded, nodes, pool_of, unneeded_since, halt, budget, policy, state,
+                                               now)
     return ScaleDownResult(
         removals=tuple(removals),
         blocked=tuple(sorted((*blocked, *at_min), key=lambda v: v.node)),

@@ -35,6 +35,7 @@ class PoolBackoff:
 class EngineState:
     backoff: Mapping[str, PoolBackoff] = field(default_factory=dict)
     last_scale_up_s: float | None = None
+    last_scale_up_by_pool: Mapping[str, float] = field(default_factory=dict)
     last_scale_down_s: float | None = None
     last_scale_down_failure_s: float | None = None
 
@@ -56,8 +57,9 @@ def record_failure(state: EngineState, pool: str, kind: FailureKind, now: float,
     return replace(state, backoff={**state.backoff, pool: entry})
 
 
-def record_scale_up(state: EngineState, now: float) -> EngineState:
-    return replace(state, last_scale_up_s=now)
+def record_scale_up(state: EngineState, now: float, pool: str | None = None) -> EngineState:
+    by_pool = {**state.last_scale_up_by_pool, pool: now} if pool is not None else state.last_scale_up_by_pool
+    return replace(state, last_scale_up_s=now, last_scale_up_by_pool=by_pool)
 
 
 def record_scale_down(state: EngineState, now: float, failed: bool = False) -> EngineState:

@@ -192,7 +192,7 @@ class Autoscaler:
             except Exception as err:  # outermost layer: an unexpected provider failure backs the pool off too
                 self._scale_up_failed(item, FailureKind.OTHER, type(err).__name__, str(err), now, acts)
                 continue
-            self.state = record_scale_up(self.state, now)
+            self.state = record_scale_up(self.state, now, item.pool)
             acts.scaled_up.append(ScaleUpDone(pool=item.pool, nodes=item.nodes, request_ids=request_ids))
             pool = self._pools.get(item.pool)
             before = sizes.get(item.pool, 0)

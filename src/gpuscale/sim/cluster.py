@@ -40,6 +40,8 @@ class CapacityListener(Protocol):
 
     def nodes_changed(self) -> None: ...
 
+    def pod_pending(self, pod: Pod) -> None: ...
+
 
 class SimCluster:
     def __init__(self) -> None:
@@ -114,6 +116,8 @@ class SimCluster:
                 listener.pod_placed(pod)
         if pod.node_name is None:
             self.pending.add(pod.key)
+            if listener is not None and old is None:
+                listener.pod_pending(pod)
         else:
             self.pending.discard(pod.key)
         self.pods[pod.key] = pod

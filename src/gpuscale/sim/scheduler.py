@@ -85,6 +85,10 @@ class SimScheduler:
                 self._free_pods[row] += 1
         self.request_pass()
 
+    def pod_pending(self, pod: Pod) -> None:
+        """A new pod waits: the scheduler looks at it in its next pass (this very instant)."""
+        self.request_pass()
+
     def nodes_changed(self) -> None:
         self._stale = True
         self.request_pass()
