@@ -17,7 +17,6 @@ from dataclasses import replace
 
 from gpuscale.engine.fit import explain_fit
 from gpuscale.model.cluster import Cluster
-from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodPhase, SchedulingConstraints
 from gpuscale.model.resources import Resources
 from gpuscale.model.selectors import NodeAffinity

@@ -16,7 +16,7 @@ from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.pod import Pod, PodGroupRef
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
-from tests.builders import make_node, make_pod, resources, taint, toleration
+from tests.builders import make_pod, resources, taint, toleration
 
 NOW = 10_000.0
 GPU_TAINT = taint("nvidia.com/gpu", "present")

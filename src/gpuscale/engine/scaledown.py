@@ -306,7 +306,8 @@ class _Simulation:
 # -------------------------------------------------------------------------------------------------------- selection
 def _wait_reason(candidate: _Candidate, since: float, policy: Policy, now: float) -> Reason | None:
     required = policy.scale_down_unneeded_time_s if candidate.ready else policy.scale_down_unready_time_s
-    gpu_node = candidate.pool.is_gpu_pool() if candidate.pool is not None else candidate.node.allocatable.gpu_count() > 0
+    pool = candidate.pool
+    gpu_node = pool.is_gpu_pool() if pool is not None else candidate.node.allocatable.gpu_count() > 0
     if candidate.ready and gpu_node and policy.scale_down_gpu_unneeded_time_s is not None:
         required = policy.scale_down_gpu_unneeded_time_s
     waited = max(now - since, 0.0)

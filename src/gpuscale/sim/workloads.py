@@ -111,7 +111,8 @@ class Job:
             if spec.pods > 1 else None
         owner = OwnerRef(kind="Job", name=spec.name)
         for i in range(spec.pods):
-            pod = Pod(namespace=spec.team, name=f"{spec.name}-{self.attempt}-{i}", uid=f"{spec.name}-{self.attempt}-{i}",
+            name = f"{spec.name}-{self.attempt}-{i}"
+            pod = Pod(namespace=spec.team, name=name, uid=name,
                       requests=spec.requests, constraints=spec.constraints, priority=spec.priority,
                       labels={"job-name": spec.name, "gpuscale.io/workload": spec.kind}, owner=owner, group=group,
                       created_s=self.world.now, image_bytes=spec.image_bytes)
