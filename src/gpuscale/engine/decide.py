@@ -213,7 +213,8 @@ def _scale_down(cluster: Cluster, table: NodeTable, pools: Mapping[str, NodePool
     pool_of = {name: entry[0] for name, entry in resolved.items() if entry[0] is not None}
     return plan_scale_down(nodes=cluster.nodes, table=table, pods_by_node=cluster.pods_by_node(), pools=pools,
                            pool_of=pool_of, pdbs=cluster.pdbs, policy=policy, state=state, now=now,
-                           unneeded_since=unneeded_since_from_taints(cluster.nodes))
+                           unneeded_since=unneeded_since_from_taints(cluster.nodes),
+                           phases={name: entry[2] for name, entry in resolved.items()})
 
 
 def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy, now: float) -> Plan:

@@ -383,7 +383,8 @@ def _with_drain(c: _Candidate, drain: NodeDrain) -> _Candidate:
 def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
                     pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
                     pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
-                    unneeded_since: Mapping[str, float], cap: SimulationCap | None = None) -> ScaleDownResult:
+                    unneeded_since: Mapping[str, float], cap: SimulationCap | None = None,
+                    phases: Mapping[str, NodePhase] | None = None) -> ScaleDownResult:
     """The scale-down part of one decision (steps in the module docstring).
 
     `nodes`: every observed node; `table`: free capacity with a row per node (see step 2); `pods_by_node`: the pods
@@ -394,7 +395,8 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
     if not policy.scale_down_enabled:
         return ScaleDownResult()
     halt = _halt(nodes, policy, state, now)
-    phases = {n.name: phase(n, pools.get(pool_of.get(n.name, ""))) for n in nodes}
+    if phases is None:
+        phases = {n.name: phase(n, pools.get(pool_of.get(n.name, ""))) for n in nodes}
     candidates, blocked = _underutilized(nodes, phases, pools, pool_of, table, pods_by_node, policy, now)
     budget = PdbBudget(pdbs)
     drainable: list[_Candidate] = []

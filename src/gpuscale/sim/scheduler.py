@@ -18,6 +18,7 @@ the rest of that shape is not tried again in the same pass).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import StrEnum
@@ -65,10 +66,13 @@ class SimScheduler:
         self._request_rows: dict[Resources, IntArray | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
         self.attempts = 0
+        self._bound_priorities: dict[int, int] = {}
+        """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
         cluster.capacity_listener = self
 
     # -------------------------------------------------------------------------------------- CapacityListener
     def pod_placed(self, pod: Pod) -> None:
+        self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
         if not self._stale:
             row = self._row.get(pod.node_name or "")
             vec = self._vector(pod.requests)
@@ -77,6 +81,11 @@ class SimScheduler:
                 self._free_pods[row] -= 1
 
     def pod_removed(self, pod: Pod) -> None:
+        left = self._bound_priorities.get(pod.priority, 0) - 1
+        if left > 0:
+            self._bound_priorities[pod.priority] = left
+        else:
+            self._bound_priorities.pop(pod.priority, None)
         if not self._stale:
             row = self._row.get(pod.node_name or "")
             vec = self._vector(pod.requests)
@@ -141,9 +150,11 @@ class SimScheduler:
 
     # ------------------------------------------------------------------------------------------------ passes
     def request_pass(self) -> None:
+        """Schedule a pass at the next whole simulated second (now, if now is one): changes that land within the same
+        second are seen by one pass, as kube-scheduler's 1 s initial backoff batches retries."""
         if not self._pass_scheduled:
             self._pass_scheduled = True
-            self._sim.after(0.0, Priority.SCHEDULER, self._run_pass)
+            self._sim.at(float(math.ceil(self._sim.now)), Priority.SCHEDULER, self._run_pass)
 
     def _run_pass(self) -> None:
         self._pass_scheduled = False
@@ -248,17 +259,17 @@ class SimScheduler:
     def _preempt(self, pod: Pod) -> bool:
         """Evict lower-priority pods from one node so `pod` fits there; returns whether it was placed."""
         vec = self._vector(pod.requests)
-        if vec is None or not len(self._names):
+        if vec is None or not len(self._names) or min(self._bound_priorities, default=pod.priority) >= pod.priority:
             return False
         static = self._static_mask(pod.constraints)
         best: tuple[int, int, str, list[Pod]] | None = None
         for row in np.flatnonzero(static).tolist():
             name = self._names[row]
-            victims_all = sorted((self._cluster.pods[k] for k in self._cluster.pods_on.get(name, ())
-                                  if self._cluster.pods[k].priority < pod.priority),
-                                 key=lambda p: (p.priority, p.key))
-            if not victims_all:
+            lower = [self._cluster.pods[k] for k in self._cluster.pods_on.get(name, ())
+                     if self._cluster.pods[k].priority < pod.priority]
+            if not lower:
                 continue
+            victims_all = sorted(lower, key=lambda p: (p.priority, p.key))
             free = self._free[row].copy()
             free_pods = int(self._free_pods[row])
             chosen: list[Pod] = []

@@ -1,0 +1,69 @@
+"""Benchmark: the digital twin on 7 simulated days of a 1,000-GPU cluster (≥ 50,000 pods).
+
+Workload: openb pod shapes (Alibaba 2023) arriving along the Helios `vc3sl` demand curve scaled so its p95 is
+1,000 GPUs (docs/traces.md), plus a chat inference service. Pools: CPU, 8×A100, 1×T4 and a time-sliced T4 pool for
+fractional-GPU pods. Prints simulated events per second, pods, wall time and the run's headline numbers.
+Run: `.venv/bin/python bench/twin.py [--days 7] [--gpus 1000]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+from gpuscale.report.twin import result_json
+from gpuscale.sim.run import simulate
+from gpuscale.sim.scenario import parse_scenario, policy_named
+
+GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+
+
+def scenario(days: float, gpus: float) -> dict[str, object]:
+    def gpu_pool(name: str, accel: str, count: int, cpu: str, memory: str, price: float, max_size: int,
+                 resource: dict[str, int]) -> dict[str, object]:
+        return {"name": name, "usd_per_hour": price, "max_size": max_size, "zones": ["zone-a", "zone-b"],
+                "labels": {"cloud.google.com/gke-accelerator": accel}, "taints": GPU_TAINT,
+                "gpu": {"model": accel, "count": count},
+                "allocatable": {"cpu": cpu, "memory": memory, "pods": 110, **resource}}
+
+    return {
+        "name": f"bench-{days:g}d-{gpus:g}gpu", "duration": f"{days * 24:g}h", "seed": 7,
+        "config": {"pools": [
+            {"name": "cpu", "usd_per_hour": 0.835, "min_size": 1, "max_size": 400,
+             "allocatable": {"cpu": "32", "memory": "128Gi", "pods": 110}},
+            gpu_pool("a100", "nvidia-tesla-a100", 8, "96", "680Gi", 29.39, 200, {}),
+            gpu_pool("t4", "nvidia-tesla-t4", 1, "16", "60Gi", 0.75, 600, {}),
+            gpu_pool("t4-shared", "nvidia-tesla-t4-shared", 1, "16", "60Gi", 0.75, 600,
+                     {"gpuscale.io/gpu-milli": 1000}),
+        ]},
+        "workload": {
+            "helios": {"vc": "vc3sl", "scale_to_gpus": gpus},
+            "services": [{"name": "chat", "peak_rps": 300, "rps_per_replica": 6, "max_replicas": 80}],
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--days", type=float, default=7.0)
+    parser.add_argument("--gpus", type=float, default=1000.0)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    setup, config = parse_scenario(scenario(args.days, args.gpus), "bench")
+    built = time.perf_counter() - start
+    start = time.perf_counter()
+    result = simulate(setup, policy_named("gpuscale", config))
+    wall = time.perf_counter() - start
+    report = result_json(result, include_wall=False)
+    print(f"machine: {platform.machine()} python {platform.python_version()}")
+    print(f"scenario {setup.name}: {len(setup.jobs)} jobs generated in {built:.1f}s")
+    print(f"simulated {args.days:g} days in {wall:.1f}s: {len(result.pods)} pods, {result.sim_events} events, "
+          f"{result.sim_events / wall:,.0f} events/s, {len(result.pods) / wall:,.0f} pods/s")
+    print(f"cost ${report['cost_usd']:,.0f}; GPU-hours {report['gpu_hours']['provisioned']:,.0f} provisioned, "
+          f"{report['gpu_hours']['allocated']:,.0f} allocated; p95 pending→running "
+          f"{report['pending_to_running_s']['p95']}s; scale-ups {result.scale_ups}, never ran {result.never_ran}")
+
+
+if __name__ == "__main__":
+    main()
