@@ -106,6 +106,10 @@ class SimCloud:
         self.cost_by_pool: dict[str, float] = {}
         self.gpu_seconds_by_pool: dict[str, float] = {}
 
+    def add_spell(self, spell: Spell) -> None:
+        """A stockout starting now (what-if tests and interactive runs)."""
+        self._spells = (*self._spells, spell)
+
     # ------------------------------------------------------------------------------------------- NodeProvider
     def increase(self, pool: str, count: int) -> tuple[str, ...]:
         spec = self.pools.get(pool)

@@ -61,7 +61,7 @@ class TwinPolicy:
     scoring: Scoring = Scoring.LEAST_ALLOCATED
 
 
-class _EventLog:
+class EventLog:
     """The `EventSink` of the twin: counts events by reason (the report shows the notable ones)."""
 
     def __init__(self) -> None:
@@ -91,7 +91,7 @@ def simulate(setup: TwinSetup, policy: TwinPolicy,
                      on_stockout=lambda pool, t: stockouts.append((pool, t)))
     world = World(sim=sim, cluster=cluster, scheduler=scheduler, cloud=cloud, rng=rng)
     world_ref.append(world)
-    events = _EventLog()
+    events = EventLog()
     autoscaler = Autoscaler(reader=cluster, writer=cluster, provider=cloud, events=events,
                             clock=VirtualClock(sim), pools=[p.pool for p in setup.pools], policy=policy.policy,
                             settings=policy.settings)
