@@ -12,7 +12,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
+	@mkdir -p out
 	$(BIN)/gpuscale fit --cluster examples/seed-pools/cluster.yaml --pools examples/seed-pools/pools.yaml
+	$(BIN)/gpuscale compare default --policy gpuscale --policy ca-defaults --html out/demo.html --json out/demo.json
+	@echo "Report: out/demo.html (open it in a browser); numbers: out/demo.json"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
