@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuscale.engine.placement import (
+    POLICIES,
     FragTable,
     GoRand,
     NodeSpec,
@@ -30,6 +31,7 @@ from gpuscale.engine.placement import (
     typical_classes,
 )
 from gpuscale.engine.placement.state import ClusterState
+from gpuscale.model.errors import ConfigError
 from gpuscale.sim.openb import OPENB_MAX_PODS, OpenbNode, OpenbPod, read_nodes, read_pods
 
 MAX_ARRIVED_PCT = 130
@@ -146,8 +148,12 @@ def sample_points(trace: PackTrace, total_gpus: int) -> tuple[PackPoint, ...]:
 
 
 def run_pack(nodes_csv: Path, pods_csv: Path, policy: str, seed: int, tune: float = 1.3) -> PackResult:
-    """One run of the experiment: `policy` (random, dotprod, clustering, packing, bestfit, fgd) on one seed."""
-    name = policy_name(policy)
+    """One run of the experiment: `policy` (random, dotprod, clustering, packing, bestfit, fgd, gpuscale) on one
+    seed. Raises ConfigError for an unknown policy, InputError for a malformed CSV row."""
+    try:
+        name = policy_name(policy)
+    except KeyError:
+        raise ConfigError("policy", f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}") from None
     workload = build_workload(read_nodes(nodes_csv), read_pods(pods_csv), rng := GoRand(seed), tune)
     models = ClusterState.of(workload.nodes).models
     table = FragTable(typical_classes(workload.originals), models)

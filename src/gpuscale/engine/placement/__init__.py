@@ -1,9 +1,9 @@
 """GPU placement scorers (the FGD paper's policies and ours) and the fragmentation measure they share.
 
 Layout: `shapes` (pod/node values), `state` (the cluster as arrays), `frag` (typical pods, fragment amount),
-`scorers` (Random, DotProd, GpuClustering, GpuPacking, BestFit), `fgd` (FGD), `loop` (the packing experiment),
-`gorand` (Go's math/rand stream, to draw what the paper's artifact drew). Pure: randomness comes from the
-`RandomSource` the caller passes in.
+`scorers` (Random, DotProd, GpuClustering, GpuPacking, BestFit), `fgd` (FGD), `gpuscale` (ours: FGD with
+packing-aware tie-breaks), `loop` (the packing experiment), `gorand` (Go's math/rand stream, to draw what the
+paper's artifact drew). Pure: randomness comes from the `RandomSource` the caller passes in.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from gpuscale.engine.placement.fgd import FgdScorer
 from gpuscale.engine.placement.frag import FragTable, TypicalClass, node_frag, typical_classes
 from gpuscale.engine.placement.gorand import GoRand
+from gpuscale.engine.placement.gpuscale import GpuscaleScorer
 from gpuscale.engine.placement.loop import PackTrace, pack
 from gpuscale.engine.placement.scorers import (
     BestFitScorer,
@@ -26,8 +27,10 @@ from gpuscale.engine.placement.scorers import (
 from gpuscale.engine.placement.shapes import NodeSpec, NodeState, PodShape
 from gpuscale.engine.placement.state import ClusterState
 
-POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 """The paper's six policies, in its table order."""
+POLICIES = (*PAPER_POLICIES, "gpuscale")
+"""Every policy `make_scorer` knows: the paper's six and ours."""
 _ALIASES = {"gpuclustering": "clustering", "gpupacking": "packing", "dotproduct": "dotprod"}
 
 
@@ -53,13 +56,15 @@ def make_scorer(name: str, table: FragTable) -> Scorer:
             return PackingScorer()
         case "bestfit":
             return BestFitScorer()
-        case _:
+        case "fgd":
             return FgdScorer(table)
+        case _:
+            return GpuscaleScorer(table)
 
 
 __all__ = [
-    "POLICIES", "BestFitScorer", "ClusterState", "ClusteringScorer", "DotProductScorer", "FgdScorer", "FragTable",
-    "GoRand", "NodeScore", "NodeSpec", "NodeState", "PackTrace", "PackingScorer", "PodShape", "RandomScorer",
-    "RandomSource", "Scorer", "TypicalClass", "make_scorer", "node_frag", "pack", "policy_name", "score_node",
-    "typical_classes",
+    "PAPER_POLICIES", "POLICIES", "BestFitScorer", "ClusterState", "ClusteringScorer", "DotProductScorer",
+    "FgdScorer", "FragTable", "GoRand", "GpuscaleScorer", "NodeScore", "NodeSpec", "NodeState", "PackTrace",
+    "PackingScorer", "PodShape", "RandomScorer", "RandomSource", "Scorer", "TypicalClass", "make_scorer", "node_frag",
+    "pack", "policy_name", "score_node", "typical_classes",
 ]

@@ -38,9 +38,10 @@ class FgdScorer:
 
     def score(self, state: ClusterState, pod: PodShape, nodes: IntArray, rng: RandomSource) -> IntArray:
         if len(nodes) > _DEDUPE_ABOVE:
-            # The score depends only on (model, free CPU, multiset of free device milli): score each distinct
-            # state once. Early in a run most nodes are empty and share a handful of states.
-            key = np.column_stack((state.model[nodes], state.cpu_free[nodes], np.sort(state.gpu_free[nodes], axis=1)))
+            # FGD's score depends only on (model, free CPU, multiset of free device milli), subclasses' also on
+            # the device count: score each distinct state once. Early on most nodes are empty and alike.
+            key = np.column_stack((state.model[nodes], state.gpu_count[nodes], state.cpu_free[nodes],
+                                   np.sort(state.gpu_free[nodes], axis=1)))
             _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
             return self._scores(state, pod, nodes[first])[inverse.reshape(-1)]
         return self._scores(state, pod, nodes)

@@ -29,7 +29,24 @@ IntArray = npt.NDArray[np.int64]
 # Go's FragRatioDataMap order; Q3 holds the usable part and is left out of F.
 Q1_LACK_BOTH, Q2_LACK_GPU, Q3_SATISFIED, Q4_LACK_CPU, XL_SATISFIED, XR_LACK_CPU, NO_ACCESS = range(7)
 _FRAG_BUCKETS = (Q1_LACK_BOTH, Q2_LACK_GPU, Q4_LACK_CPU, XL_SATISFIED, XR_LACK_CPU, NO_ACCESS)
-_BUCKET_COLUMN = np.array(_FRAG_BUCKETS, dtype=np.int64)[:, None]
+
+
+def _case_category(case: int) -> int:
+    """Category of a (node, class) case: bit 0 the class's devices fit, 1 its CPU fits, 2 it may use the model,
+    3 it is a GPU class. Q3 (fits entirely) books its too-small devices under Q2, like the artifact."""
+    fits, cpu_ok, access, gpu_class = (bool(case >> b & 1) for b in range(4))
+    if not gpu_class:
+        return XL_SATISFIED if cpu_ok else XR_LACK_CPU
+    if not access:
+        return NO_ACCESS
+    if fits:
+        return Q2_LACK_GPU if cpu_ok else Q4_LACK_CPU
+    return Q2_LACK_GPU if cpu_ok else Q1_LACK_BOTH
+
+
+_CASE_USABLE = np.array([case == 0b1111 for case in range(16)], dtype=np.bool_)
+"""Cases where the class fits entirely (Q3): only devices too small for it count, not all idle milli."""
+_CASE_ONE_HOT = np.array([[float(_case_category(case) == b) for b in _FRAG_BUCKETS] for case in range(16)])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +128,7 @@ class FragTable:
         self.gpu_class = self.milli > 0
         # access[model index, class]: may the class use that model?
         self.access = np.array([[model_allows(c.models, m) for c in classes] for m in models], dtype=np.bool_)
+        self._class_bits = 4 * self.access.astype(np.int64) + 8 * self.gpu_class.astype(np.int64)
         self.weight_sum = float(self.weight.sum())
 
     def stats(self, gpu_free: IntArray) -> tuple[IntArray, IntArray]:
@@ -125,22 +143,13 @@ class FragTable:
     def frag(self, cpu_free: IntArray, gpu_left: IntArray, model: IntArray, fit_count: IntArray,
              small_milli: IntArray) -> FloatArray:
         """F for states given by free CPU, idle milli, model index (shape S) and `stats` (shape S × classes)."""
-        cpu_ok = cpu_free[..., None] >= self.cpu
-        access = self.access[model]
-        fits = fit_count >= self.count
-        usable = fits & cpu_ok & access & self.gpu_class
-        bucket = np.where(fits, np.where(cpu_ok, Q2_LACK_GPU, Q4_LACK_CPU), np.where(cpu_ok, Q2_LACK_GPU, Q1_LACK_BOTH))
-        bucket = np.where(access, bucket, NO_ACCESS)
-        bucket = np.where(self.gpu_class, bucket, np.where(cpu_ok, XL_SATISFIED, XR_LACK_CPU))
-        amount = np.where(usable, small_milli, gpu_left[..., None]).astype(np.float64)
-        value = self.weight * amount
-        # One row per frag category, class order along the last axis: cumsum adds strictly left to right (Go's
-        # order) and adding the 0.0 of other categories leaves a partial sum unchanged.
-        per_bucket = np.where(bucket[..., None, :] == _BUCKET_COLUMN, value[..., None, :], 0.0)
-        sums = np.cumsum(per_bucket, axis=-1)[..., -1]
-        out = sums[..., 0]
-        for i in range(1, len(_FRAG_BUCKETS)):
-            out = out + sums[..., i]
+        case = (fit_count >= self.count) + 2 * (cpu_free[..., None] >= self.cpu) + self._class_bits[model]
+        amount = np.where(_CASE_USABLE[case], small_milli, gpu_left[..., None]).astype(np.float64)
+        # (S × classes × categories): each class's p·amount in its category's column, 0.0 in the others. cumsum
+        # adds strictly in order (Go's class order, then category order) and +0.0 leaves a partial sum unchanged.
+        per_category = (self.weight * amount)[..., None] * _CASE_ONE_HOT[case]
+        sums = np.cumsum(per_category, axis=-2)[..., -1, :]
+        out: FloatArray = np.cumsum(sums, axis=-1)[..., -1]
         return out
 
     def frag_of_nodes(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
