@@ -4,8 +4,9 @@ Grammar (k8s.io/apimachinery/pkg/api/resource `ParseQuantity`): an optional sign
 fraction, then an optional suffix — binary SI (`Ki` … `Ei`), decimal SI (`n`, `u`, `m`, ``, `k`, `M`, `G`, `T`, `P`,
 `E`) or a decimal exponent (`e3`, `E-2`). Surrounding whitespace is ignored, as `Quantity.UnmarshalJSON` trims it.
 Upstream quirks are kept: `1.` and `.5` are valid; the digits may be empty, so `.`, `+`, `Gi` and `e3` are zero (but
-`Pi`, `Ei` and `e-10` are errors); binary-SI values are capped at 2^63-1. Values are kept as exact `Fraction`s; conversion to
-integers rounds **away from zero**, as `Quantity.MilliValue()` / `Value()` do, so `0.5m` CPU is 1 millicore, `1.5` bytes is 2 and `-0.1m` is -1.
+`Pi`, `Ei` and `e-10` are errors); binary-SI values are capped at 2^63-1. Values are kept as exact `Fraction`s;
+conversion to integers rounds **away from zero**, as `Quantity.MilliValue()` / `Value()` do, so `0.5m` CPU is
+1 millicore, `1.5` bytes is 2 and `-0.1m` is -1.
 """
 
 from __future__ import annotations
