@@ -31,8 +31,11 @@ from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.report.fit import fit_json, print_fit
 from gpuscale.report.html import render_html
+from gpuscale.report.pack import pack_json, print_pack
 from gpuscale.report.plan import plan_json, print_plan
 from gpuscale.report.twin import print_comparison, print_summary, result_json
+from gpuscale.sim.openb import bundled
+from gpuscale.sim.pack import run_pack
 from gpuscale.sim.result import SimResult
 from gpuscale.sim.run import simulate as run_simulation
 from gpuscale.sim.scenario import DEFAULT_SCENARIO, load_scenario, policy_named
@@ -210,6 +213,31 @@ def compare(
     results = _run_twin(scenario, names, seed, quiet)
     print_comparison(results, Console())
     _write_outputs(results, json_out, html_out, f"gpuscale twin — {results[0].scenario}: {' vs '.join(names)}")
+
+
+@app.command()
+@user_errors
+def pack(
+    nodes: Annotated[Path | None, typer.Option("--nodes", help="openb node list CSV (default: the bundled "
+                                               "openb_node_list_gpu_node.csv).")] = None,
+    pods: Annotated[Path | None, typer.Option("--pods", help="openb pod list CSV (default: the bundled "
+                                              "openb_pod_list_default.csv).")] = None,
+    policy: Annotated[str, typer.Option("--policy", help="random, dotprod, clustering, packing, bestfit, fgd, "
+                                        "gpuscale.")] = "fgd",
+    seed: Annotated[int, typer.Option("--seed", help="Shuffle and resampling seed (the paper uses 42-51).")] = 42,
+    tune: Annotated[float, typer.Option("--tune", help="Arrive pods until this multiple of the cluster's GPUs.")]
+    = 1.3,
+    output: FormatOpt = OutputFormat.TEXT,
+) -> None:
+    """The FGD paper's fragmentation experiment (Weng et al., ATC'23) on openb files: submit pods one by one under a
+    placement policy and report allocated and fragmented GPU % for each percent of arrived GPU demand (docs/fgd.md)."""
+    result = run_pack(nodes or bundled("openb_node_list_gpu_node.csv"), pods or bundled("openb_pod_list_default.csv"),
+                      policy, seed, tune)
+    if output is OutputFormat.JSON:
+        json.dump(pack_json(result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_pack(result, Console())
 
 
 def main() -> None:
