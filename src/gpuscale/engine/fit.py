@@ -27,9 +27,10 @@ from gpuscale.engine.scheduling import (
     summarize,
     unsupported_failures,
 )
+from gpuscale.engine.table import names_nodes_individually, node_group_key
 from gpuscale.model.cluster import Cluster
-from gpuscale.model.node import HOSTNAME_LABEL, Node
-from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import PODS, Resources
 
@@ -45,22 +46,6 @@ class PodFit:
     reasons: Mapping[str, int]
     message: str
     pools: Mapping[str, str]
-
-
-def _names_nodes_individually(constraints: SchedulingConstraints) -> bool:
-    if constraints.node_name is not None:
-        return True
-    terms = constraints.affinity.required_terms or ()
-    if any(t.match_fields for t in terms):
-        return True
-    keys = {k for k, _ in constraints.affinity.node_selector}
-    keys.update(r.key for t in terms for r in t.match_expressions)
-    return HOSTNAME_LABEL in keys
-
-
-def _group_key(node: Node) -> tuple[object, ...]:
-    labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL))
-    return labels, node.taints, node.unschedulable
 
 
 class _Capacity:
@@ -86,7 +71,7 @@ def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFi
     capacity = _Capacity(nodes, cluster, names)
     groups: dict[tuple[object, ...], list[int]] = {}
     for i, node in enumerate(nodes):
-        groups.setdefault(_group_key(node), []).append(i)
+        groups.setdefault(node_group_key(node), []).append(i)
     with_affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
     topology = Topology(nodes, (p for p in cluster.pods if p.consumes_capacity())) if with_affinity else None
     by_class: dict[tuple[object, ...], PodFit] = {}
@@ -107,7 +92,7 @@ def _explain_class(pod: Pod, nodes: Sequence[Node], groups: Mapping[tuple[object
                    capacity: _Capacity, topology: Topology | None, pools: Sequence[NodePool]) -> PodFit:
     static_ok = np.zeros(len(nodes), dtype=bool)
     reasons: Counter[str] = Counter()
-    per_node = _names_nodes_individually(pod.constraints)
+    per_node = names_nodes_individually(pod.constraints)
     for members in groups.values():
         if per_node:
             for i in members:

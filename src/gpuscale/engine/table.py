@@ -27,7 +27,8 @@ BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 
 
-def _names_nodes_individually(constraints: SchedulingConstraints) -> bool:
+def names_nodes_individually(constraints: SchedulingConstraints) -> bool:
+    """Whether node-only filters must run per node (the constraints name nodes or hostnames), not per node group."""
     if constraints.node_name is not None:
         return True
     terms = constraints.affinity.required_terms or ()
@@ -38,7 +39,7 @@ def _names_nodes_individually(constraints: SchedulingConstraints) -> bool:
     return HOSTNAME_LABEL in keys
 
 
-def _group_key(node: Node) -> tuple[object, ...]:
+def node_group_key(node: Node) -> tuple[object, ...]:
     labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL))
     return labels, node.taints, node.unschedulable
 
@@ -99,7 +100,7 @@ class NodeTable:
         group_of: list[int] = []
         members: list[list[int]] = []
         for i, node in enumerate(nodes):
-            g = groups.setdefault(_group_key(node), len(groups))
+            g = groups.setdefault(node_group_key(node), len(groups))
             if g == len(members):
                 members.append([])
             members[g].append(i)
@@ -140,12 +141,12 @@ class NodeTable:
                     extra_pods[k] = amount
                 elif name in s.column_of:
                     extra_free[k, s.column_of[name]] = amount
-        groups = {_group_key(s.nodes[m[0]]): g for g, m in enumerate(s.group_members)}
+        groups = {node_group_key(s.nodes[m[0]]): g for g, m in enumerate(s.group_members)}
         members = [list(m) for m in s.group_members]
         group_of = list(s.group_of)
         index = dict(s.index)
         for k, node in enumerate(nodes):
-            g = groups.setdefault(_group_key(node), len(groups))
+            g = groups.setdefault(node_group_key(node), len(groups))
             if g == len(members):
                 members.append([])
             members[g].append(start + k)
@@ -185,7 +186,7 @@ class NodeTable:
             return cached
         mask = np.zeros(len(self._s.nodes), dtype=bool)
         nodes = self._s.nodes
-        if _names_nodes_individually(constraints):
+        if names_nodes_individually(constraints):
             for i, node in enumerate(nodes):
                 mask[i] = not static_failures(constraints, node)
         else:

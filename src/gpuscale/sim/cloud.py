@@ -10,7 +10,6 @@ Billing runs from capacity acquired until deletion.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -24,22 +23,11 @@ from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources, is_gpu_resource
 from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Handle, Priority, Simulation
+from gpuscale.sim.distributions import LogNormal
 
-Z90 = 1.2815515655446004
-
-
-@dataclass(frozen=True, slots=True)
-class LogNormal:
-    """A duration (or rate) with median `median` and 90th percentile `p90`; `p90 == median` is a constant."""
-
-    median: float
-    p90: float
-
-    def sample(self, rng: np.random.Generator) -> float:
-        if self.p90 <= self.median or self.median <= 0:
-            return self.median
-        sigma = math.log(self.p90 / self.median) / Z90
-        return float(self.median * math.exp(sigma * rng.standard_normal()))
+PULL_MB_PER_S = LogNormal.from_p90(45.0, 85.0)
+"""Cold image pull throughput, extraction included (TWIN-DEFAULTS §2)."""
+CONTAINER_START_S = LogNormal.from_p90(5.0, 20.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,8 +38,8 @@ class StartupProfile:
     ready_s: LogNormal
     gpu_s: LogNormal | None
     """Ready → GPUs in allocatable (driver + device plugin); `None` for pools without GPUs."""
-    pull_mb_per_s: LogNormal = LogNormal(45.0, 85.0)
-    start_s: LogNormal = LogNormal(5.0, 20.0)
+    pull_mb_per_s: LogNormal = PULL_MB_PER_S
+    start_s: LogNormal = CONTAINER_START_S
     """Container start → Ready (model load for inference, NCCL/restore for training)."""
 
 
@@ -172,7 +160,7 @@ class SimCloud:
 
     # ------------------------------------------------------------------------------------------- start-up chain
     def _step(self, timeline: NodeTimeline, duration: LogNormal, then: Callable[[NodeTimeline], None]) -> None:
-        handle = self._sim.after(duration.sample(self._rng), Priority.CLOUD, lambda: then(timeline))
+        handle = self._sim.after(duration.draw(self._rng), Priority.CLOUD, lambda: then(timeline))
         timeline.pending = [handle]
 
     def _acquired(self, t: NodeTimeline) -> None:

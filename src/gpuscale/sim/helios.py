@@ -27,14 +27,15 @@ from typing import TextIO
 import numpy as np
 
 from gpuscale.model.errors import ConfigError, InputError
+from gpuscale.sim.distributions import LogNormal
 from gpuscale.sim.openb import OpenbPod
-from gpuscale.sim.synthetic import DAY_S, DEFAULT_TEAMS, LogNormal, Team
+from gpuscale.sim.synthetic import DAY_S, DEFAULT_TEAMS, Team
 from gpuscale.sim.traces import GB, GKE_PLACEMENT, Placement
 from gpuscale.sim.workloads import JobSpec
 
 MINUTE_S = 60.0
 BUNDLED_VC = "vc3sl"
-OPENB_LIFETIME = LogNormal.from_p90(655.0, 7_389.0)
+OPENB_LIFETIME = LogNormal.from_p90(655.0, 7_389.0, floor=1.0)
 """LN(655 s, 7,389 s): openb GPU pod lifetimes (TWIN-DEFAULTS §4–5), for `Durations.LOGNORMAL` and missing times."""
 
 

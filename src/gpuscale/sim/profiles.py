@@ -6,18 +6,21 @@ Three classes of pool, as the figures come: `cpu` (16-vCPU compute), `gpu-small`
 
 from __future__ import annotations
 
-from gpuscale.sim.cloud import LogNormal, StartupProfile
+from gpuscale.sim.cloud import StartupProfile
+from gpuscale.sim.distributions import LogNormal
+
+LN = LogNormal.from_p90
 
 PROFILES: dict[str, StartupProfile] = {
     "cpu": StartupProfile(
-        acquire_s=LogNormal(5, 15), boot_s=LogNormal(30, 60), register_s=LogNormal(30, 60),
-        ready_s=LogNormal(15, 45), gpu_s=None, start_s=LogNormal(5, 20)),
+        acquire_s=LN(5, 15), boot_s=LN(30, 60), register_s=LN(30, 60),
+        ready_s=LN(15, 45), gpu_s=None, start_s=LN(5, 20)),
     "gpu-small": StartupProfile(
-        acquire_s=LogNormal(10, 40), boot_s=LogNormal(40, 90), register_s=LogNormal(30, 60),
-        ready_s=LogNormal(15, 45), gpu_s=LogNormal(45, 120), start_s=LogNormal(60, 240)),
+        acquire_s=LN(10, 40), boot_s=LN(40, 90), register_s=LN(30, 60),
+        ready_s=LN(15, 45), gpu_s=LN(45, 120), start_s=LN(60, 240)),
     "gpu-large": StartupProfile(
-        acquire_s=LogNormal(20, 90), boot_s=LogNormal(60, 180), register_s=LogNormal(40, 90),
-        ready_s=LogNormal(20, 60), gpu_s=LogNormal(60, 150), start_s=LogNormal(120, 600)),
+        acquire_s=LN(20, 90), boot_s=LN(60, 180), register_s=LN(40, 90),
+        ready_s=LN(20, 60), gpu_s=LN(60, 150), start_s=LN(120, 600)),
 }
 """Driver preinstalled (the GPU-registration row "driver preinstalled"); see docs/twin.md for the operator variant."""
 

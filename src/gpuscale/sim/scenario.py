@@ -22,6 +22,7 @@ from gpuscale.loop.tick import LoopSettings
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.resources import Resources, is_gpu_resource
 from gpuscale.sim.cloud import CloudPool, Spell
+from gpuscale.sim.distributions import LogNormal
 from gpuscale.sim.helios import bundled_curve, openb_helios_jobs
 from gpuscale.sim.openb import bundled, read_pods
 from gpuscale.sim.profiles import PROFILES, STOCKOUT_PROBABILITY
@@ -29,7 +30,6 @@ from gpuscale.sim.run import TwinPolicy, TwinSetup
 from gpuscale.sim.scheduler import Scoring
 from gpuscale.sim.synthetic import (
     BatchMix,
-    LogNormal,
     Team,
     TrainingMix,
     chat_traffic,
@@ -139,7 +139,7 @@ def _jobs(parsed: ScenarioFile, base: Path | None, rng: np.random.Generator) -> 
     jobs: list[JobSpec] = []
     if work.training is not None or work.batch is not None:
         training = TrainingMix(jobs_per_hour=work.training.jobs_per_hour if work.training else 0.0,
-                               run_time=LogNormal(median=600.0, sigma=2.3,
+                               run_time=LogNormal(median=600.0, sigma=2.3, floor=1.0,
                                                   cap=work.training.max_run_time if work.training else 86_400.0),
                                teams=_teams(work.training.teams if work.training else ()))
         batch = BatchMix(jobs_per_hour=work.batch.jobs_per_hour if work.batch else 0.0,

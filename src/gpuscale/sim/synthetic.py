@@ -15,32 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscale.model.errors import ConfigError
+from gpuscale.sim.distributions import Z90, LogNormal
 from gpuscale.sim.traces import GB, GKE_PLACEMENT, Placement, pod_requests
 from gpuscale.sim.workloads import JobSpec, ServiceSpec, Traffic
 
 HOUR_S = 3600.0
 DAY_S = 86_400.0
-Z90 = 1.2816
-"""Standard normal 90th percentile: LN(m, p90) has σ = ln(p90/m) / Z90."""
 Spike = tuple[float, float, float]
 """(start_s, duration_s, multiplier), as `Traffic.spikes` holds them."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LogNormal:
-    """Lognormal seconds with `median` and `sigma` (of the log), clipped to [`floor`, `cap`]."""
-
-    median: float
-    sigma: float
-    floor: float = 1.0
-    cap: float = math.inf
-
-    @staticmethod
-    def from_p90(median: float, p90: float, *, floor: float = 1.0, cap: float = math.inf) -> LogNormal:
-        return LogNormal(median=median, sigma=math.log(p90 / median) / Z90, floor=floor, cap=cap)
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return np.clip(rng.lognormal(math.log(self.median), self.sigma, n), self.floor, self.cap)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +57,9 @@ def _check_weights(where: str, weights: Sequence[float]) -> None:
 TRAINING_GPUS = ((1, 0.745), (2, 0.07), (4, 0.07), (8, 0.07), (16, 0.02), (32, 0.01), (64, 0.015))
 """GPUs per training job → probability (TWIN-DEFAULTS §5: mean 3.3, median 1)."""
 DEFAULT_TEAMS = (Team(name="default"),)
+TRAINING_RUN_TIME = LogNormal(median=600.0, sigma=2.3, floor=1.0, cap=14 * DAY_S)
+BATCH_RUN_TIME = LogNormal(median=600.0, sigma=math.log(6.0) / Z90, floor=1.0, cap=DAY_S)
+"""LN(600 s, p90 3,600 s), capped at one day."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +68,7 @@ class TrainingMix:
     gpus_per_job: tuple[tuple[int, float], ...] = TRAINING_GPUS
     gang_pod_gpus: int = 8
     """Jobs with at least this many GPUs become gangs of pods of this many GPUs."""
-    run_time: LogNormal = LogNormal(median=600.0, sigma=2.3, cap=14 * DAY_S)
+    run_time: LogNormal = TRAINING_RUN_TIME
     checkpoint_s: tuple[float, float] = (900.0, 3600.0)
     """Checkpoint interval, uniform between these bounds."""
     daily_amplitude: float = 0.2
@@ -116,8 +101,7 @@ class BatchMix:
                                     CpuShape(cpu_milli=1_000, memory_mib=2_048, weight=0.3),
                                     CpuShape(cpu_milli=2_000, memory_mib=4_096, weight=0.25),
                                     CpuShape(cpu_milli=4_000, memory_mib=8_192, weight=0.15))
-    run_time: LogNormal = LogNormal(median=600.0, sigma=math.log(6.0) / Z90, cap=DAY_S)
-    """LN(600 s, p90 3,600 s), capped at one day."""
+    run_time: LogNormal = BATCH_RUN_TIME
     daily_amplitude: float = 0.2
     teams: tuple[Team, ...] = DEFAULT_TEAMS
     priority: int = -1

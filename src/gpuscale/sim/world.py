@@ -129,10 +129,10 @@ class World:
             if key in self._images:
                 image_ready = max(self._images[key], self.now)
             else:
-                rate = profile.pull_mb_per_s.sample(self.rng) if profile else 45.0
+                rate = profile.pull_mb_per_s.draw(self.rng) if profile else 45.0
                 image_ready = self.now + pod.image_bytes / 1e6 / max(rate, 1.0)
                 self._images[key] = image_ready
-        start = profile.start_s.sample(self.rng) if profile else 5.0
+        start = profile.start_s.draw(self.rng) if profile else 5.0
         self.sim.at(image_ready, Priority.WORKLOAD, lambda: self._pulled(pod.key, node.name, start))
 
     def _pulled(self, key: str, node: str, start_s: float) -> None:
