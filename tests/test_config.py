@@ -189,3 +189,94 @@ def test_file_errors(tmp_path: Path) -> None:
         load_config(listing)
     with pytest.raises(ConfigError, match=r"missing\.yaml"):
         load_config(tmp_path / "missing.yaml")
+
+
+# --- GPU sharing (docs/gpu-sharing.md)
+
+
+def _gpu_pool(gpu: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"name": "gpu", "allocatable": {"cpu": "95", "memory": "1Ti"}, "gpu": gpu, **extra}
+
+
+def test_pools_without_sharing_are_unchanged() -> None:
+    pool = parse().pools[1]
+    assert pool.allocatable.get("nvidia.com/gpu") == 8
+    assert {k: v for k, v in pool.labels.items() if k.startswith("nvidia.com/")} == {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count": "8"}
+
+
+def test_mig_pool_offers_mig_devices_and_carries_the_operator_labels() -> None:
+    gpu = {"model": "NVIDIA-A100-SXM4-80GB", "count": 8,
+           "sharing": {"mode": "mig", "strategy": "mixed", "layout": "all-balanced"}}
+    pool = parse_config({"pools": [_gpu_pool(gpu)]}).pools[0]
+    assert {n: a for n, a in pool.allocatable.items if n.startswith("nvidia.com/")} == {
+        "nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 8, "nvidia.com/mig-3g.40gb": 8}
+    assert (pool.gpu_model, pool.gpus_per_node) == ("NVIDIA-A100-SXM4-80GB", 8)
+    assert pool.labels["nvidia.com/mig.config"] == "all-balanced"
+    assert pool.labels["nvidia.com/mig.strategy"] == "mixed"
+
+
+def test_a100_40gb_all_1g_10gb_is_four_per_gpu() -> None:
+    gpu = {"model": "NVIDIA-A100-SXM4-40GB", "count": 8,
+           "sharing": {"mode": "mig", "strategy": "mixed", "layout": "all-1g.10gb"}}
+    assert parse_config({"pools": [_gpu_pool(gpu)]}).pools[0].allocatable.get("nvidia.com/mig-1g.10gb") == 32
+
+
+def test_mig_strategy_defaults_to_single_as_the_gpu_operator() -> None:
+    gpu = {"model": "NVIDIA-H100-80GB-HBM3", "count": 8, "sharing": {"mode": "mig", "layout": "all-3g.40gb"}}
+    pool = parse_config({"pools": [_gpu_pool(gpu)]}).pools[0]
+    assert pool.allocatable.get("nvidia.com/gpu") == 16
+    assert pool.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb"
+    assert pool.labels["nvidia.com/mig.strategy"] == "single"
+
+
+def test_time_sliced_pool_and_matching_allocatable() -> None:
+    gpu = {"model": "Tesla-T4", "count": 1, "sharing": {"mode": "time-slicing", "replicas": 4}}
+    pool = _gpu_pool(gpu, allocatable={"cpu": "4", "memory": "12Gi", "nvidia.com/gpu": 4})
+    parsed = parse_config({"pools": [pool]}).pools[0]
+    assert parsed.allocatable.get("nvidia.com/gpu") == 4
+    assert parsed.labels["nvidia.com/gpu.replicas"] == "4"
+    assert parsed.labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert parsed.labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
+
+
+def test_user_labels_win_over_operator_labels() -> None:
+    gpu = {"model": "Tesla-T4", "count": 1, "sharing": {"mode": "mps", "replicas": 8}}
+    pool = parse_config({"pools": [_gpu_pool(gpu, labels={"nvidia.com/gpu.product": "T4"})]}).pools[0]
+    assert pool.labels["nvidia.com/gpu.product"] == "T4"
+    assert pool.labels["nvidia.com/gpu.sharing-strategy"] == "mps"
+
+
+@pytest.mark.parametrize(("gpu", "allocatable", "expected"), [
+    ({"model": "NVIDIA-A100-SXM4-40GB", "count": 8, "sharing": {"mode": "mig", "layout": "all-2g.20gb"}}, None,
+     "pools[2].gpu.sharing.layout: unknown MIG layout 'all-2g.20gb' for A100-40GB"),
+    ({"model": "NVIDIA-A100-SXM4-40GB", "count": 8, "sharing": {"mode": "mig"}}, None,
+     "pools[2].gpu.sharing.layout: MIG needs a layout"),
+    ({"model": "NVIDIA-A100-SXM4-40GB", "count": 8, "sharing": {"mode": "mig", "layout": "all-balanced"}}, None,
+     "pools[2].gpu.sharing.strategy: strategy single needs a one-profile layout"),
+    ({"model": "Tesla-T4", "count": 1, "sharing": {"mode": "mig", "layout": "all-1g.5gb"}}, None,
+     "pools[2].gpu.model: no MIG profile table for GPU 'Tesla-T4'"),
+    ({"model": "Tesla-T4", "count": 1, "sharing": {"mode": "time-slicing"}}, None,
+     "pools[2].gpu.sharing.replicas: time-slicing needs replicas: 2 or more"),
+    ({"model": "Tesla-T4", "count": 1, "sharing": {"mode": "time-slicing", "replicas": 4, "strategy": "mixed"}},
+     None, "pools[2].gpu.sharing.strategy: applies to mode mig, not time-slicing"),
+    ({"model": "Tesla-T4", "count": 1, "sharing": {"mode": "time-slicing", "replicas": 4, "layout": "all-1g.5gb"}},
+     None, "pools[2].gpu.sharing.layout: applies to mode mig, not time-slicing"),
+    ({"model": "Tesla-T4", "count": 1, "sharing": {"mode": "timeslicing", "replicas": 4}}, None,
+     "pools[2].gpu.sharing.mode: Input should be 'none', 'time-slicing', 'mps' or 'mig'"),
+    ({"model": "Tesla-T4", "count": 1, "sharing": {"mode": "mps", "replica": 4}}, None,
+     "pools[2].gpu.sharing.replica: unknown setting (did you mean replicas?)"),
+    ({"model": "Tesla-T4", "count": 1, "sharing": {"mode": "time-slicing", "replicas": 4}},
+     {"cpu": "4", "memory": "12Gi", "nvidia.com/gpu": 1},
+     "pools[2].allocatable.nvidia.com/gpu: 1 disagrees with gpu.sharing, which offers nvidia.com/gpu: 4"),
+    ({"model": "NVIDIA-A100-SXM4-80GB", "count": 8, "sharing": {"mode": "mig", "layout": "all-1g.10gb",
+                                                                "strategy": "mixed"}},
+     {"cpu": "95", "memory": "1Ti", "nvidia.com/gpu": 8},
+     "pools[2].allocatable.nvidia.com/gpu: 8 disagrees with gpu.sharing, which offers nvidia.com/mig-1g.10gb: 56"),
+])
+def test_sharing_errors_name_the_setting(gpu: dict[str, Any], allocatable: dict[str, Any] | None,
+                                         expected: str) -> None:
+    pool = _gpu_pool(gpu, **({"allocatable": allocatable} if allocatable else {}))
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"pools": [*POOLS[:2], pool]}, "gpuscale.yaml")
+    assert str(caught.value).startswith(f"gpuscale.yaml: {expected}")

@@ -24,9 +24,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from gpuscale.engine.policy import Buffer, CooldownScope, ExpanderName, Limits, Policy, PriorityRule
 from gpuscale.model.errors import ConfigError
+from gpuscale.model.gpu import GpuSharing, MigStrategy, SharingMode, advertised_resources, operator_labels
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import QuantityError, to_milli, to_units
-from gpuscale.model.resources import CPU, GPU_MILLI, NVIDIA_GPU, Resources
+from gpuscale.model.resources import CPU, GPU_MILLI, NVIDIA_GPU, Resources, is_gpu_resource
 from gpuscale.model.taints import Taint, TaintEffect
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -76,10 +77,27 @@ class TaintConfig(_Strict):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
+class SharingConfig(_Strict):
+    """How the pool's GPUs are shared (docs/gpu-sharing.md); checked against the GPU model by `model.gpu`."""
+
+    mode: SharingMode = SharingMode.NONE
+    replicas: int = Field(default=1, ge=1, description="time-slicing / mps: shares per physical GPU")
+    rename_by_default: bool = Field(default=False, description="time-slicing / mps: offer `<resource>.shared`")
+    strategy: MigStrategy | None = Field(default=None, description="mig: single (the default) or mixed")
+    layout: str | None = Field(default=None, description="mig: mig-parted config name, e.g. all-1g.10gb")
+
+    def to_sharing(self) -> GpuSharing:
+        if self.strategy is not None and self.mode is not SharingMode.MIG:
+            raise ConfigError("sharing.strategy", f"applies to mode mig, not {self.mode}")
+        return GpuSharing(mode=self.mode, replicas=self.replicas, rename_by_default=self.rename_by_default,
+                          strategy=self.strategy or MigStrategy.SINGLE, layout=self.layout)
+
+
 class GpuConfig(_Strict):
     model: str = Field(min_length=1, description="GPU product, e.g. nvidia-tesla-a100 or NVIDIA-A100-SXM4-40GB")
     count: int = Field(ge=1, description="physical GPUs per node")
     resource: str = Field(default=NVIDIA_GPU, description="extended resource the device plugin advertises")
+    sharing: SharingConfig | None = None
 
 
 def _quantity(name: str, value: Any) -> int:
@@ -125,10 +143,15 @@ class PoolConfig(_Strict):
         labels = dict(self.labels)
         if self.instance_type:
             labels.setdefault("node.kubernetes.io/instance-type", self.instance_type)
-        if self.gpu is not None:
+        if self.gpu is not None and self.gpu.sharing is None:
             amounts.setdefault(self.gpu.resource, self.gpu.count)
             labels.setdefault(GPU_PRODUCT_LABEL, self.gpu.model)
             labels.setdefault(GPU_COUNT_LABEL, str(self.gpu.count))
+        elif self.gpu is not None and self.gpu.sharing is not None:
+            # The GPUs the device plugin will offer and the labels GFD / the GPU operator will set; the user's win.
+            gpu_amounts, gpu_labels = _shared_gpus(self.gpu, self.gpu.sharing, amounts)
+            amounts |= gpu_amounts
+            labels = {**gpu_labels, **labels}
         return NodePool(
             name=self.name, allocatable=Resources.of(amounts), labels=labels,
             taints=tuple(Taint(key=t.key, value=t.value, effect=TaintEffect(t.effect)) for t in self.taints),
@@ -136,6 +159,25 @@ class PoolConfig(_Strict):
             usd_per_hour=self.usd_per_hour, min_size=self.min_size, max_size=self.max_size, zones=self.zones,
             max_node_provision_time_s=self.max_node_provision_time,
         )
+
+
+def _shared_gpus(gpu: GpuConfig, config: SharingConfig,
+                 amounts: Mapping[str, int]) -> tuple[dict[str, int], dict[str, str]]:
+    """The GPU resources a pool with `gpu.sharing` offers, and the labels its nodes will carry. GPU resources written
+    in `allocatable` must agree with them exactly. Raises `ConfigError` at the setting, relative to the pool."""
+    try:
+        sharing = config.to_sharing()
+        advertised = advertised_resources(gpu.model, gpu.count, sharing, gpu.resource)
+        labels = operator_labels(gpu.model, gpu.count, sharing)
+    except ConfigError as err:
+        raise ConfigError(f"gpu.{err.where}", err.problem) from None
+    written = {n: a for n, a in amounts.items() if is_gpu_resource(n)}
+    for name, amount in sorted(written.items()):
+        if advertised.get(name) != amount:
+            offered = ", ".join(f"{n}: {a}" for n, a in advertised.items)
+            raise ConfigError(f"allocatable.{name}", f"{amount} disagrees with gpu.sharing, which offers {offered}; "
+                                                     "leave GPU resources out of allocatable or make them agree")
+    return advertised.as_dict(), labels
 
 
 class WarmCapacityConfig(_Strict):
@@ -424,7 +466,7 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-_KNOWN_NAMES = sorted({n for m in (ConfigFile, PoolConfig, WarmCapacityConfig, GpuConfig, TaintConfig)
+_KNOWN_NAMES = sorted({n for m in (ConfigFile, PoolConfig, WarmCapacityConfig, GpuConfig, SharingConfig, TaintConfig)
                        for n in m.model_fields})
 
 
@@ -440,12 +482,17 @@ def parse_config(raw: Mapping[str, Any], source: str = "config") -> Config:
         elif first["type"] not in ("missing", "value_error") and isinstance(first.get("input"), str | int | float):
             message = f"{message}, got {first['input']!r}"  # bool is an int: covered
         raise ConfigError(f"{source}: {_location(first['loc'])}", message) from None
-    pools = tuple(p.to_pool() for p in parsed.pools)
+    pools = []
+    for i, pool_config in enumerate(parsed.pools):
+        try:
+            pools.append(pool_config.to_pool())
+        except ConfigError as err:
+            raise ConfigError(f"{source}: pools[{i}].{err.where}", err.problem) from None
     try:
         policy = _policy(parsed, pools)
     except _SettingError as err:
         raise ConfigError(f"{source}: {err.where}", err.problem) from None
-    return Config(pools=pools, policy=policy,
+    return Config(pools=tuple(pools), policy=policy,
                   scan_interval_s=parsed.scan_interval if parsed.scan_interval is not None else 10.0,
                   max_graceful_termination_s=(parsed.max_graceful_termination_sec
                                               if parsed.max_graceful_termination_sec is not None else 600.0))
