@@ -113,8 +113,9 @@ def _explain_class(pod: Pod, nodes: Sequence[Node], groups: Mapping[tuple[object
     short = capacity.free[:, columns] < request[columns]
     too_many = capacity.free_pods < 1
     candidates = static_ok & ~short.any(axis=1) & ~too_many
-    if too_many.any():
-        reasons[FitFailure(FitCode.TOO_MANY_PODS).message] += int((static_ok & too_many).sum())
+    full = int((static_ok & too_many).sum())
+    if full:
+        reasons[FitFailure(FitCode.TOO_MANY_PODS).message] += full
     for j, column in enumerate(columns.tolist()):
         short_here = int((static_ok & short[:, j]).sum())
         if short_here:

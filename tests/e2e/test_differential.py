@@ -1,0 +1,245 @@
+"""Differential test: gpuscale's feasibility (`explain_fit`) against the real kube-scheduler v1.37.2.
+
+A seeded generator makes kwok nodes (labels, taints of every effect with and without values, cordons, allocatable
+cpu/memory/pods and extended resources) and then, one at a time, a few hundred pods (requests in several containers,
+init containers and sidecars, extended resources, tolerations of every shape, nodeSelector, required node affinity
+with every operator over several terms, required pod anti-affinity and sometimes affinity). For each pod, the cluster
+is listed from the API just before the pod is created — the state the scheduler decides on, since nothing else
+changes it meanwhile — and gpuscale explains the pod against that snapshot. Then:
+
+- the scheduler bound the pod to node X → X must be among gpuscale's fitting nodes;
+- the scheduler set PodScheduled=False/Unschedulable → gpuscale must fit it nowhere, and the scheduler's
+  "0/N nodes are available: …" must give the same N and the same {reason: count} as gpuscale's.
+
+Bound pods stay (they fill nodes up and carry anti-affinity, so later pods meet fuller, more varied nodes); a batch
+of empty nodes comes a third and two thirds in, so that pods keep binding. Unschedulable pods are deleted once
+compared.
+Before the first pod and after each node batch, a probe pod that fits nowhere is recreated until the scheduler's
+message for it equals gpuscale's: the scheduler then sees every node, with its final taints and cordon.
+
+Only the scheduler's first verdict is compared: it comes within tens of milliseconds, long before its first backoff
+retry (1 s), and nothing in between makes the pod schedulable. Known differences are kept out of the random mix and
+pinned by a strict xfail test below (test_match_fields_prefilter_wording_differs); test_no_zero_count_reasons
+guards a bug this test found and that is fixed.
+
+GPUSCALE_DIFF_SEED / GPUSCALE_DIFF_PODS override the seed and the number of pods (e.g. to explore other seeds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import uuid
+from typing import Any
+
+import pytest
+from differential import (
+    Disagreement,
+    Tally,
+    categories,
+    compare,
+    gpuscale_fit,
+    list_objects,
+    node_categories,
+    parse_scheduler_message,
+    random_nodes,
+    random_pod,
+    scheduler_outcome,
+)
+from harness import wait_for
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from gpuscale.engine.fit import explain_fit
+from gpuscale.kube.convert import cluster_from_objects
+
+SEED = int(os.environ.get("GPUSCALE_DIFF_SEED", "20261129"))
+PODS = int(os.environ.get("GPUSCALE_DIFF_PODS", "400"))
+BATCHES = {0: 12, PODS // 3: 6, 2 * PODS // 3: 6}
+"""Pod index → number of new nodes created just before that pod."""
+DECIDE_TIMEOUT_S = 30
+POLL_S = 0.01
+SHOWN = 10
+
+# Every one of these must come up in the scheduler's messages, or the generator has drifted into testing little.
+EXPECTED_REASONS = {
+    "node(s) had untolerated taint(s)",
+    "node(s) were unschedulable",
+    "node(s) didn't match Pod's node affinity/selector",
+    "Insufficient cpu",
+    "Insufficient memory",
+    "Insufficient nvidia.com/gpu",
+    "Insufficient nvidia.com/mig-1g.10gb",
+    "Insufficient example.com/foo",
+    "Too many pods",
+    "node(s) didn't match pod anti-affinity rules",
+}
+
+
+def test_parse_scheduler_message() -> None:
+    message = ("0/14 nodes are available: 1 Insufficient nvidia.com/gpu, 3 Insufficient cpu, 2 node(s) had untolerated "
+               "taint(s). preemption: 0/14 nodes are available: 14 Preemption is not helpful for scheduling.")
+    assert parse_scheduler_message(message) == (
+        14, {"Insufficient nvidia.com/gpu": 1, "Insufficient cpu": 3, "node(s) had untolerated taint(s)": 2})
+    assert parse_scheduler_message("0/3 nodes are available: 3 Too many pods.") == (3, {"Too many pods": 3})
+
+
+def _model_fit(objects: list[dict[str, Any]]) -> dict[str, int]:
+    (fit,) = explain_fit(cluster_from_objects(objects))
+    return dict(fit.reasons)
+
+
+def _node(name: str, cpu: str, pods: str = "110", **spec: Any) -> dict[str, Any]:
+    return {"kind": "Node", "metadata": {"name": name, "labels": {"x": name}}, "spec": spec,
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods}}}
+
+
+def _pod(name: str, cpu: str, node: str | None = None, **spec: Any) -> dict[str, Any]:
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}], "nodeName": node, **spec}}
+
+
+def test_no_zero_count_reasons() -> None:
+    """Found by the differential run: a node out of pod slots that another filter already rejected is not counted."""
+    # Node a is full (1 pod of 1) but fails the nodeSelector first; node b lacks CPU. kube-scheduler:
+    # "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
+    reasons = _model_fit([_node("a", "4", pods="1"), _node("b", "4"), _pod("running", "1", node="a"),
+                          _pod("new", "8", nodeSelector={"x": "b"})])
+    assert reasons == {"Insufficient cpu": 1, "node(s) didn't match Pod's node affinity/selector": 1}
+
+
+@pytest.mark.xfail(strict=True, reason="gpuscale does not model NodeAffinity's PreFilter: with `metadata.name In` "
+                                       "fields in every term kube-scheduler filters only those nodes and reports the "
+                                       "rest as `node(s) didn't satisfy plugin(s) [NodeAffinity]`")
+def test_match_fields_prefilter_wording_differs() -> None:
+    # Observed from kube-scheduler v1.37.2 in this harness: a pod with matchFields metadata.name In [n0] and no
+    # tolerations, n0 tainted NoExecute, five other nodes (two cordoned, three tainted or not) →
+    # "0/6 nodes are available: 1 node(s) had untolerated taint(s), 5 node(s) didn't satisfy plugin(s) [NodeAffinity]"
+    # — the cordoned and tainted nodes outside the set are never filtered, so never reported as such.
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["c"]}]}]}}}
+    reasons = _model_fit([
+        _node("a", "4", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+        _node("b", "4", unschedulable=True),
+        _node("c", "4"),
+        _pod("new", "8", affinity=affinity),
+    ])
+    assert reasons == {"Insufficient cpu": 1, "node(s) didn't satisfy plugin(s) [NodeAffinity]": 2}
+
+
+def _is_ready(node: client.V1Node) -> bool:
+    ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+    keys = {t.key for t in node.spec.taints or []}
+    return (ready and "node.kubernetes.io/not-ready" not in keys
+            and (not node.spec.unschedulable or "node.kubernetes.io/unschedulable" in keys))
+
+
+def _read_pod(core_v1: client.CoreV1Api, name: str, namespace: str) -> dict[str, Any]:
+    return json.loads(core_v1.read_namespaced_pod(name, namespace, _preload_content=False).data)
+
+
+def _schedule(core_v1: client.CoreV1Api, namespace: str, body: dict[str, Any]) -> tuple[Any, ...]:
+    """Snapshot the cluster, create the pod, wait for the scheduler's first verdict; (snapshot, pod, outcome)."""
+    objects = list_objects(core_v1)
+    created = json.loads(core_v1.create_namespaced_pod(namespace, body, _preload_content=False).data)
+    name = created["metadata"]["name"]
+    outcome = wait_for(lambda: scheduler_outcome(_read_pod(core_v1, name, namespace)), DECIDE_TIMEOUT_S,
+                       interval_s=POLL_S, desc=f"kube-scheduler to bind {name} or find it Unschedulable")
+    return objects, created, outcome
+
+
+def _delete_pod(core_v1: client.CoreV1Api, name: str, namespace: str) -> None:
+    try:
+        core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def _wait_scheduler_in_sync(core_v1: client.CoreV1Api, namespace: str, tag: str) -> None:
+    """Barrier: a pod that fits nowhere (1000 CPUs), recreated until the scheduler's message for it equals gpuscale's
+    on the same snapshot — the scheduler then counts every node, with its final taints and cordon."""
+    deadline = time.monotonic() + DECIDE_TIMEOUT_S
+    for attempt in range(10_000):
+        body = {"metadata": {"name": f"probe-{tag}-{attempt}"},
+                "spec": {"terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "c", "image": "registry.example/probe:1",
+                                         "resources": {"requests": {"cpu": "1000"}}}]}}
+        objects, created, outcome = _schedule(core_v1, namespace, body)
+        _delete_pod(core_v1, created["metadata"]["name"], namespace)
+        cluster, fit = gpuscale_fit(objects, created)
+        disagreement = compare(-1, created, outcome, cluster, fit)
+        if disagreement is None:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("kube-scheduler never agreed on the probe pod:\n" + disagreement.render(SEED))
+        time.sleep(0.1)
+
+
+def _add_nodes(core_v1: client.CoreV1Api, namespace: str, rng: random.Random, names: list[str],
+               created: list[str], tally: Tally) -> None:
+    """Create a batch of random kwok nodes, wait until they are Ready and the scheduler sees them as they are."""
+    for body in random_nodes(rng, names):
+        core_v1.create_node(body)
+        created.append(body.metadata.name)
+    wait_for(lambda: all(_is_ready(core_v1.read_node(n)) for n in names), 60, interval_s=0.05,
+             desc="differential nodes Ready (not-ready taint lifted, cordons tainted)")
+    for name in names:
+        tally.categories.update(node_categories(core_v1.read_node(name)))
+    _wait_scheduler_in_sync(core_v1, namespace, names[0])
+
+
+def test_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace: str) -> None:
+    started = time.monotonic()
+    rng = random.Random(SEED)
+    run = uuid.uuid4().hex[:6]
+    tally = Tally()
+    disagreements: list[Disagreement] = []
+    node_names: list[str] = []
+    created_nodes: list[str] = []
+    try:
+        for i in range(PODS):
+            # Bound pods stay, so nodes fill up; batches of empty nodes a third and two thirds in keep pods binding.
+            batch = BATCHES.get(i)
+            if batch is not None:
+                names = [f"diff-{run}-{i:03d}-{j:02d}" for j in range(batch)]
+                _add_nodes(core_v1, namespace, rng, names, created_nodes, tally)
+                node_names += names
+            body = random_pod(rng, f"p{i:03d}", node_names)
+            objects, created, outcome = _schedule(core_v1, namespace, body)
+            cluster, fit = gpuscale_fit(objects, created)
+            disagreement = compare(i, body, outcome, cluster, fit)
+            if disagreement is not None:
+                disagreements.append(disagreement)
+            tally.record(bound=outcome.node is not None)
+            tally.categories.update(categories(body))
+            if outcome.node is None:
+                tally.reasons.update(parse_scheduler_message(outcome.message)[1].keys())
+                _delete_pod(core_v1, created["metadata"]["name"], namespace)
+    finally:
+        try:
+            core_v1.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        finally:
+            for name in created_nodes:
+                try:
+                    core_v1.delete_node(name)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+
+    elapsed = time.monotonic() - started
+    summary = (f"seed {SEED}, {len(node_names)} nodes in {len(BATCHES)} batches, {elapsed:.1f}s in all\n"
+               f"{tally.summary()}")
+    print("\n" + summary)
+    assert not disagreements, (
+        f"gpuscale disagrees with kube-scheduler on {len(disagreements)} of {tally.pods} pods "
+        f"(seed {SEED}; rerun with GPUSCALE_DIFF_SEED={SEED}):\n"
+        + "\n".join(d.render(SEED) for d in disagreements[:SHOWN])
+        + (f"\n… and {len(disagreements) - SHOWN} more" if len(disagreements) > SHOWN else "")
+        + f"\n{summary}"
+    )
+    assert tally.bound >= PODS // 5 and tally.unschedulable >= PODS // 5, f"outcomes too one-sided:\n{summary}"
+    missing = EXPECTED_REASONS - set(tally.reasons)
+    assert not missing, f"the scheduler never gave {sorted(missing)} — the generator no longer covers them:\n{summary}"
