@@ -16,6 +16,7 @@ from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.pod import Pod, PodGroupRef
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
+from gpuscale.model.taints import Taint, TaintEffect
 from tests.builders import make_pod, resources, taint, toleration
 
 NOW = 10_000.0
@@ -101,6 +102,18 @@ def test_registered_not_ready_node_and_requested_node_count_as_upcoming() -> Non
     assert run((training_pod(),), nodes=(not_ready,)).scale_up == ()
     requested = UpcomingNode(pool=a100.name, request_id="req-1", requested_s=NOW - 60)
     assert run((training_pod(),), upcoming=(requested,)).scale_up == ()
+
+
+def test_starting_node_with_the_not_ready_taint_still_absorbs_the_pod() -> None:
+    """Against the real control plane a starting node carries node.kubernetes.io/not-ready:NoSchedule; it must not
+    count against the pod the node was ordered for."""
+    a100 = SEED_POOLS[1]
+    not_ready = Taint(key="node.kubernetes.io/not-ready", effect=TaintEffect.NO_SCHEDULE)
+    starting = pool_node(a100, "a100-boot", ready=False, taints=(*a100.taints, not_ready))
+    plan = run((training_pod(),), nodes=(starting,))
+    assert plan.scale_up == () and codes(plan.covered) == {ReasonCode.FITS_UPCOMING}
+    usable_but_tainted = pool_node(a100, "a100-odd", taints=(*a100.taints, not_ready))
+    assert scale_ups(run((training_pod(),), nodes=(usable_but_tainted,))) == {"gpu-training-a100": 1}
 
 
 def test_more_pods_than_upcoming_capacity_orders_only_the_difference() -> None:

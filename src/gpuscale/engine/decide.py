@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuscale.engine.limits import Totals, headroom, totals_of
-from gpuscale.engine.nodes import NodePhase, phase, pool_of
+from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase, pool_of
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
@@ -118,9 +118,9 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
         if current is NodePhase.DELETING or node.name in timeouts.expired_nodes:
             continue
         counted.append((pool, 1))
-        nodes.append(node)
-        capacity.append(node.allocatable if current is NodePhase.USABLE or pool is None
-                        else node.allocatable.max(pool.allocatable))
+        usable = current is NodePhase.USABLE
+        nodes.append(node if usable else as_it_will_be(node))
+        capacity.append(node.allocatable if usable or pool is None else node.allocatable.max(pool.allocatable))
         row_pool.append(name)
         upcoming.append(current is not NodePhase.USABLE)
     for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):

@@ -14,6 +14,7 @@ Karpenter aws#6355) — whatever labels the node carries.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from enum import StrEnum
 
 from gpuscale.engine.plan import TO_BE_DELETED_TAINT
@@ -37,6 +38,21 @@ ALLOWED = {
     NodePhase.USABLE: {NodePhase.DELETING},  # scale-down
     NodePhase.DELETING: set(),
 }
+
+
+STARTUP_TAINTS = frozenset({
+    "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/network-unavailable",
+    "node.cloudprovider.kubernetes.io/uninitialized"})
+"""Taints a node carries only while it starts (node lifecycle controller, cloud controller manager)."""
+STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
+
+
+def as_it_will_be(node: Node) -> Node:
+    """An upcoming node as pods will see it once usable: without its start-up taints. Counting the `not-ready` taint
+    against the pod the node was ordered for would order a second node (found against the real control plane)."""
+    kept = tuple(t for t in node.taints
+                 if t.key not in STARTUP_TAINTS and not t.key.startswith(STARTUP_TAINT_PREFIX))
+    return node if kept == node.taints else replace(node, taints=kept)
 
 
 def pool_of(node: Node, node_pools: Mapping[str, str]) -> str | None:
