@@ -242,3 +242,49 @@ def pack(
 
 def main() -> None:
     app()
+
+
+class ProviderName(StrEnum):
+    KWOK = "kwok"
+
+
+@app.command()
+@user_errors
+def run(
+    config: Annotated[Path, typer.Option("--config", help="gpuscale configuration: pools and autoscaling options.")],
+    kubeconfig: Annotated[Path | None, typer.Option(
+        "--kubeconfig", help="Kubeconfig to reach the cluster; default: the in-cluster service account.")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Wait for the cache to sync, run one tick, exit.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and log; write nothing, add or remove no "
+                                          "node.")] = False,
+    provider: Annotated[ProviderName, typer.Option("--provider", help="Node provider.")] = ProviderName.KWOK,
+) -> None:
+    """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
+    import logging
+    import signal
+    import threading
+
+    from kubernetes import config as kube_config
+
+    from gpuscale.controller import build_controller, run_loop
+
+    settings = load_config(config)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if kubeconfig is not None:
+        api_client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig))
+    else:
+        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+        from kubernetes import client as kube_client
+        api_client = kube_client.ApiClient()
+    controller = build_controller(api_client, settings, dry_run=dry_run)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = run_loop(controller, once=once, stop=stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        controller.close()
+        api_client.close()
+    raise typer.Exit(code)
