@@ -21,10 +21,13 @@ from gpuscale.loop.ports import ProviderError
 from gpuscale.model.node import HOSTNAME_LABEL, POOL_LABEL, ZONE_LABEL, Node
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources, is_gpu_resource
+from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Handle, Priority, Simulation
 from gpuscale.sim.distributions import LogNormal
 
+NOT_READY_TAINT = Taint(key="node.kubernetes.io/not-ready", effect=TaintEffect.NO_SCHEDULE)
+"""What the node lifecycle controller puts on a registered node until it is Ready, as on a real cluster."""
 PULL_MB_PER_S = LogNormal.from_p90(45.0, 85.0)
 """Cold image pull throughput, extraction included (TWIN-DEFAULTS §2)."""
 CONTAINER_START_S = LogNormal.from_p90(5.0, 20.0)
@@ -178,8 +181,9 @@ class SimCloud:
         zone = pool.zones[(int(name.rsplit("-", 1)[1]) - 1) % len(pool.zones)] if pool.zones else None
         labels = {**pool.labels, POOL_LABEL: pool.name, HOSTNAME_LABEL: name, **({ZONE_LABEL: zone} if zone else {})}
         withheld = Resources.of({n: a for n, a in pool.allocatable.items if not is_gpu_resource(n)})
-        node = Node(name=name, allocatable=withheld, capacity=withheld, labels=labels, taints=pool.taints,
-                    ready=False, created_s=self._sim.now, provider_id=f"twin://{pool.name}/{name}")
+        node = Node(name=name, allocatable=withheld, capacity=withheld, labels=labels,
+                    taints=(*pool.taints, NOT_READY_TAINT), ready=False, created_s=self._sim.now,
+                    provider_id=f"twin://{pool.name}/{name}")
         t.node = name
         self._by_node[name] = t
         self._cluster.put_node(node)
@@ -190,7 +194,8 @@ class SimCloud:
         node = self._cluster.nodes.get(t.node or "")
         if node is None:
             return
-        self._cluster.put_node(replace(node, ready=True, ready_since_s=self._sim.now))
+        taints = tuple(t for t in node.taints if t.key != NOT_READY_TAINT.key)
+        self._cluster.put_node(replace(node, ready=True, ready_since_s=self._sim.now, taints=taints))
         gpu = self.pools[t.pool].profile.gpu_s
         if gpu is None or not self.pools[t.pool].pool.is_gpu_pool():
             t.gpu_s = self._sim.now
