@@ -12,4 +12,8 @@ Glossary
   removed once it has been unneeded for `unneeded_time`.
 - **plan**: what one decision wants done — scale-ups, removals — each item with its reasons.
 - **gang / pod group**: pods that must start together (all-or-nothing).
+- **shared GPU**: one physical GPU advertised as several `nvidia.com/gpu` (time-slicing, MPS replicas) or as MIG
+  instances (`nvidia.com/mig-<profile>`, a layout per GPU); gpuscale counts in the units the scheduler sees
+  (`model/gpu.py`).
+- **fragmentation**: idle GPU capacity that the typical pods cannot use (the FGD paper's measure, docs/fgd.md).
 """
