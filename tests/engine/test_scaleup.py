@@ -295,3 +295,12 @@ def test_warm_buffer_keeps_an_idle_node_ready() -> None:
 def test_warm_buffer_counts_free_gpus() -> None:
     policy = Policy(buffers=(Buffer(pool="gpu-inference-t4", free_gpus=3),), scale_down_enabled=False)
     assert scale_ups(run((), policy=policy)) == {"gpu-inference-t4": 3}
+
+
+def test_warm_buffer_does_not_count_a_node_a_pending_pod_will_take_as_idle() -> None:
+    policy = Policy(buffers=(Buffer(pool="gpu-training-a100", idle_nodes=1),), scale_down_enabled=False)
+    idle = pool_node(SEED_POOLS[1], "a100-idle")
+    assert run((), nodes=(idle,), policy=policy).scale_up == ()
+    plan = run((training_pod(),), nodes=(idle,), policy=policy)  # the pod lands on it: the buffer needs a new node
+    assert codes(plan.covered) == {ReasonCode.FITS_EXISTING}
+    assert scale_ups(plan) == {"gpu-training-a100": 1} and codes(plan.scale_up) == {ReasonCode.BUFFER}

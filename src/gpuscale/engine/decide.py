@@ -28,7 +28,7 @@ from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
-from gpuscale.model.resources import Resources, is_gpu_resource
+from gpuscale.model.resources import PODS, Resources, is_gpu_resource
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +104,8 @@ class _World:
     row_pool: tuple[str | None, ...]
     upcoming_rows: np.ndarray
     totals: Totals
+    free_pods_before: np.ndarray
+    """Free pod slots per row before this decision placed anything (scale-up mutates the table in place)."""
 
 
 def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
@@ -137,7 +139,8 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     placed = [p for p in cluster.pods if p.consumes_capacity()]
     table = NodeTable.build(nodes, capacity, placed, pending_names, with_topology=affinity)
     return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
-                  upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted))
+                  upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted),
+                  free_pods_before=table.free_pods.copy())
 
 
 def _sorted_cluster(cluster: Cluster) -> Cluster:
@@ -195,9 +198,13 @@ def _merge(scale_ups: Sequence[ScaleUp]) -> tuple[ScaleUp, ...]:
     return tuple(merged.values())
 
 
-def _busy_rows(rows: Sequence[Node], pods: Sequence[Pod], placed_rows: set[int]) -> set[int]:
-    index = {n.name: i for i, n in enumerate(rows)}
-    busy = set(placed_rows)
+def _busy_rows(world: _World, table: NodeTable, pods: Sequence[Pod]) -> set[int]:
+    """Rows that hold workload after this decision: a non-DaemonSet pod runs there, or a pending pod or a new node's
+    pod was placed there (its free pod slots dropped)."""
+    known = len(world.rows)
+    busy = {i for i in range(len(table))
+            if table.free_pods[i] < (world.free_pods_before[i] if i < known else table.nodes[i].allocatable.get(PODS))}
+    index = {n.name: i for i, n in enumerate(world.rows)}
     for pod in pods:
         if pod.consumes_capacity() and not (pod.owner and pod.owner.kind == "DaemonSet"):
             i = index.get(pod.node_name or "")
@@ -228,10 +235,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     world = build_world(cluster, snapshot, by_name, timeouts, resolved)
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
                        totals=world.totals, state=state, policy=policy, now=now)
-    placed_rows = {i for i in range(len(world.rows), len(up.table))
-                   if up.table.free_pods[i] < (up.table.nodes[i].allocatable.get("pods"))}
-    busy = _busy_rows(world.rows, cluster.pods, placed_rows)
-    busy.update(i for i in range(len(world.rows)) if up.table.free_pods[i] < world.table.free_pods[i])
+    busy = _busy_rows(world, up.table, cluster.pods)
     buffers, _ = buffer_scale_ups(up.table, world.row_pool, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])
     down = _scale_down(cluster, up.table, by_name, resolved, state, policy, now)
