@@ -234,7 +234,7 @@ class ScaleUpResult:
 def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArray, pools: Sequence[NodePool],
                   totals: Totals, state: EngineState, policy: Policy, now: float) -> ScaleUpResult:
     candidates = select_candidates(cluster, policy, now)
-    normalizer = Resources.of({}).max(Resources())
+    normalizer = Resources()
     for pool in pools:
         normalizer = normalizer.max(pool.allocatable)
     for node in table.nodes:
