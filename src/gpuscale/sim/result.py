@@ -52,6 +52,29 @@ class Notable:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TeamStats:
+    """One team's view of the queueing layer (only when the scenario has `queues:`; docs/queues.md)."""
+
+    cluster_queues: tuple[str, ...]
+    workloads: int
+    """Jobs of the team that a LocalQueue took."""
+    admissions: int
+    queue_wait_s: tuple[float, ...]
+    """Per admission: entering the queue (submission, or requeue after an eviction) → admitted."""
+    scale_up_wait_s: tuple[float, ...]
+    """Per admission that got every pod running: admitted → the last pod running."""
+    admitted_gpu_hours: float
+    """GPU-hours of quota held (admission → release), whether or not the pods were running yet."""
+    borrowed_admissions: int
+    preemptions: int
+    requeues: int
+    """waitForPodsReady timeouts."""
+    deactivated: int
+    still_queued: int
+    never_admitted: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SimResult:
     scenario: str
     policy: str
@@ -77,6 +100,8 @@ class SimResult:
     notable: tuple[Notable, ...] = ()
     scale_ups_by_pool: Mapping[str, int] = field(default_factory=dict)
     queue_wait_by_team: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    teams: Mapping[str, TeamStats] = field(default_factory=dict)
+    """Per team, when the scenario has a queueing layer; empty otherwise."""
 
     @property
     def gpu_hours_idle(self) -> float:

@@ -25,6 +25,8 @@ from gpuscale.model.resources import PODS
 from gpuscale.sim.cloud import CloudPool, SimCloud, Spell
 from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Priority, Simulation, VirtualClock
+from gpuscale.sim.queue_config import QueueSpec
+from gpuscale.sim.queueing import QueueManager
 from gpuscale.sim.result import Notable, PodRecord, Series, SimResult
 from gpuscale.sim.scheduler import Scoring, SimScheduler
 from gpuscale.sim.workloads import Job, JobSpec, Pause, PauseSpec, Service, ServiceSpec
@@ -49,6 +51,8 @@ class TwinSetup:
     duration_s: float = 86_400.0
     seed: int = 0
     sample_s: float = 300.0
+    queues: QueueSpec | None = None
+    """The Kueue-like queueing layer (docs/queues.md); None = jobs get their pods at submission."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +95,8 @@ def simulate(setup: TwinSetup, policy: TwinPolicy,
                      on_stockout=lambda pool, t: stockouts.append((pool, t)))
     world = World(sim=sim, cluster=cluster, scheduler=scheduler, cloud=cloud, rng=rng)
     world_ref.append(world)
+    if setup.queues is not None:
+        world.queues = QueueManager(world, setup.queues)
     events = EventLog()
     autoscaler = Autoscaler(reader=cluster, writer=cluster, provider=cloud, events=events,
                             clock=VirtualClock(sim), pools=[p.pool for p in setup.pools], policy=policy.policy,
@@ -246,6 +252,7 @@ def _result(setup: TwinSetup, policy: TwinPolicy, world: World, cloud: SimCloud,
                       gpus_provisioned=tuple(sampler.provisioned), gpus_allocated=tuple(sampler.allocated)),
         notable=tuple(sorted(notable, key=lambda n: (n.t_s, n.kind, n.message))),
         scale_ups_by_pool=dict(sorted(loop.scale_ups_by_pool.items())),
+        teams=world.queues.result() if world.queues is not None else {},
     )
 
 

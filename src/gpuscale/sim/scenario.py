@@ -26,6 +26,7 @@ from gpuscale.sim.distributions import LogNormal
 from gpuscale.sim.helios import bundled_curve, openb_helios_jobs
 from gpuscale.sim.openb import bundled, read_pods
 from gpuscale.sim.profiles import PROFILES, STOCKOUT_PROBABILITY
+from gpuscale.sim.queue_config import QueuesConfig, build_queue_spec
 from gpuscale.sim.run import TwinPolicy, TwinSetup
 from gpuscale.sim.scheduler import Scoring
 from gpuscale.sim.synthetic import (
@@ -120,6 +121,8 @@ class ScenarioFile(_Strict):
     stockouts: tuple[SpellConfig, ...] = ()
     initial_nodes: dict[str, int] = Field(default_factory=dict)
     workload: WorkloadConfig = WorkloadConfig()
+    queues: QueuesConfig | None = None
+    """Kueue-like ClusterQueues, LocalQueues and flavors in front of the jobs (docs/queues.md)."""
 
 
 def _teams(items: tuple[TeamConfig, ...]) -> tuple[Team, ...]:
@@ -193,7 +196,15 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
     pauses = (PauseSpec(replicas=pause.replicas,
                         requests=Resources.of(cpu=pause.cpu_milli, memory=pause.memory_mib * 2**20)),) if pause else ()
     initial = {p.name: max(p.min_size, parsed.initial_nodes.get(p.name, 0)) for p in config.pools}
-    setup = TwinSetup(name=parsed.name, pools=tuple(cloud_pools), jobs=tuple(_jobs(parsed, base, rng)),
+    jobs = _jobs(parsed, base, rng)
+    queues = None
+    if parsed.queues is not None:
+        queues = build_queue_spec(parsed.queues, f"{source}: queues", config.pools)
+        for job in jobs:
+            if job.queue and queues.cluster_queue_of(job.team, job.queue) is None:
+                raise ConfigError(f"{source}: job {job.name}",
+                                  f"queue {job.queue!r} is not a LocalQueue of namespace {job.team!r}")
+    setup = TwinSetup(name=parsed.name, pools=tuple(cloud_pools), jobs=tuple(jobs), queues=queues,
                       services=tuple(_services(parsed)), pauses=pauses,
                       spells=tuple(Spell(pool=s.pool, start_s=s.start, end_s=s.end) for s in parsed.stockouts),
                       initial_nodes={k: v for k, v in initial.items() if v}, duration_s=parsed.duration,

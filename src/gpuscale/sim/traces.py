@@ -27,7 +27,7 @@ GB = 10**9
 
 REQUIRED_COLUMNS = ("submit_s", "duration_s", "pods", "gpus_per_pod", "gpu_milli", "gpu_model", "cpu_milli",
                     "memory_mib", "priority", "kind")
-OPTIONAL_COLUMNS = ("name", "team", "checkpoint_s", "image_gb")
+OPTIONAL_COLUMNS = ("name", "team", "checkpoint_s", "image_gb", "queue")
 COLUMNS = ("name", "kind", "team", "submit_s", "duration_s", "pods", "gpus_per_pod", "gpu_milli", "gpu_model",
            "cpu_milli", "memory_mib", "priority", "checkpoint_s", "image_gb")
 """The order `write_jobs` writes; readers find columns by name, in any order."""
@@ -227,7 +227,7 @@ def _job(row: _Row, placement: Placement, default_name: str) -> JobSpec:
         submit_s=row.number("submit_s", minimum=0.0), pods=pods, requests=requests, constraints=rule.constraints(),
         duration_s=row.number("duration_s", minimum=0.0, positive=True),
         checkpoint_s=row.number("checkpoint_s", minimum=0.0, default=0.0), priority=row.integer("priority"),
-        image_bytes=round(row.number("image_gb", minimum=0.0, default=0.0) * GB),
+        image_bytes=round(row.number("image_gb", minimum=0.0, default=0.0) * GB), queue=row.text("queue"),
     )
 
 
@@ -236,10 +236,12 @@ def write_jobs(path: Path, jobs: Iterable[JobSpec], placement: Placement = GKE_P
     """Write `jobs` as a generic job CSV (columns in `COLUMNS` order, `\\n` line ends, floats in shortest round-trip
     form), so that `read_jobs(path, placement)` returns equal `JobSpec`s. Raises `InputError` naming the job for one
     the format cannot express (other resources, memory not in whole MiB, constraints `placement` cannot produce)."""
-    rows = [_row_of(job, placement) for job in jobs]
+    jobs = list(jobs)
+    queued = any(job.queue for job in jobs)  # the `queue` column only when some job names a LocalQueue
+    rows = [(*_row_of(job, placement), *((job.queue,) if queued else ())) for job in jobs]
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(COLUMNS)
+        writer.writerow((*COLUMNS, "queue") if queued else COLUMNS)
         writer.writerows(rows)
 
 

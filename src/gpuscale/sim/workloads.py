@@ -13,8 +13,8 @@ HPA controllers do in a cluster:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from gpuscale.model.pod import OwnerRef, Pod, PodGroupRef, SchedulingConstraints
@@ -42,6 +42,9 @@ class JobSpec:
     """Checkpoint interval; 0 means no checkpoints (an interruption loses everything)."""
     priority: int = 0
     image_bytes: int = 0
+    queue: str = ""
+    """Kueue LocalQueue (in the team's namespace) the job is submitted to; empty = the LocalQueue named after the
+    team, if the scenario has one (docs/queues.md)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +101,8 @@ class Job:
         self.started_at: float | None = None
         self.finish: Handle | None = None
         self.done = False
+        self.constraints = spec.constraints
+        """The spec's, plus the node labels of the flavor Kueue admitted the job to (if queued)."""
         world.sim.at(spec.submit_s, Priority.WORKLOAD, self._submit)
 
     @property
@@ -105,6 +110,8 @@ class Job:
         return self.world.gpus_of(self.spec.requests) * self.spec.pods
 
     def _submit(self) -> None:
+        if self.world.queues is not None and self.world.queues.holds(self):
+            return  # suspended until Kueue admits it (`admit`)
         self.attempt += 1
         spec = self.spec
         group = PodGroupRef(key=f"{spec.team}/{spec.name}-{self.attempt}", source="kueue", min_member=spec.pods) \
@@ -113,7 +120,7 @@ class Job:
         for i in range(spec.pods):
             name = f"{spec.name}-{self.attempt}-{i}"
             pod = Pod(namespace=spec.team, name=name, uid=name,
-                      requests=spec.requests, constraints=spec.constraints, priority=spec.priority,
+                      requests=spec.requests, constraints=self.constraints, priority=spec.priority,
                       labels={"job-name": spec.name, "gpuscale.io/workload": spec.kind}, owner=owner, group=group,
                       created_s=self.world.now, image_bytes=spec.image_bytes)
             self.pods.add(pod.key)
@@ -125,12 +132,33 @@ class Job:
             self.started_at = self.world.now
             remaining = max(self.spec.duration_s - self.progress_s, 0.0)
             self.finish = self.world.sim.after(remaining, Priority.WORKLOAD, self._finished)
+            if self.world.queues is not None:
+                self.world.queues.ready(self)
+
+    def admit(self, node_labels: Mapping[str, str]) -> None:
+        """Kueue admitted the job: create its pods, with the flavor's node labels added to their nodeSelector."""
+        affinity = self.spec.constraints.affinity
+        selector = dict(affinity.node_selector) | dict(node_labels)
+        self.constraints = replace(self.spec.constraints, affinity=replace(
+            affinity, node_selector=tuple(sorted(selector.items()))))
+        self._submit()
+
+    def suspend(self) -> None:
+        """Kueue evicted the job (preemption, waitForPodsReady timeout): lose the work since the last checkpoint,
+        delete the pods, and wait for the next admission."""
+        self._stop()
+        self.constraints = self.spec.constraints
 
     def on_terminated(self, pod: Pod, why: Termination) -> None:
         self.pods.discard(pod.key)
         self.running.discard(pod.key)
         if self.done:
             return
+        self._stop()
+        self.world.sim.after(0.0, Priority.WORKLOAD, self._submit)
+
+    def _stop(self) -> None:
+        """The job is interrupted: keep the work up to the last checkpoint, count the rest as lost, delete the pods."""
         if self.started_at is not None:
             ran = self.world.now - self.started_at
             total = self.progress_s + ran
@@ -147,13 +175,14 @@ class Job:
             self.world.withdraw_pod(key)
         self.pods.clear()
         self.running.clear()
-        self.world.sim.after(0.0, Priority.WORKLOAD, self._submit)
 
     def _finished(self) -> None:
         self.done = True
         for key in sorted(self.pods):
             self.world.complete_pod(key)
         self.pods.clear()
+        if self.world.queues is not None:
+            self.world.queues.finished(self)
 
 
 class Service:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from gpuscale.sim.core import Priority, Simulation
 from gpuscale.sim.result import PodRecord
 from gpuscale.sim.scheduler import SimScheduler
 from gpuscale.sim.workloads import Workload
+
+if TYPE_CHECKING:
+    from gpuscale.sim.queueing import QueueManager
 
 
 @dataclass(slots=True)
@@ -78,6 +82,8 @@ class World:
         """(node, image size) → time the image is (or will be) on the node."""
         self.withdrawn: set[str] = set()
         """Pods their owner deleted on purpose before they ran (scale-in, requeue): not counted as never run."""
+        self.queues: QueueManager | None = None
+        """The Kueue-like queueing layer, when the scenario has one (`sim.queueing`)."""
         cluster.on_terminated = self._terminated
         cluster.on_node_removed = self._node_removed
 
