@@ -78,6 +78,8 @@ def render_html(results: Sequence[SimResult], title: str) -> str:
             "<h2>Over time</h2>", _time_plots(results, colours),
             "<h2>Pending → running</h2>", _latency_plots(results, colours),
             "<h2>Details</h2>", _details(results), "<h2>Notable events</h2>", _notable_table(results)]
+    if any(r.teams for r in results):
+        body[6:6] = ["<h2>Teams: queue wait vs scale-up wait</h2>", _teams(results)]
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width,initial-scale=1">\n<title>{_esc(title)}</title>\n'
             f"<style>{CSS}</style>\n</head>\n<body>\n<main>\n" + "\n".join(body) + "\n</main>\n</body>\n</html>\n")
@@ -154,6 +156,35 @@ def _details(results: Sequence[SimResult]) -> str:
             f"<tr><th>pool</th><th>scale-ups</th><th>cost</th><th>provisioned</th><th>allocated</th><th>idle</th></tr>"
             f"{pools}</table></figure>")
     return f'<div class="grid">{"".join(parts)}</div>'
+
+
+TEAM_WAIT_COLOURS = {"queue wait": "#efb118", "scale-up wait": "#4269d0"}
+
+
+def _teams(results: Sequence[SimResult]) -> str:
+    """Per team of the queueing layer: mean queue wait (quota) then mean scale-up wait (capacity) as one stacked bar
+    (the phase waterfall's chart), and the team table of each policy."""
+    several = len(results) > 1
+    means = [(f"{t.team} · {r.policy}" if several else t.team,
+              {"queue wait": t.queue_mean_s or 0.0, "scale-up wait": t.scale_up_mean_s or 0.0})
+             for r in results for t in twin.team_rows(r)]
+    chart = _figure("Where each team's jobs wait", "mean seconds per admission: in the queue (quota), then from "
+                    "admission until every pod runs (capacity)", _phase_chart(means, TEAM_WAIT_COLOURS),
+                    _legend(list(TEAM_WAIT_COLOURS.items())))
+    tables = []
+    for r in results:
+        rows = "".join(
+            f"<tr><td>{_esc(t.team)}</td><td class=\"left\">{_esc(t.cluster_queues)}</td><td>{t.workloads:,}</td>"
+            f"<td>{twin.format_duration(t.queue_p50_s)}</td><td>{twin.format_duration(t.queue_p95_s)}</td>"
+            f"<td>{twin.format_duration(t.scale_up_p50_s)}</td><td>{twin.format_duration(t.scale_up_p95_s)}</td>"
+            f"<td>{twin.format_hours(t.admitted_gpu_h)}</td><td>{t.preemptions:,}</td><td>{t.requeues:,}</td>"
+            f"<td>{t.still_queued:,}</td></tr>" for t in twin.team_rows(r))
+        tables.append(
+            f'<figure><figcaption><h3>{_esc(r.policy)}: teams</h3><p class="sub">waits per admission; GPU-hours of '
+            f'quota held</p></figcaption><table><tr><th>team</th><th class="left">queue</th><th>jobs</th>'
+            f"<th>queue p50</th><th>queue p95</th><th>scale-up p50</th><th>scale-up p95</th><th>GPU-h</th>"
+            f"<th>preempted</th><th>requeued</th><th>queued</th></tr>{rows}</table></figure>")
+    return f'<div class="grid">{chart}{"".join(tables)}</div>'
 
 
 def _notable_table(results: Sequence[SimResult]) -> str:

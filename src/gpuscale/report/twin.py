@@ -119,9 +119,24 @@ def result_json(result: SimResult, include_wall: bool = True) -> dict[str, Any]:
     }
     if result.queue_wait_by_team:
         doc["queue_wait_by_team"] = _sorted_floats(result.queue_wait_by_team)
+    if result.teams:
+        doc["teams"] = teams_json(result)
     if include_wall:
         doc["wall_s"] = rounded(result.wall_s)
     return doc
+
+
+def teams_json(result: SimResult) -> dict[str, Any]:
+    """Per team of the queueing layer (docs/cli.md, `teams`): waits as `{count, p50, p95, p99, max}` plus `mean`."""
+    def waits_of(values: Sequence[float]) -> dict[str, Any]:
+        return {**latency_stats(values), "mean": rounded(math.fsum(values) / len(values)) if values else None}
+
+    return {team: {"cluster_queues": list(t.cluster_queues), "workloads": t.workloads, "admissions": t.admissions,
+                   "queue_wait_s": waits_of(t.queue_wait_s), "scale_up_wait_s": waits_of(t.scale_up_wait_s),
+                   "admitted_gpu_hours": rounded(t.admitted_gpu_hours), "borrowed_admissions": t.borrowed_admissions,
+                   "preemptions": t.preemptions, "requeues": t.requeues, "deactivated": t.deactivated,
+                   "still_queued": t.still_queued, "never_admitted": t.never_admitted}
+            for team, t in sorted(result.teams.items())}
 
 
 def notable_events(result: SimResult) -> list[Notable]:
@@ -139,6 +154,23 @@ class WorkloadRow:
     p50_s: float | None
     p95_s: float | None
     never_ran: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamRow:
+    team: str
+    cluster_queues: str
+    workloads: int
+    queue_p50_s: float | None
+    queue_p95_s: float | None
+    queue_mean_s: float | None
+    scale_up_p50_s: float | None
+    scale_up_p95_s: float | None
+    scale_up_mean_s: float | None
+    admitted_gpu_h: float
+    preemptions: int
+    requeues: int
+    still_queued: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,6 +193,23 @@ def workload_rows(result: SimResult) -> list[WorkloadRow]:
                                 p95_s=percentile(ran, 95) if ran else None,
                                 never_ran=sum(1 for p in pods if p.running_s is None)))
     return rows
+
+
+def team_rows(result: SimResult) -> list[TeamRow]:
+    """One row per team of the queueing layer, sorted by name (empty without queues)."""
+    def stat(values: Sequence[float], q: float) -> float | None:
+        return percentile(values, q) if values else None
+
+    def mean(values: Sequence[float]) -> float | None:
+        return math.fsum(values) / len(values) if values else None
+
+    return [TeamRow(team=team, cluster_queues=", ".join(t.cluster_queues), workloads=t.workloads,
+                    queue_p50_s=stat(t.queue_wait_s, 50), queue_p95_s=stat(t.queue_wait_s, 95),
+                    queue_mean_s=mean(t.queue_wait_s), scale_up_p50_s=stat(t.scale_up_wait_s, 50),
+                    scale_up_p95_s=stat(t.scale_up_wait_s, 95), scale_up_mean_s=mean(t.scale_up_wait_s),
+                    admitted_gpu_h=t.admitted_gpu_hours, preemptions=t.preemptions, requeues=t.requeues,
+                    still_queued=t.still_queued)
+            for team, t in sorted(result.teams.items())]
 
 
 def pool_rows(result: SimResult) -> list[PoolRow]:
@@ -299,8 +348,28 @@ def print_summary(result: SimResult, console: Console) -> None:
                       format_hours(p.allocated_gpu_h), format_hours(p.idle_gpu_h))
     console.print(pools)
     console.print()
+    _print_teams(result, console)
     _print_phases(result, console)
     _print_notable(result, console)
+
+
+def _print_teams(result: SimResult, console: Console) -> None:
+    rows = team_rows(result)
+    if not rows:
+        return
+    table = Table(title="Teams: queue wait (quota) vs scale-up wait (capacity); admitted GPU-hours",
+                  title_justify="left")
+    for name in ("team", "queue", "jobs", "queue p50", "queue p95", "scale-up p50", "scale-up p95", "GPU-h",
+                 "preempt", "requeue", "queued"):
+        table.add_column(name, justify="left" if name in ("team", "queue") else "right")
+    for t in rows:
+        table.add_row(t.team, t.cluster_queues, format_count(t.workloads), format_duration(t.queue_p50_s),
+                      format_duration(t.queue_p95_s), format_duration(t.scale_up_p50_s),
+                      format_duration(t.scale_up_p95_s), format_hours(t.admitted_gpu_h), format_count(t.preemptions),
+                      format_count(t.requeues), Text(format_count(t.still_queued),
+                                                     style="yellow" if t.still_queued else ""))
+    console.print(table)
+    console.print()
 
 
 def _print_phases(result: SimResult, console: Console) -> None:

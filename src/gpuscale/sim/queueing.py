@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from gpuscale.sim.admission import Admission, Decision, QuotaBook, Request, next_decision, queue_order
 from gpuscale.sim.core import Handle, Priority
 from gpuscale.sim.queue_config import QueueSpec
-from gpuscale.sim.result import TeamStats
+from gpuscale.sim.result import Notable, TeamStats
 
 if TYPE_CHECKING:
     from gpuscale.sim.workloads import Job
@@ -90,6 +90,7 @@ class QueueManager:
         self.reasons: dict[str, str] = {}
         """Why each queued workload was not admitted at the last attempt (key → reason)."""
         self.log: list[QueueEvent] = []
+        self.notable: list[Notable] = []
         self.tallies: dict[str, _Tally] = {}
         self._cycle_at: float | None = None
 
@@ -179,6 +180,8 @@ class QueueManager:
                 self._cycle_at = None
                 return
             for target in decision.targets:
+                self.notable.append(Notable(t_s=now, kind="preempted", message=(
+                    f"{target.key} ({target.cq}) preempted by {decision.request.key} ({decision.request.cq})")))
                 self._evict(self.workloads[target.key], "Preempted")
             self._admit(self.workloads[decision.request.key], decision)
 
@@ -232,11 +235,17 @@ class QueueManager:
         tally.requeues += 1
         settings = self.spec.pods_ready
         assert settings is not None
+        message = f"{w.key} ({w.cq}): pods not ready {settings.timeout_s:.0f}s after admission"
         if settings.backoff_limit is not None and w.requeues > settings.backoff_limit:
             w.deactivated = True
             tally.deactivated += 1
+            self.notable.append(Notable(t_s=self.world.now, kind="deactivated", message=(
+                f"{message}; deactivated after {w.requeues} requeues")))
         else:
-            self._enqueue(w, self.world.now, settings.backoff_s(w.requeues))
+            delay = settings.backoff_s(w.requeues)
+            self.notable.append(Notable(t_s=self.world.now, kind="requeued", message=(
+                f"{message}; requeued, backoff {delay:.0f}s")))
+            self._enqueue(w, self.world.now, delay)
         self._poke()
 
     # ---------------------------------------------------------------------------------------------------- result
