@@ -29,7 +29,8 @@ LABELS = {"a100": {"accelerator": "a100"}, "h100": {"accelerator": "h100"}}
 
 def cq(name: str, nominal: int, *, cohort: str | None = None, borrowing: int | None = None,
        lending: int | None = None, within: PreemptionPolicy = PreemptionPolicy.NEVER,
-       reclaim: PreemptionPolicy = PreemptionPolicy.NEVER, strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO,
+       reclaim: PreemptionPolicy = PreemptionPolicy.NEVER,
+       strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO,
        flavors: Mapping[str, int] | None = None) -> ClusterQueue:
     quotas = flavors or {"a100": nominal}
     return ClusterQueue(name=name, cohort=cohort, strategy=strategy, within=within, reclaim=reclaim, groups=(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +25,7 @@ TEAMS = ("vision", "nlp", "other")
 
 
 class RecordingManager(QueueManager):
-    made: list[QueueManager] = []
+    made: ClassVar[list[QueueManager]] = []
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

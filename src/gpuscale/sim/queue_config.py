@@ -38,14 +38,14 @@ class _Strict(BaseModel):
 
 class ResourceFlavorConfig(_Strict):
     name: str
-    nodeLabels: dict[str, str] = Field(default_factory=dict)  # noqa: N815 — Kueue's spelling
+    nodeLabels: dict[str, str] = Field(default_factory=dict)
 
 
 class ResourceQuotaConfig(_Strict):
     name: str
-    nominalQuota: Quantity  # noqa: N815
-    borrowingLimit: Quantity | None = None  # noqa: N815
-    lendingLimit: Quantity | None = None  # noqa: N815
+    nominalQuota: Quantity
+    borrowingLimit: Quantity | None = None
+    lendingLimit: Quantity | None = None
 
 
 class FlavorQuotasConfig(_Strict):
@@ -54,47 +54,47 @@ class FlavorQuotasConfig(_Strict):
 
 
 class ResourceGroupConfig(_Strict):
-    coveredResources: tuple[str, ...]  # noqa: N815
+    coveredResources: tuple[str, ...]
     flavors: tuple[FlavorQuotasConfig, ...]
 
 
 class PreemptionConfig(_Strict):
-    withinClusterQueue: str = "Never"  # noqa: N815
-    reclaimWithinCohort: str = "Never"  # noqa: N815
+    withinClusterQueue: str = "Never"
+    reclaimWithinCohort: str = "Never"
 
 
 class ClusterQueueConfig(_Strict):
     name: str
     cohort: str | None = None
-    queueingStrategy: str = "BestEffortFIFO"  # noqa: N815
+    queueingStrategy: str = "BestEffortFIFO"
     preemption: PreemptionConfig = PreemptionConfig()
-    resourceGroups: tuple[ResourceGroupConfig, ...]  # noqa: N815
+    resourceGroups: tuple[ResourceGroupConfig, ...]
 
 
 class LocalQueueConfig(_Strict):
     name: str
     namespace: str | None = None
     """The team (the jobs' namespace); defaults to the queue's name."""
-    clusterQueue: str  # noqa: N815
+    clusterQueue: str
 
 
 class RequeuingConfig(_Strict):
-    backoffBaseSeconds: float = Field(default=60.0, ge=0)  # noqa: N815
-    backoffMaxSeconds: float = Field(default=3600.0, ge=0)  # noqa: N815
-    backoffLimitCount: int | None = Field(default=None, ge=0)  # noqa: N815
+    backoffBaseSeconds: float = Field(default=60.0, ge=0)
+    backoffMaxSeconds: float = Field(default=3600.0, ge=0)
+    backoffLimitCount: int | None = Field(default=None, ge=0)
 
 
 class WaitForPodsReadyConfig(_Strict):
     enable: bool = True
     timeout: Duration = 300.0
-    requeuingStrategy: RequeuingConfig = RequeuingConfig()  # noqa: N815
+    requeuingStrategy: RequeuingConfig = RequeuingConfig()
 
 
 class QueuesConfig(_Strict):
-    resourceFlavors: tuple[ResourceFlavorConfig, ...]  # noqa: N815
-    clusterQueues: tuple[ClusterQueueConfig, ...]  # noqa: N815
-    localQueues: tuple[LocalQueueConfig, ...]  # noqa: N815
-    waitForPodsReady: WaitForPodsReadyConfig | None = None  # noqa: N815
+    resourceFlavors: tuple[ResourceFlavorConfig, ...]
+    clusterQueues: tuple[ClusterQueueConfig, ...]
+    localQueues: tuple[LocalQueueConfig, ...]
+    waitForPodsReady: WaitForPodsReadyConfig | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

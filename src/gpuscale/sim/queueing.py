@@ -14,9 +14,9 @@ the autoscaler — the same path as any pod. Quota is released when the job fini
   and requeued after a backoff of `backoffBaseSeconds · 2^(n−1)` (capped at `backoffMaxSeconds`), ordered by the
   eviction time; after `backoffLimitCount` requeues it is deactivated and never runs.
 
-Admission runs as an event at the instant anything changes (a job arrives, finishes or is evicted, a backoff ends), after
-the workload events of that instant. Per team it measures queue wait (entering the queue → admitted), scale-up wait
-(admitted → every pod running), admitted GPU-hours, preemptions and requeues.
+Admission runs as an event at the instant anything changes (a job arrives, finishes or is evicted, a backoff ends),
+after the workload events of that instant. Per team it measures queue wait (entering the queue → admitted), scale-up
+wait (admitted → every pod running), admitted GPU-hours, preemptions and requeues.
 """
 
 from __future__ import annotations
