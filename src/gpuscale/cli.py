@@ -148,7 +148,7 @@ def plan(
 
 
 ScenarioArg = Annotated[str, typer.Argument(
-    help="A bundled scenario name (default) or a scenario YAML file (docs/twin.md).")]
+    help="A bundled scenario name (default, teams) or a scenario YAML file (docs/twin.md).")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Override the scenario's seed.")]
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON (docs/cli.md).")]
 HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report with plots.")]

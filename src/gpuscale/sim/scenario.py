@@ -213,12 +213,15 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
 
 
 def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup, Config]:
-    """A bundled scenario by name (`default`) or a scenario file; `seed` overrides the file's."""
+    """A bundled scenario by name (`default`, `teams`) or a scenario file; `seed` overrides the file's."""
     path = Path(name_or_path)
     if not path.exists():
         bundled_path = resources.files("gpuscale.data").joinpath("scenarios", f"{name_or_path}.yaml")
         if not bundled_path.is_file():
-            raise ConfigError(name_or_path, "no such scenario file, and not a bundled scenario (bundled: default)")
+            bundled_names = sorted(p.name.removesuffix(".yaml") for p in resources.files("gpuscale.data").joinpath(
+                "scenarios").iterdir() if p.name.endswith(".yaml"))
+            raise ConfigError(name_or_path, "no such scenario file, and not a bundled scenario "
+                                            f"(bundled: {', '.join(bundled_names)})")
         path = Path(str(bundled_path))
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
