@@ -153,6 +153,10 @@ def test_the_two_team_acceptance_day_shows_per_team_waits_in_every_report() -> N
     assert set(result.teams) == {"vision", "nlp"}
     assert sum(t.preemptions for t in result.teams.values()) > 0  # reclaim happened in the day
     assert any(max(t.queue_wait_s) > 0 for t in result.teams.values())  # quota made someone wait
+    # nlp's 64-GPU gang exceeds 24 nominal + 16 borrowable: never admitted, and the report says why
+    assert result.teams["nlp"].never_admitted == 1
+    assert any(n.kind == "queued" and n.message.startswith("nlp/") and "needs 64, 40 available" in n.message
+               for n in result.notable)
     console = Console(record=True, width=100)
     print_summary(result, console)
     text = console.export_text()

@@ -180,8 +180,8 @@ def _teams(results: Sequence[SimResult]) -> str:
             f"<td>{twin.format_hours(t.admitted_gpu_h)}</td><td>{t.preemptions:,}</td><td>{t.requeues:,}</td>"
             f"<td>{t.still_queued:,}</td></tr>" for t in twin.team_rows(r))
         tables.append(
-            f'<figure class="wide"><figcaption><h3>{_esc(r.policy)}: teams</h3><p class="sub">waits per admission; GPU-hours of '
-            f'quota held</p></figcaption><table><tr><th>team</th><th class="left">queue</th><th>jobs</th>'
+            f'<figure class="wide"><figcaption><h3>{_esc(r.policy)}: teams</h3><p class="sub">waits per admission; '
+            f'GPU-hours of quota held</p></figcaption><table><tr><th>team</th><th class="left">queue</th><th>jobs</th>'
             f"<th>queue p50</th><th>queue p95</th><th>scale-up p50</th><th>scale-up p95</th><th>GPU-h</th>"
             f"<th>preempted</th><th>requeued</th><th>queued</th></tr>{rows}</table></figure>")
     return f'<div class="grid">{chart}{"".join(tables)}</div>'

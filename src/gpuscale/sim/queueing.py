@@ -249,6 +249,14 @@ class QueueManager:
         self._poke()
 
     # ---------------------------------------------------------------------------------------------------- result
+    def still_queued(self) -> list[Notable]:
+        """At the end of the run, each workload still queued and why it was not admitted at its last attempt."""
+        now = self.world.now
+        return [Notable(t_s=now, kind="queued", message=(
+            f"{w.key} ({w.cq}) still queued: {self.reasons.get(w.key) or 'waiting for its backoff to end'}"))
+            for w in sorted(self.workloads.values(), key=lambda w: w.key)
+            if w.queued_since is not None and not w.deactivated]
+
     def result(self) -> dict[str, TeamStats]:
         """Per team, at the end of the run (admitted GPU-hours of workloads still admitted count up to now)."""
         now = self.world.now

@@ -241,7 +241,7 @@ def _result(setup: TwinSetup, policy: TwinPolicy, world: World, cloud: SimCloud,
     notable = list(loop.notable) + [Notable(t_s=t, kind="stockout", message=f"{pool}: no capacity (stockout)")
                                     for pool, t in stockouts]
     if world.queues is not None:
-        notable += world.queues.notable
+        notable += world.queues.notable + world.queues.still_queued()
     return SimResult(
         scenario=setup.name, policy=policy.name, seed=setup.seed, duration_s=end, cost_usd=sum(cost.values()),
         cost_by_pool=dict(sorted(cost.items())), gpu_hours_provisioned=sum(gpu_seconds.values()) / 3600,
