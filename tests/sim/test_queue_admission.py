@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from gpuscale.sim.admission import (
+    Admission,
     ClusterQueue,
     FlavorQuotas,
     Mode,
@@ -269,3 +270,23 @@ class AdmissionMachine(RuleBasedStateMachine):
 AdmissionMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
                                               suppress_health_check=[HealthCheck.too_slow])
 TestAdmissionMachine = AdmissionMachine.TestCase
+
+
+@settings(max_examples=200, deadline=None)
+@given(used=st.lists(st.integers(0, 40), min_size=3, max_size=3), nominal=st.lists(st.integers(0, 24), min_size=3,
+                                                                                   max_size=3),
+       lending=st.lists(st.one_of(st.none(), st.integers(0, 24)), min_size=3, max_size=3),
+       borrowing=st.one_of(st.none(), st.integers(0, 16)))
+def test_available_is_the_largest_amount_that_fits(used: list[int], nominal: list[int], lending: list[int | None],
+                                                   borrowing: int | None) -> None:
+    members = [cq(f"q{i}", n, cohort="c", lending=None if lend is None else min(lend, n),
+                  borrowing=borrowing if i == 0 else None) for i, (n, lend) in enumerate(zip(nominal, lending,
+                                                                                              strict=True))]
+    book = QuotaBook(members, LABELS)
+    for i, amount in enumerate(used):
+        if amount:
+            book.add(Admission(key=f"a{i}", cq=f"q{i}", priority=0, timestamp=0.0, admitted_s=0.0,
+                               usage={("a100", GPU): amount}, flavors=("a100",), borrowing=False))
+    room = book.available("q0", ("a100", GPU))
+    assert room == 0 or book.fits("q0", {("a100", GPU): room})
+    assert not book.fits("q0", {("a100", GPU): room + 1})

@@ -211,19 +211,22 @@ class QuotaBook:
         return drawn <= pool
 
     def available(self, cq: str, key: Key) -> int:
-        """How much more of `key` `cq` could take now (borrowing included); for reasons shown to people."""
-        quota = self.queues[cq].quota(key)
-        own = quota.nominal - self._used(cq, key, ())
-        if self.queues[cq].cohort is None:
-            return max(own, 0)
-        low, high = 0, quota.nominal + (quota.borrowing_limit if quota.borrowing_limit is not None else 10**12)
-        while low < high:  # the largest amount that fits; `fits` is monotone in the amount
-            mid = (low + high + 1) // 2
-            if self.fits(cq, {key: mid}):
-                low = mid
-            else:
-                high = mid - 1
-        return low
+        """How much more of `key` `cq` could take now, borrowing included (the largest amount `fits` accepts)."""
+        queue = self.queues[cq]
+        quota = queue.quota(key)
+        used = self._used(cq, key, ())
+        if queue.cohort is None:
+            return max(quota.nominal - used, 0)
+        pool = drawn_by_others = 0
+        for member in self.members(cq):
+            q = self.queues[member].quota(key)
+            pool += q.lendable
+            if member != cq:
+                drawn_by_others += max(0, self._used(member, key, ()) - (q.nominal - q.lendable))
+        room = pool - drawn_by_others + (quota.nominal - quota.lendable) - used
+        if quota.borrowing_limit is not None:
+            room = min(room, quota.nominal + quota.borrowing_limit - used)
+        return max(room, 0)
 
     # ----------------------------------------------------------------------------------------------- decisions
     def assign(self, request: Request) -> tuple[Assignment | None, str]:
