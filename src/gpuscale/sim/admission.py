@@ -144,12 +144,16 @@ class QuotaBook:
         self.admitted: dict[str, Admission] = {}
         self.usage: dict[str, dict[Key, int]] = {name: {} for name in self.queues}
         self.cohorts: dict[str, tuple[str, ...]] = {}
+        self.version = 0
+        """Bumped by every `add` and `remove`: a decision made at one version holds until the next."""
+        self._decided: dict[str, tuple[int, Request, Decision]] = {}
         for q in sorted(self.queues.values(), key=lambda q: q.name):
             if q.cohort is not None:
                 self.cohorts[q.cohort] = (*self.cohorts.get(q.cohort, ()), q.name)
 
     # ---------------------------------------------------------------------------------------------- bookkeeping
     def add(self, admission: Admission) -> None:
+        self.version += 1
         self.admitted[admission.key] = admission
         used = self.usage[admission.cq]
         for key, amount in admission.usage.items():
@@ -158,6 +162,7 @@ class QuotaBook:
     def remove(self, key: str) -> Admission | None:
         admission = self.admitted.pop(key, None)
         if admission is not None:
+            self.version += 1
             used = self.usage[admission.cq]
             for k, amount in admission.usage.items():
                 used[k] -= amount
@@ -305,6 +310,15 @@ class QuotaBook:
         return tuple(chosen)
 
     def decide(self, request: Request) -> Decision:
+        """Admit (maybe after preempting), or why not; remembered until the book changes."""
+        cached = self._decided.get(request.key)
+        if cached is not None and cached[0] == self.version and cached[1] == request:
+            return cached[2]
+        decision = self._decide(request)
+        self._decided[request.key] = (self.version, request, decision)
+        return decision
+
+    def _decide(self, request: Request) -> Decision:
         assignment, why = self.assign(request)
         if assignment is None:
             return Decision(request=request, reason=why)
