@@ -205,13 +205,18 @@ class QuotaBook:
         return True
 
     def _cohort_fits(self, cq: str, key: Key, amount: int, without: Collection[Admission]) -> bool:
-        """The cohort's lendable pool covers every member's usage above its guaranteed part, with `amount` added."""
+        """Usage within the guaranteed part always fits; what `amount` adds above it must fit in the cohort's pool
+        (the members' lendable parts) together with what the other members draw from it."""
         pool = drawn = 0
         for member in self.members(cq):
             quota = self.queues[member].quota(key)
             guaranteed = quota.nominal - quota.lendable
-            used = self._used(member, key, without) + (amount if member == cq else 0)
+            used = self._used(member, key, without)
             pool += quota.lendable
+            if member == cq:
+                if used + amount <= guaranteed:
+                    return True
+                used += amount
             drawn += max(0, used - guaranteed)
         return drawn <= pool
 
@@ -228,7 +233,7 @@ class QuotaBook:
             pool += q.lendable
             if member != cq:
                 drawn_by_others += max(0, self._used(member, key, ()) - (q.nominal - q.lendable))
-        room = pool - drawn_by_others + (quota.nominal - quota.lendable) - used
+        room = (quota.nominal - quota.lendable) - used + max(pool - drawn_by_others, 0)
         if quota.borrowing_limit is not None:
             room = min(room, quota.nominal + quota.borrowing_limit - used)
         return max(room, 0)
