@@ -222,3 +222,20 @@ def test_the_job_csv_queue_column_picks_a_local_queue(tmp_path: Path) -> None:
     assert scenario.queues is not None
     assert scenario.queues.cluster_queue_of("vision", "urgent") == "nlp"
     assert scenario.queues.cluster_queue_of("vision", "") == "vision"
+
+
+def test_cpu_and_memory_quotas_count_in_kubernetes_units_and_hold_back_batch_jobs() -> None:
+    raw = {"resourceFlavors": [{"name": "any"}],
+           "clusterQueues": [{"name": "etl", "resourceGroups": [{
+               "coveredResources": ["cpu", "memory"], "flavors": [{"name": "any", "resources": [
+                   {"name": "cpu", "nominalQuota": "12"}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}],
+           "localQueues": [{"name": "etl", "clusterQueue": "etl"}]}
+    spec = build_queue_spec(QueuesConfig.model_validate(raw), "queues", [CPU_POOL])
+    quota = spec.cluster_queues[0].quota(("any", "cpu")), spec.cluster_queues[0].quota(("any", "memory"))
+    assert (quota[0].nominal, quota[1].nominal) == (12_000, 64 * GI)
+    batch = tuple(JobSpec(name=f"b{i}", kind="batch", team="etl", submit_s=0.0, duration_s=600.0,
+                          requests=Resources.of({"cpu": 4000, "memory": 8 * GI})) for i in range(5))
+    result = simulate(setup(batch, spec, hours=1), POLICY)
+    etl = result.teams["etl"]
+    assert etl.admissions == 5
+    assert sorted(etl.queue_wait_s)[:3] == [0.0, 0.0, 0.0] and min(sorted(etl.queue_wait_s)[3:]) >= 600.0
