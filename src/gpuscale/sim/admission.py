@@ -184,6 +184,11 @@ class QuotaBook:
         return any(self._used(cq, k, without) > queue.quota(k).nominal
                    for k in (self.usage[cq] if keys is None else keys))
 
+    def would_borrow(self, cq: str, usage: Mapping[Key, int], without: Collection[Admission] = ()) -> bool:
+        """Whether taking `usage` more (with `without` gone) puts `cq` above its nominal quota of some resource."""
+        queue = self.queues[cq]
+        return any(self._used(cq, k, without) + n > queue.quota(k).nominal for k, n in usage.items())
+
     def fits(self, cq: str, usage: Mapping[Key, int], without: Collection[Admission] = (),
              borrow: bool = True) -> bool:
         """Whether `cq` can take `usage` more, with the admissions in `without` gone; `borrow=False` keeps it within
@@ -341,8 +346,7 @@ class QuotaBook:
         """The admission a positive decision makes, once its targets are gone."""
         assert decision.assignment is not None
         request = decision.request
-        borrowing = any(self._used(request.cq, k, ()) + n > self.queues[request.cq].quota(k).nominal
-                        for k, n in decision.assignment.usage.items())
+        borrowing = self.would_borrow(request.cq, decision.assignment.usage)
         return Admission(key=request.key, cq=request.cq, priority=request.priority, timestamp=request.timestamp,
                          admitted_s=now, usage=decision.assignment.usage, flavors=decision.assignment.flavors,
                          borrowing=borrowing)
@@ -375,8 +379,7 @@ def next_decision(book: QuotaBook, pending: Mapping[str, Sequence[Request]]) -> 
             decision = book.decide(request)
             if decision.admissible:
                 assert decision.assignment is not None
-                borrows = any(book._used(cq, k, decision.targets) + n > book.queues[cq].quota(k).nominal
-                              for k, n in decision.assignment.usage.items())
+                borrows = book.would_borrow(cq, decision.assignment.usage, decision.targets)
                 heads.append(((borrows, -request.priority, request.timestamp, request.key), decision))
                 break
             reasons[request.key] = decision.reason
