@@ -324,6 +324,12 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and log; write nothing, add or remove no "
                                           "node.")] = False,
     provider: Annotated[ProviderName, typer.Option("--provider", help="Node provider.")] = ProviderName.KWOK,
+    trace_port: Annotated[int | None, typer.Option("--trace-port", min=0, max=65535, help=(
+        "Serve per-pod phase traces (/traces) and their metrics (/metrics) on 127.0.0.1:PORT."))] = None,
+    trace_file: Annotated[Path | None, typer.Option("--trace-file", help="Append finished pod traces to this "
+                                                                         "JSON-lines file.")] = None,
+    trace_retention: Annotated[int, typer.Option("--trace-retention", min=1, help="Finished traces kept in "
+                                                                                  "memory.")] = 10_000,
 ) -> None:
     """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
     import logging
@@ -343,7 +349,8 @@ def run(
         kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         from kubernetes import client as kube_client
         api_client = kube_client.ApiClient()
-    controller = build_controller(api_client, settings, dry_run=dry_run)
+    tracer, server = _tracing(trace_port, trace_file, trace_retention)
+    controller = build_controller(api_client, settings, dry_run=dry_run, tracer=tracer)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -353,4 +360,19 @@ def run(
             signal.signal(sig, handler)
         controller.close()
         api_client.close()
+        if server is not None:
+            server.shutdown()
     raise typer.Exit(code)
+
+
+def _tracing(port: int | None, path: Path | None, retention: int) -> tuple[Any, Any]:
+    """The controller's tracer (always on: it is cheap) and, with a port, its 127.0.0.1 server."""
+    from prometheus_client import CollectorRegistry
+
+    from gpuscale.kube.trace_metrics import register_metrics, serve_traces
+    from gpuscale.kube.tracer import Tracer
+
+    tracer = Tracer(retention=retention, sink=path)
+    registry = CollectorRegistry()
+    register_metrics(tracer, registry)
+    return tracer, (serve_traces(tracer, port, registry) if port is not None else None)

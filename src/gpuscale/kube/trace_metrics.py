@@ -74,7 +74,7 @@ def register_metrics(tracer: Tracer, registry: CollectorRegistry) -> None:
             phase.labels(name, pool).observe(seconds)
 
     tracer.add_observer(observe)
-    registry.register(_TracerCollector(tracer))  # type: ignore[arg-type]
+    registry.register(_TracerCollector(tracer))
 
 
 def serve_traces(tracer: Tracer, port: int = 0, registry: CollectorRegistry | None = None) -> ThreadingHTTPServer:

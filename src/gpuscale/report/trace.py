@@ -111,7 +111,7 @@ def render_trace_html(traces: Sequence[PodTrace], title: str) -> str:
     colours = {p.value: html.PHASE_COLOURS[i % len(html.PHASE_COLOURS)] for i, p in enumerate(Phase)}
     used = [p.value for p in Phase if any(t.phases.get(p.value, 0.0) > 0 for t in done)]
     legend = html._legend([(html._human(n), colours[n]) for n in used])
-    pools = {}
+    pools: dict[str, dict[str, float]] = {}
     for row in aggregate(done):
         if row.phase != "pending_to_running":
             pools.setdefault(row.pool, {})[row.phase] = row.p50_s
