@@ -1,7 +1,8 @@
 """Phase tracing against the real control plane (issue 7's acceptance).
 
 kwok plays the node and the kubelet with the delays the issue names — node Ready 5 s after registration, GPUs in
-allocatable 8 s after Ready, image pull 3 s (the pod's `gpuscale.io/image-pull-after`, deploy/kwok/stages.yaml) — and
+allocatable 8 s after Ready, image pull 3 s (the pod's `gpuscale.io/image-pull-after`, deploy/kwok/stages.yaml), plus
+a 1 s container start (`gpuscale.io/start-after`) on the first pod — and
 the controller, built as `gpuscale run` builds it with a `Tracer`, is ticked in-process. The traced phases must match
 those delays within 1 s each and sum to the pod's pending→running time measured independently from the API objects;
 a pod that fits the node already there shows only the short path. Then a trace recorded here calibrates a start-up
@@ -39,13 +40,14 @@ from gpuscale.providers.kwok import KwokProfile, KwokSettings
 from gpuscale.sim.calibrate import load_profiles, replay_p50
 from gpuscale.sim.workloads import JobSpec
 
-READY_S, GPU_S, PULL_S = 5.0, 8.0, 3.0
+READY_S, GPU_S, PULL_S, START_S = 5.0, 8.0, 3.0, 1.0
 KWOK = KwokSettings(default=KwokProfile(ready_after_s=READY_S, gpu_register_after_s=GPU_S))
 
 
-def gpu_pod(name: str, gpus: int = 1) -> client.V1Pod:
+def gpu_pod(name: str, gpus: int = 1, start_s: float | None = None) -> client.V1Pod:
     pod = training_pod(name)
-    pod.metadata.annotations = {"gpuscale.io/image-pull-after": f"{PULL_S:g}s"}
+    pod.metadata.annotations = {"gpuscale.io/image-pull-after": f"{PULL_S:g}s",
+                                **({"gpuscale.io/start-after": f"{start_s:g}s"} if start_s is not None else {})}
     pod.spec.containers[0].resources = client.V1ResourceRequirements(
         requests={"cpu": "4", "memory": "16Gi", NVIDIA_GPU: str(gpus)}, limits={NVIDIA_GPU: str(gpus)})
     return pod
@@ -119,14 +121,15 @@ def test_gpu_pod_phases_match_kwok_delays_and_a_fitting_pod_takes_the_short_path
         traced: tuple[Controller, Tracer, CollectorRegistry], pods: Callable[[client.V1Pod], str],
         core_v1: client.CoreV1Api, tmp_path: Path) -> None:
     controller, tracer, registry = traced
-    first = pods(gpu_pod("traced-a100"))
+    first = pods(gpu_pod("traced-a100", start_s=START_S))
     trace = tick_until_traced(controller, tracer, {first}, 60)[first]
 
     assert trace.new_node and trace.pool == A100, trace.to_json()
     phases = trace.phases
     for phase, expected in ((Phase.NODE_READY, READY_S), (Phase.GPU_REGISTRATION, GPU_S),
-                            (Phase.IMAGE_PULL, PULL_S)):
+                            (Phase.IMAGE_PULL, PULL_S), (Phase.CONTAINER_START, START_S)):
         assert abs(phases[phase] - expected) <= 1.0, (phase, phases)
+    assert phases[Phase.CONTAINER_START] >= START_S - 0.5, phases  # the start-after stage held Ready back
     total = trace.pending_to_running_s
     assert total is not None and abs(sum(phases.values()) - total) < 1e-6
     assert abs(total - measured_pending_to_running(core_v1, first)) <= 1.0, (total, trace.to_json())
@@ -141,6 +144,7 @@ def test_gpu_pod_phases_match_kwok_delays_and_a_fitting_pod_takes_the_short_path
     assert not {m.value for m in (Milestone.DECIDED, Milestone.READY, Milestone.GPU_REGISTERED)} & set(
         short.milestones)
     assert abs(short.phases[Phase.IMAGE_PULL] - PULL_S) <= 1.0, short.phases
+    assert short.phases[Phase.CONTAINER_START] < 1.0, short.phases  # no start-after: Ready as containers start
 
     # The same traces through the sink file, the 127.0.0.1 endpoint, Prometheus and `gpuscale trace`.
     from_file = parse_lines((tmp_path / "controller-trace.jsonl").read_text(), "sink")
