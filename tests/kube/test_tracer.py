@@ -250,3 +250,22 @@ def test_endpoint_serves_traces_and_metrics_on_loopback_only() -> None:
         assert err.value.code == 404
     finally:
         server.shutdown()
+
+
+def test_the_ticks_decision_time_wins_over_its_triggered_scale_up_event() -> None:
+    """The loop POSTs TriggeredScaleUp inside the tick; the Event watch can hand it over before `on_tick` runs."""
+    clock = Clock()
+    tracer = Tracer(clock=clock)
+    tracer.on_object("Pod", "ADDED", pod(), False)
+    clock.now = T0 + 1.1
+    tracer.on_object("Node", "ADDED", node("n1", created=T0 + 1), False)
+    clock.now = T0 + 1.2
+    tracer.on_object("Event", "ADDED", event("TriggeredScaleUp", at=T0 + 1), False)
+    clock.now = T0 + 1.3
+    tracer.on_tick(decided(T0 + 1.0))
+    tracer.on_object("Node", "MODIFIED", node("n1", created=T0 + 1, ready=T0 + 2, gpus=8), False)
+    tracer.on_object("Pod", "MODIFIED", pod(node="n1", ready=T0 + 3), False)
+    tracer.flush()
+    [trace] = tracer.traces()
+    assert trace.milestones[Milestone.DECIDED.value] == pytest.approx(1.0)
+    assert trace.milestones[Milestone.REQUESTED.value] == pytest.approx(1.1)

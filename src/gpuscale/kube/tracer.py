@@ -160,7 +160,8 @@ class Tracer:
         with self._lock:
             for key, pool in decided_pods(report):
                 pod = self._open.get(key)
-                if pod is not None and Milestone.DECIDED not in pod.times:
+                # The tick's own time wins over its TriggeredScaleUp Event, which the Event watch may deliver first.
+                if pod is not None and pod.times.get(Milestone.DECIDED, math.inf) > report.now_s:
                     pod.times[Milestone.DECIDED] = report.now_s
                     pod.pool = pool
                     self._unblock(pod, report.now_s)
