@@ -15,10 +15,11 @@ import sys
 import time
 import tracemalloc
 
+from tests.kube.test_tracer import T0, event, node, pod
+
 from gpuscale.engine.plan import Plan, ScaleUp
 from gpuscale.kube.tracer import Tracer
 from gpuscale.loop.report import ScaleUpDone, TickReport
-from tests.kube.test_tracer import T0, event, node, pod
 
 
 def main() -> int:

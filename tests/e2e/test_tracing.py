@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness import wait_for
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 from test_controller import A100, TICK_EVERY_S, _delete_managed_nodes, seed_config, training_pod
+from test_controller import create_pod as _create_pod_fixture  # noqa: F401  (the fixture, used by `pods`)
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
@@ -70,23 +69,14 @@ def traced(api_client: client.ApiClient, core_v1: client.CoreV1Api,
 
 
 @pytest.fixture
-def pods(core_v1: client.CoreV1Api, namespace: str) -> Iterator[Callable[[client.V1Pod], str]]:
-    names: list[str] = []
+def pods(create_pod: Callable[[client.V1Pod], None], namespace: str) -> Callable[[client.V1Pod], str]:
+    """`create_pod` (tests/e2e/test_controller.py: deleted and gone after the test) returning the pod's key."""
 
     def create(pod: client.V1Pod) -> str:
-        core_v1.create_namespaced_pod(namespace, pod)
-        names.append(pod.metadata.name)
+        create_pod(pod)
         return f"{namespace}/{pod.metadata.name}"
 
-    yield create
-    for name in names:
-        try:
-            core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-    wait_for(lambda: not [p for p in core_v1.list_namespaced_pod(namespace).items if p.metadata.name in names],
-             30, desc="the test's pods deleted")
+    return create
 
 
 def tick_until_traced(controller: Controller, tracer: Tracer, keys: set[str], timeout_s: float) -> dict[str, PodTrace]:
