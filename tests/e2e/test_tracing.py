@@ -22,8 +22,14 @@ import pytest
 import yaml
 from kubernetes import client
 from prometheus_client import CollectorRegistry
-from test_controller import A100, TICK_EVERY_S, _delete_managed_nodes, seed_config, training_pod
-from test_controller import create_pod as _create_pod_fixture  # noqa: F401  (the fixture, used by `pods`)
+from test_controller import (
+    A100,
+    TICK_EVERY_S,
+    _delete_managed_nodes,
+    create_pod,  # noqa: F401  (the fixture `pods` builds on)
+    seed_config,
+    training_pod,
+)
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
@@ -69,11 +75,12 @@ def traced(api_client: client.ApiClient, core_v1: client.CoreV1Api,
 
 
 @pytest.fixture
-def pods(create_pod: Callable[[client.V1Pod], None], namespace: str) -> Callable[[client.V1Pod], str]:
+def pods(request: pytest.FixtureRequest, namespace: str) -> Callable[[client.V1Pod], str]:
     """`create_pod` (tests/e2e/test_controller.py: deleted and gone after the test) returning the pod's key."""
+    make: Callable[[client.V1Pod], None] = request.getfixturevalue("create_pod")
 
     def create(pod: client.V1Pod) -> str:
-        create_pod(pod)
+        make(pod)
         return f"{namespace}/{pod.metadata.name}"
 
     return create
