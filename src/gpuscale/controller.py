@@ -133,6 +133,8 @@ class Controller:
 
     def close(self) -> None:
         self.cache.close()
+        if self.tracer is not None:
+            self.tracer.flush()
 
 
 def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: bool = False,

@@ -163,6 +163,35 @@ def test_gpu_pod_phases_match_kwok_delays_and_a_fitting_pod_takes_the_short_path
         server.shutdown()
 
 
+def test_a_restarted_controller_rederives_the_trace_from_the_objects(
+        api_client: client.ApiClient, traced: tuple[Controller, Tracer, CollectorRegistry],
+        pods: Callable[[client.V1Pod], str], core_v1: client.CoreV1Api) -> None:
+    """The first controller orders the node and stops; a fresh one (new cache, new tracer) finishes the trace from
+    creationTimestamp, the Unschedulable condition, gpuscale's TriggeredScaleUp Event and the Node's timestamps."""
+    first, _, _ = traced
+    key = pods(gpu_pod("traced-restart"))
+    deadline = time.monotonic() + 30
+    while not any(r.scaled_up for r in [first.tick()]):
+        assert time.monotonic() < deadline, "no scale-up"
+        time.sleep(TICK_EVERY_S)
+    first.close()
+    config = seed_config()
+    tracer = Tracer()
+    second = build_controller(api_client, config, kwok=KWOK, tracer=tracer,
+                              settings=replace(LoopSettings.from_config(config), scan_interval_s=TICK_EVERY_S))
+    try:
+        assert second.cache.wait_synced(30), second.cache.status()
+        trace = tick_until_traced(second, tracer, {key}, 60)[key]
+    finally:
+        second.close()
+    assert trace.new_node and trace.pool == A100, trace.to_json()
+    assert {Milestone.UNSCHEDULABLE.value, Milestone.DECIDED.value, Milestone.REGISTERED.value} <= set(
+        trace.milestones), trace.to_json()
+    for phase, expected in ((Phase.NODE_READY, READY_S), (Phase.GPU_REGISTRATION, GPU_S), (Phase.IMAGE_PULL, PULL_S)):
+        assert abs(trace.phases[phase] - expected) <= 1.0, (phase, trace.phases)
+    assert abs((trace.pending_to_running_s or 0.0) - measured_pending_to_running(core_v1, key)) <= 1.0
+
+
 def test_recorded_trace_calibrates_a_twin_that_predicts_the_measured_p50(
         traced: tuple[Controller, Tracer, CollectorRegistry], pods: Callable[[client.V1Pod], str],
         core_v1: client.CoreV1Api, tmp_path: Path) -> None:
