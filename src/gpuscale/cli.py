@@ -25,6 +25,7 @@ from gpuscale.engine.fit import explain_fit
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Snapshot
 from gpuscale.engine.state import EngineState
 from gpuscale.kube.dump import load_cluster
+from gpuscale.lifecycle.trace import PodTrace, dump_lines, parse_lines
 from gpuscale.loop.events import pool_sizes
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.errors import ConfigError, InputError
@@ -33,7 +34,9 @@ from gpuscale.report.fit import fit_json, print_fit
 from gpuscale.report.html import render_html
 from gpuscale.report.pack import pack_json, print_pack
 from gpuscale.report.plan import plan_json, print_plan
+from gpuscale.report.trace import print_traces, render_trace_html
 from gpuscale.report.twin import print_comparison, print_summary, result_json
+from gpuscale.sim.calibrate import fit_profiles, profiles_yaml
 from gpuscale.sim.openb import bundled
 from gpuscale.sim.pack import run_pack
 from gpuscale.sim.result import SimResult
@@ -190,12 +193,16 @@ def simulate(
     json_out: JsonOpt = None,
     html_out: HtmlOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    trace_out: Annotated[Path | None, typer.Option("--trace", help="Write per-pod phase traces as JSON lines "
+                                                   "(docs/tracing.md).")] = None,
 ) -> None:
     """Replay a scenario in the digital twin — same engine and loop as the controller, virtual time — and report
     cost, idle GPU-hours and how long pods waited, phase by phase."""
     results = _run_twin(scenario, [policy], seed, quiet)
     print_summary(results[0], Console())
     _write_outputs(results, json_out, html_out, f"gpuscale twin — {results[0].scenario}")
+    if trace_out is not None:
+        trace_out.write_text(dump_lines([p.trace for p in results[0].pods if p.trace is not None]), encoding="utf-8")
 
 
 @app.command()
@@ -248,6 +255,65 @@ class ProviderName(StrEnum):
     KWOK = "kwok"
 
 
+def _read_traces(source: Path | None, url: str | None) -> list[PodTrace]:
+    """JSON-lines traces from a file or a controller's `/traces` endpoint; any problem is one `InputError`."""
+    if (source is None) == (url is None):
+        raise InputError("gpuscale trace", "input", "give a trace file or --url, not both or neither")
+    if url is not None:
+        import urllib.error
+        import urllib.request
+        if not url.startswith(("http://", "https://")):
+            raise InputError(url, "--url", "expected http://HOST:PORT of a controller's trace endpoint")
+        endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/traces") else "/traces")
+        try:
+            with urllib.request.urlopen(endpoint, timeout=30) as response:
+                return parse_lines(response.read().decode("utf-8"), endpoint)
+        except (urllib.error.URLError, OSError, UnicodeDecodeError) as err:
+            raise InputError(endpoint, "--url", f"cannot fetch traces: {getattr(err, 'reason', err)}") from None
+    assert source is not None
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(str(source), "(file)", f"cannot read: {getattr(err, 'strerror', None) or err}") from None
+    return parse_lines(text, str(source))
+
+
+@app.command()
+@user_errors
+def trace(
+    source: Annotated[Path | None, typer.Argument(help="A JSON-lines trace file (gpuscale simulate --trace, or a "
+                                                        "controller's trace file).")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="A running controller's trace endpoint, "
+                                                          "http://127.0.0.1:PORT.")] = None,
+    html_out: HtmlOpt = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many of the slowest pods to show.")] = 5,
+) -> None:
+    """Where pods wait between Pending and Running: per pool and phase (p50/p95), the slowest pods with the phase
+    that dominated, and their waterfalls (docs/tracing.md)."""
+    traces = _read_traces(source, url)
+    print_traces(traces, Console(), top=top)
+    if html_out is not None:
+        html_out.write_text(render_trace_html(traces, f"gpuscale trace — {source or url}"), encoding="utf-8")
+
+
+@app.command()
+@user_errors
+def calibrate(
+    source: Annotated[Path, typer.Argument(help="A JSON-lines trace recorded on the cluster to model.")],
+    out: Annotated[Path, typer.Option("--out", help="Where to write the fitted start-up profile (YAML).")],
+) -> None:
+    """Fit the twin's per-pool start-up distributions (capacity, boot, registration, Ready, GPU registration, image
+    pull, container start) to measured traces; load the profile with `calibrated_profiles:` in a scenario."""
+    traces = _read_traces(source, None)
+    fits = fit_profiles(traces)
+    if not fits:
+        raise InputError(str(source), "path", "no complete new-node trace with a pool: nothing to fit")
+    out.write_text(profiles_yaml(fits, str(source)), encoding="utf-8")
+    for pool, steps in fits.items():
+        shown = ", ".join(f"{name} {fit.distribution.median:.2f}s" for name, fit in steps.items())
+        print(f"{pool} ({next(iter(steps.values())).samples} traces): {shown}")
+
+
 @app.command()
 @user_errors
 def run(
@@ -258,6 +324,12 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and log; write nothing, add or remove no "
                                           "node.")] = False,
     provider: Annotated[ProviderName, typer.Option("--provider", help="Node provider.")] = ProviderName.KWOK,
+    trace_port: Annotated[int | None, typer.Option("--trace-port", min=0, max=65535, help=(
+        "Serve per-pod phase traces (/traces) and their metrics (/metrics) on 127.0.0.1:PORT."))] = None,
+    trace_file: Annotated[Path | None, typer.Option("--trace-file", help="Append finished pod traces to this "
+                                                                         "JSON-lines file.")] = None,
+    trace_retention: Annotated[int, typer.Option("--trace-retention", min=1, help="Finished traces kept in "
+                                                                                  "memory.")] = 10_000,
 ) -> None:
     """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
     import logging
@@ -277,7 +349,8 @@ def run(
         kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         from kubernetes import client as kube_client
         api_client = kube_client.ApiClient()
-    controller = build_controller(api_client, settings, dry_run=dry_run)
+    tracer, server = _tracing(trace_port, trace_file, trace_retention)
+    controller = build_controller(api_client, settings, dry_run=dry_run, tracer=tracer)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -287,4 +360,19 @@ def run(
             signal.signal(sig, handler)
         controller.close()
         api_client.close()
+        if server is not None:
+            server.shutdown()
     raise typer.Exit(code)
+
+
+def _tracing(port: int | None, path: Path | None, retention: int) -> tuple[Any, Any]:
+    """The controller's tracer (always on: it is cheap) and, with a port, its 127.0.0.1 server."""
+    from prometheus_client import CollectorRegistry
+
+    from gpuscale.kube.trace_metrics import register_metrics, serve_traces
+    from gpuscale.kube.tracer import Tracer
+
+    tracer = Tracer(retention=retention, sink=path)
+    registry = CollectorRegistry()
+    register_metrics(tracer, registry)
+    return tracer, (serve_traces(tracer, port, registry) if port is not None else None)

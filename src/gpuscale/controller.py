@@ -25,6 +25,7 @@ from gpuscale.config import Config
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.kube.cache import WatchCache
 from gpuscale.kube.events import KubeEvents
+from gpuscale.kube.tracer import Tracer
 from gpuscale.kube.writer import KubeWriter
 from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
 from gpuscale.loop.report import TickReport
@@ -121,16 +122,30 @@ class Controller:
     events: EventSink
     autoscaler: Autoscaler
     settings: LoopSettings
+    tracer: Tracer | None = None
+
+    def tick(self) -> TickReport:
+        """One tick; the tracer (if any) hears what it decided."""
+        report = self.autoscaler.tick()
+        if self.tracer is not None:
+            self.tracer.on_tick(report)
+        return report
 
     def close(self) -> None:
         self.cache.close()
+        if self.tracer is not None:
+            self.tracer.flush()
 
 
 def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: bool = False,
                      kwok: KwokSettings | None = None, settings: LoopSettings | None = None,
-                     start_cache: bool = True, decide: DecideFn | None = None) -> Controller:
-    """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`."""
-    cache = WatchCache(api_client)
+                     start_cache: bool = True, decide: DecideFn | None = None,
+                     tracer: Tracer | None = None) -> Controller:
+    """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`. A
+    `tracer` listens to the cache (plus an Event watch outside the synced gate) and to every tick."""
+    cache = WatchCache(api_client, watch_events=tracer is not None)
+    if tracer is not None:
+        cache.add_listener(tracer.on_object)
     real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
     writer: ClusterWriter
     events: EventSink
@@ -146,7 +161,7 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     if start_cache:
         cache.start()
     return Controller(cache=cache, writer=writer, provider=provider, events=events, autoscaler=autoscaler,
-                      settings=loop_settings)
+                      settings=loop_settings, tracer=tracer)
 
 
 # --- the loop
@@ -187,7 +202,7 @@ def run_loop(controller: Controller, *, once: bool = False, sync_timeout_s: floa
             return 1
     while True:
         started = time.monotonic()
-        report = controller.autoscaler.tick()
+        report = controller.tick()
         emit(report_fields(report))
         if once:
             return 0 if report.ok else 1

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gpuscale.kube.cache import KINDS, NODE, PDB, POD, WatchCache, _RawWatch
+from gpuscale.kube.cache import EVENT, KINDS, NODE, PDB, POD, WatchCache, _RawWatch
 from gpuscale.loop.ports import NotSynced
 
 
@@ -191,3 +191,23 @@ def test_raw_watch_keeps_raw_objects_and_turns_410_into_an_exception() -> None:
     with pytest.raises(ApiException) as info:
         list(w.stream(list_call, resource_version="1", timeout_seconds=5))
     assert info.value.status == 410
+
+
+def test_listeners_hear_lists_and_watch_events_and_events_stay_out_of_the_gate() -> None:
+    """The tracer's feed: every listed object (listed=True) and watch event, outside the lock; the Event kind is
+    listed and watched only for listeners — not stored, not needed for `synced`."""
+    cache = WatchCache(client.ApiClient(), watch_events=True)
+    heard: list[tuple[str, str, str, bool]] = []
+    cache.add_listener(lambda kind, kind_of_event, obj, listed: heard.append(
+        (kind, kind_of_event, obj["metadata"]["name"], listed)))
+    cache.add_listener(lambda *_: 1 / 0)  # a failing listener is logged, not fatal
+    event = {"metadata": {"name": "p.1", "namespace": "default", "resourceVersion": "3"}, "reason": "Pulled"}
+    list_all(cache, {POD: [[pod("p")]]})
+    assert cache.synced()  # Events have not been listed, and need not be
+    cache._relist(EVENT)
+    cache._apply(EVENT, {"type": "ADDED", "object": {**event, "metadata": {**event["metadata"], "name": "p.2"}}})
+    cache._apply(POD, {"type": "MODIFIED", "object": pod("p", rv="7")})
+    cache._apply(POD, {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "9"}}})
+    assert heard == [("Pod", "LISTED", "p", True), ("Event", "ADDED", "p.2", False), ("Pod", "MODIFIED", "p", False)]
+    assert cache._events.objects == {} and cache._events.resource_version == "3"
+    assert [p.name for p in cache.snapshot().pods] == ["p"]

@@ -13,6 +13,11 @@ The synced gate (`snapshot()` raises `NotSynced`):
 - while any cached object fails to convert (`InputError`): the object is kept out of the view and named in the
   reason, because acting on a view with a missing node or pod is acting on a partial view.
 Retries back off exponentially (0.2 s doubling to `max_backoff_s`), reset after a successful list.
+
+Listeners (`add_listener`, e.g. the phase tracer in `kube/tracer.py`) get every object the cache lists or a watch
+delivers, outside the lock. With `watch_events=True` a fourth thread lists+watches core/v1 Events the same way, only
+to hand them to listeners: Events are not stored, not part of the synced gate, and their thread never holds up
+`snapshot()`.
 """
 
 from __future__ import annotations
@@ -34,8 +39,11 @@ from gpuscale.model.errors import InputError
 
 log = logging.getLogger(__name__)
 
-NODE, POD, PDB = "Node", "Pod", "PodDisruptionBudget"
+NODE, POD, PDB, EVENT = "Node", "Pod", "PodDisruptionBudget", "Event"
 KINDS = (NODE, POD, PDB)
+"""The kinds the synced gate and `snapshot()` cover."""
+Listener = Callable[[str, str, Mapping[str, Any], bool], None]
+"""`(kind, event type — ADDED/MODIFIED/DELETED, or LISTED for a (re)list item —, object, listed)`."""
 _CONVERTERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     NODE: node_from_k8s, POD: pod_from_k8s, PDB: pdb_from_k8s}
 
@@ -79,7 +87,7 @@ class WatchCache:
     """`ClusterReader` over list+watch of nodes, pods and PDBs. `start()` launches the threads; `close()` stops them."""
 
     def __init__(self, api_client: client.ApiClient, *, watch_timeout_s: int = 60, max_backoff_s: float = 10.0,
-                 page_size: int = 500) -> None:
+                 page_size: int = 500, watch_events: bool = False) -> None:
         self._core = client.CoreV1Api(api_client)
         self._policy = client.PolicyV1Api(api_client)
         self._watch_timeout_s = watch_timeout_s
@@ -87,6 +95,9 @@ class WatchCache:
         self._page_size = page_size
         self._lock = threading.Lock()
         self._stores = {kind: _Store(kind) for kind in KINDS}
+        self._kinds = (*KINDS, EVENT) if watch_events else KINDS
+        self._events = _Store(EVENT)
+        self._listeners: list[Listener] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watches: dict[str, _RawWatch] = {}
@@ -94,8 +105,22 @@ class WatchCache:
 
     # --- lifecycle
 
+    def add_listener(self, listener: Listener) -> None:
+        """Call `listener` for every listed or watched object (before `start()`); it must be quick and not raise."""
+        self._listeners.append(listener)
+
+    def _notify(self, kind: str, event_type: str, obj: Mapping[str, Any], listed: bool) -> None:
+        for listener in self._listeners:
+            try:
+                listener(kind, event_type, obj, listed)
+            except Exception:  # a listener's bug must not break the watch
+                log.exception("cache listener failed on %s %s", kind, object_key(obj))
+
+    def _store(self, kind: str) -> _Store:
+        return self._events if kind == EVENT else self._stores[kind]
+
     def start(self) -> WatchCache:
-        for kind in KINDS:
+        for kind in self._kinds:
             thread = threading.Thread(target=self._run, args=(kind,), name=f"gpuscale-watch-{kind}", daemon=True)
             self._threads.append(thread)
             thread.start()
@@ -193,6 +218,8 @@ class WatchCache:
             return self._core.list_node
         if kind == POD:
             return self._core.list_pod_for_all_namespaces
+        if kind == EVENT:
+            return self._core.list_event_for_all_namespaces
         return self._policy.list_pod_disruption_budget_for_all_namespaces
 
     def _run(self, kind: str) -> None:
@@ -222,7 +249,7 @@ class WatchCache:
             return
         log.info("watch of %s broke (%s); relisting", kind, why)
         with self._lock:
-            store = self._stores[kind]
+            store = self._store(kind)
             store.relisting = True
             store.last_error = why
 
@@ -249,8 +276,8 @@ class WatchCache:
             if not cont:
                 break
         with self._lock:
-            store = self._stores[kind]
-            store.objects = items
+            store = self._store(kind)
+            store.objects = items if kind != EVENT else {}
             store.converted = {k: c for k, c in store.converted.items() if k in items}
             store.resource_version = rv
             store.synced = True
@@ -258,12 +285,14 @@ class WatchCache:
             store.last_error = None
             store.lists += 1
         log.info("listed %d %s object(s) at resourceVersion %s", len(items), kind, rv)
+        for obj in items.values():
+            self._notify(kind, "LISTED", obj, True)
 
     def _watch(self, kind: str) -> None:
         w = _RawWatch()  # type: ignore[no-untyped-call]
         with self._lock:
             self._watches[kind] = w
-            rv = self._stores[kind].resource_version
+            rv = self._store(kind).resource_version
         try:
             # `timeout_seconds` makes the server end the watch; Watch then does not retry by itself, and a 410 comes
             # out as an ApiException. The client-side read timeout catches a silently dead connection.
@@ -286,8 +315,10 @@ class WatchCache:
             return
         new_rv = (obj.get("metadata") or {}).get("resourceVersion")
         with self._lock:
-            store = self._stores[kind]
-            if kind_of_event in ("ADDED", "MODIFIED"):
+            store = self._store(kind)
+            if kind == EVENT:
+                pass  # handed to listeners only
+            elif kind_of_event in ("ADDED", "MODIFIED"):
                 obj.setdefault("kind", kind)
                 store.objects[object_key(obj)] = obj
             elif kind_of_event == "DELETED":
@@ -296,3 +327,5 @@ class WatchCache:
                 store.converted.pop(key, None)
             if new_rv:
                 store.resource_version = str(new_rv)
+        if kind_of_event in ("ADDED", "MODIFIED", "DELETED"):
+            self._notify(kind, str(kind_of_event), obj, False)

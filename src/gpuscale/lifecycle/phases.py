@@ -5,6 +5,11 @@ milestone and the previous one. Milestones that did not happen for a pod (it lan
 was requested for it) collapse to zero-length phases, so the phases of every pod always sum to its pending→running
 time. Waiting caused by backoff, stockout or limits is its own phase (`BLOCKED`), carved out of the wait for a
 decision.
+
+The scheduler publishes only the outcome of an attempt (the `PodScheduled=False/Unschedulable` condition and its
+FailedScheduling event), so "first scheduling attempt" and "unschedulable" are one milestone, `UNSCHEDULABLE`: the
+phase before it is the scheduler queue plus the failed attempt. A pod that fits at once never gets it (zero length).
+`lifecycle/trace.py` holds the per-pod record both worlds write.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from enum import StrEnum
 
 class Milestone(StrEnum):
     CREATED = "created"
+    UNSCHEDULABLE = "unschedulable"
     DECIDED = "scale_up_decided"
     REQUESTED = "cloud_request_accepted"
     ACQUIRED = "capacity_acquired"
@@ -30,10 +36,12 @@ class Milestone(StrEnum):
 class Phase(StrEnum):
     """Named after what the pod waits for during it."""
 
+    FIRST_ATTEMPT = "first_scheduling_attempt"
+    """From creation until the scheduler's first attempt reported the pod Unschedulable."""
     BLOCKED = "blocked"
     """Waiting while every pool that could host it is backed off, stocked out or at a limit."""
     DECISION = "decision"
-    """From creation (or the end of `blocked`) until the autoscaler decides on a scale-up for it."""
+    """From Unschedulable (or the end of `blocked`) until the autoscaler decides on a scale-up for it."""
     REQUEST = "cloud_request"
     CAPACITY = "capacity_acquisition"
     BOOT = "instance_boot"
@@ -46,6 +54,7 @@ class Phase(StrEnum):
 
 
 ORDER: tuple[tuple[Milestone, Phase], ...] = (
+    (Milestone.UNSCHEDULABLE, Phase.FIRST_ATTEMPT),
     (Milestone.DECIDED, Phase.DECISION),
     (Milestone.REQUESTED, Phase.REQUEST),
     (Milestone.ACQUIRED, Phase.CAPACITY),
@@ -72,7 +81,32 @@ def phases_of(times: Mapping[Milestone, float], blocked_s: float = 0.0) -> dict[
         previous = at
     blocked = min(max(blocked_s, 0.0), result[Phase.DECISION])
     result[Phase.DECISION] -= blocked
-    return {Phase.BLOCKED: blocked, **result}
+    first = result.pop(Phase.FIRST_ATTEMPT)
+    return {Phase.FIRST_ATTEMPT: first, Phase.BLOCKED: blocked, **result}
+
+
+NODE_MILESTONES = (Milestone.DECIDED, Milestone.REQUESTED, Milestone.ACQUIRED, Milestone.RUNNING,
+                   Milestone.REGISTERED, Milestone.READY, Milestone.GPU_REGISTERED)
+"""Milestones of the long path only: a pod that fit existing capacity has none of them."""
+
+
+def with_node(pod: Mapping[Milestone, float], node: Mapping[Milestone, float] | None) -> tuple[dict[Milestone, float],
+                                                                                                 bool]:
+    """A pod's milestones joined with those of the node it ran on; returns them and whether it took the long path.
+
+    The long path: the node was requested at or after the pod's creation (the pod waited for it — ordered for it, or
+    for a pod ahead of it). Then the node's start-up milestones become the pod's, and a missing decision time is the
+    request time. Otherwise (short path) the pod's own node milestones are dropped: the decision it may have seen
+    did not make the node it ran on. Both worlds call this, so the twin and the controller split time alike."""
+    times = dict(pod)
+    requested = node.get(Milestone.REQUESTED) if node else None
+    if node is not None and requested is not None and requested >= times[Milestone.CREATED]:
+        times.setdefault(Milestone.DECIDED, requested)
+        times.update({m: t for m, t in node.items() if m in NODE_MILESTONES and m != Milestone.DECIDED})
+        return times, True
+    for milestone in NODE_MILESTONES:
+        times.pop(milestone, None)
+    return times, False
 
 
 def percentile(values: Sequence[float], q: float) -> float:

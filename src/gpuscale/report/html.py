@@ -24,7 +24,7 @@ WIDTH, HEIGHT = 560, 250
 LEFT, RIGHT, TOP, BOTTOM = 58, 18, 14, 42
 POLICY_COLOURS = ("#4269d0", "#e8793b", "#3ca951", "#a463f2", "#d4386c", "#1f9eaa", "#9c6b4e", "#6e7079")
 POOL_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac")
-PHASE_COLOURS = ("#9aa0a6", "#4269d0", "#97bbf5", "#efb118", "#ff725c", "#ff8ab7", "#a463f2", "#6cc5b0",
+PHASE_COLOURS = ("#c9ced3", "#9aa0a6", "#4269d0", "#97bbf5", "#efb118", "#ff725c", "#ff8ab7", "#a463f2", "#6cc5b0",
                  "#3ca951", "#9c6b4e", "#38383f")
 LOG_TICKS = ((0.1, "0.1 s"), (1, "1 s"), (10, "10 s"), (60, "1 min"), (600, "10 min"), (3600, "1 h"),
              (86400, "1 d"), (864000, "10 d"))
@@ -80,6 +80,11 @@ def render_html(results: Sequence[SimResult], title: str) -> str:
             "<h2>Details</h2>", _details(results), "<h2>Notable events</h2>", _notable_table(results)]
     if any(r.teams for r in results):
         body[6:6] = ["<h2>Teams: queue wait vs scale-up wait</h2>", _teams(results)]
+    return page(title, body)
+
+
+def page(title: str, body: Sequence[str]) -> str:
+    """The self-contained page around sections of HTML: inline CSS, no script, nothing fetched."""
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width,initial-scale=1">\n<title>{_esc(title)}</title>\n'
             f"<style>{CSS}</style>\n</head>\n<body>\n<main>\n" + "\n".join(body) + "\n</main>\n</body>\n</html>\n")
@@ -399,8 +404,10 @@ def _cdf_chart(results: Sequence[SimResult], colours: Sequence[str]) -> str:
     return _svg(HEIGHT, parts, "latency CDF")
 
 
-def _phase_chart(means: Sequence[tuple[str, dict[str, float]]], colours: dict[str, str]) -> str:
-    """One horizontal bar per policy: mean seconds per phase, stacked in lifecycle order, total at the end."""
+def _phase_chart(means: Sequence[tuple[str, dict[str, float]]], colours: dict[str, str],
+                 xtitle: str = "mean time from creation to running") -> str:
+    """One horizontal bar per row (a policy, a pod, a pool): seconds per phase, stacked in lifecycle order, total at
+    the end."""
     top = max((sum(m.values()) for _, m in means), default=0.0) * 1.15
     minutes = top >= 900
     xticks = [v * 60 for v in _nice_ticks(top / 60, integer=False)] if minutes else _nice_ticks(top, integer=False)
@@ -410,7 +417,7 @@ def _phase_chart(means: Sequence[tuple[str, dict[str, float]]], colours: dict[st
     x = _Axis(0.0, xticks[-1], left, WIDTH - RIGHT)
     y = _Axis(0.0, 1.0, height - BOTTOM, TOP)
     labels = [(v, f"{v / 60:g} min" if minutes else f"{v:g} s") for v in xticks]
-    parts = _frame(x, y, labels, [], "mean time from creation to running", "")
+    parts = _frame(x, y, labels, [], xtitle, "")
     for row, (policy, phase_means) in enumerate(means):
         top_y = TOP + gap / 2 + row * (bar + gap)
         parts.append(f'<text x="{left - 8}" y="{top_y + bar / 2 + 4}" text-anchor="end" font-weight="600">'

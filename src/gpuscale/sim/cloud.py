@@ -42,6 +42,8 @@ class StartupProfile:
     gpu_s: LogNormal | None
     """Ready → GPUs in allocatable (driver + device plugin); `None` for pools without GPUs."""
     pull_mb_per_s: LogNormal = PULL_MB_PER_S
+    pull_s: LogNormal | None = None
+    """A cold pull's duration, when measured as such (`gpuscale calibrate`); replaces size / `pull_mb_per_s`."""
     start_s: LogNormal = CONTAINER_START_S
     """Container start → Ready (model load for inference, NCCL/restore for training)."""
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpuscale.lifecycle.trace import PodTrace
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodRecord:
@@ -23,6 +25,8 @@ class PodRecord:
     new_node: bool
     """It waited for a node the autoscaler added (the long path) rather than fitting existing capacity."""
     phases: Mapping[str, float] = field(default_factory=dict)
+    trace: PodTrace | None = None
+    """The pod's record in the trace schema shared with the controller (`gpuscale simulate --trace`)."""
 
     @property
     def pending_to_running_s(self) -> float | None:

@@ -16,10 +16,10 @@ import numpy as np
 
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT
 from gpuscale.engine.policy import Policy
-from gpuscale.engine.reasons import ReasonCode
 from gpuscale.loop.ports import EventType
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, LoopSettings
+from gpuscale.loop.trace import blocked_pods, decided_pods
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.resources import PODS
 from gpuscale.sim.cloud import CloudPool, SimCloud, Spell
@@ -33,7 +33,6 @@ from gpuscale.sim.workloads import Job, JobSpec, Pause, PauseSpec, Service, Serv
 from gpuscale.sim.world import World
 
 HEARTBEAT_S = 300.0
-BLOCKING = {ReasonCode.POOL_BACKOFF, ReasonCode.LIMIT_REACHED, ReasonCode.GANG_DOES_NOT_FIT}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +88,8 @@ def simulate(setup: TwinSetup, policy: TwinPolicy,
                      | {n for s in setup.pauses for n in s.requests.names()})
     world_ref: list[World] = []
     scheduler = SimScheduler(sim, cluster, columns, policy.scoring,
-                             on_bound=lambda pod, node: world_ref[0].bound(pod, node))
+                             on_bound=lambda pod, node: world_ref[0].bound(pod, node),
+                             on_unschedulable=lambda pod: world_ref[0].metrics.unschedulable(pod, sim.now))
     stockouts: list[tuple[str, float]] = []
     cloud = SimCloud(sim, cluster, {p.pool.name: p for p in setup.pools}, rng, setup.spells,
                      on_stockout=lambda pool, t: stockouts.append((pool, t)))
@@ -160,14 +160,10 @@ class _Loop:
         plan = report.plan
         if plan is None:
             return
-        done = {s.pool for s in report.scaled_up}
-        for item in plan.scale_up:
-            if item.pool in done:
-                for key in item.pods:
-                    self.world.metrics.decided(key, now)
-        for verdict in plan.unplaceable:
-            if any(r.code in BLOCKING for r in verdict.reasons):
-                self.world.metrics.blocked(verdict.pod, now)
+        for key, _pool in decided_pods(report):
+            self.world.metrics.decided(key, now)
+        for pod, reason in blocked_pods(plan):
+            self.world.metrics.blocked(pod, now, reason)
         for done_item in report.scaled_up:
             self.scale_ups += 1
             self.scale_ups_by_pool[done_item.pool] = self.scale_ups_by_pool.get(done_item.pool, 0) + done_item.nodes

@@ -21,7 +21,8 @@ from gpuscale.config import Config, Duration, load_config, parse_config, preset_
 from gpuscale.loop.tick import LoopSettings
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.resources import Resources, is_gpu_resource
-from gpuscale.sim.cloud import CloudPool, Spell
+from gpuscale.sim.calibrate import load_profiles
+from gpuscale.sim.cloud import CloudPool, Spell, StartupProfile
 from gpuscale.sim.distributions import LogNormal
 from gpuscale.sim.helios import bundled_curve, openb_helios_jobs
 from gpuscale.sim.openb import bundled, read_pods
@@ -117,6 +118,8 @@ class ScenarioFile(_Strict):
     config: dict[str, Any]
     profiles: dict[str, Literal["cpu", "gpu-small", "gpu-large"]] = Field(default_factory=dict)
     """Pool → start-up profile; pools left out get `gpu-large` (≥ 4 GPUs), `gpu-small` (GPUs) or `cpu`."""
+    calibrated_profiles: str | None = None
+    """A profile file from `gpuscale calibrate` (relative to the scenario): the pools it lists start up as measured."""
     stockout_probability: dict[str, float] = Field(default_factory=dict)
     stockouts: tuple[SpellConfig, ...] = ()
     initial_nodes: dict[str, int] = Field(default_factory=dict)
@@ -169,6 +172,20 @@ def _services(parsed: ScenarioFile) -> list[ServiceSpec]:
         max_replicas=s.max_replicas, team=s.team) for s in parsed.workload.services]
 
 
+def _calibrated(name: str | None, base: Path | None, source: str, pools: set[str]) -> dict[str, StartupProfile]:
+    if name is None:
+        return {}
+    path = Path(name)
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    profiles = load_profiles(path)
+    unknown = sorted(set(profiles) - pools)
+    if unknown:
+        raise ConfigError(f"{source}: calibrated_profiles", f"{path} names unknown pool {unknown[0]!r} "
+                                                            f"(pools: {', '.join(sorted(pools))})")
+    return profiles
+
+
 def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None) -> tuple[TwinSetup, Config]:
     try:
         parsed = ScenarioFile.model_validate(raw)
@@ -187,11 +204,13 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
         if named not in names:
             raise ConfigError(f"{source}: {where}", f"unknown pool {named!r} (pools: {', '.join(sorted(names))})")
     rng = np.random.default_rng(parsed.seed)
+    calibrated = _calibrated(parsed.calibrated_profiles, base, source, names)
     cloud_pools = []
     for pool in config.pools:
         profile = _profile_name(config, pool.name, parsed.profiles)
-        cloud_pools.append(CloudPool(pool=pool, profile=PROFILES[profile], stockout_probability=(
-            parsed.stockout_probability.get(pool.name, STOCKOUT_PROBABILITY[profile]))))
+        cloud_pools.append(CloudPool(pool=pool, profile=calibrated.get(pool.name, PROFILES[profile]),
+                                     stockout_probability=parsed.stockout_probability.get(
+                                         pool.name, STOCKOUT_PROBABILITY[profile])))
     pause = parsed.workload.pause
     pauses = (PauseSpec(replicas=pause.replicas,
                         requests=Resources.of(cpu=pause.cpu_milli, memory=pause.memory_mib * 2**20)),) if pause else ()

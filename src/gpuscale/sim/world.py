@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpuscale.lifecycle.phases import Milestone, phases_of
+from gpuscale.lifecycle.phases import Milestone, phases_of, with_node
+from gpuscale.lifecycle.trace import build_trace
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
@@ -37,6 +38,7 @@ class _PodTrack:
     times: dict[Milestone, float] = field(default_factory=dict)
     blocked_since: float | None = None
     blocked_s: float = 0.0
+    blocked_reason: str | None = None
     node: str | None = None
     withdrawn: bool = False
 
@@ -60,10 +62,16 @@ class Metrics:
             track.times[Milestone.DECIDED] = now
             self.unblocked(key, now)
 
-    def blocked(self, key: str, now: float) -> None:
+    def unschedulable(self, pod: Pod, now: float) -> None:
+        track = self.tracks.get(pod.key)
+        if track is not None:
+            track.times.setdefault(Milestone.UNSCHEDULABLE, now)
+
+    def blocked(self, key: str, now: float, reason: str | None = None) -> None:
         track = self.tracks.get(key)
         if track is not None and track.blocked_since is None and Milestone.DECIDED not in track.times:
             track.blocked_since = now
+            track.blocked_reason = reason or track.blocked_reason
 
     def unblocked(self, key: str, now: float) -> None:
         track = self.tracks.get(key)
@@ -130,13 +138,17 @@ class World:
         timeline = self.cloud.timeline_of(node.name)
         profile = self.cloud.pools[timeline.pool].profile if timeline is not None else None
         image_ready = self.now
-        if pod.image_bytes:
+        measured = profile.pull_s if profile is not None else None
+        if pod.image_bytes or measured is not None:
             key = (node.name, pod.image_bytes)
             if key in self._images:
                 image_ready = max(self._images[key], self.now)
             else:
-                rate = profile.pull_mb_per_s.draw(self.rng) if profile else 45.0
-                image_ready = self.now + pod.image_bytes / 1e6 / max(rate, 1.0)
+                if measured is not None:
+                    image_ready = self.now + measured.draw(self.rng)
+                else:
+                    rate = profile.pull_mb_per_s.draw(self.rng) if profile else 45.0
+                    image_ready = self.now + pod.image_bytes / 1e6 / max(rate, 1.0)
                 self._images[key] = image_ready
         start = profile.start_s.draw(self.rng) if profile else 5.0
         self.sim.at(image_ready, Priority.WORKLOAD, lambda: self._pulled(pod.key, node.name, start))
@@ -194,28 +206,25 @@ class World:
         self.metrics.records.append(self.record(track))
 
     def record(self, track: _PodTrack) -> PodRecord:
-        times = dict(track.times)
-        started = times.get(Milestone.STARTED)
+        started = track.times.get(Milestone.STARTED)
         node_name = track.pod.node_name
         timeline = self.cloud.timeline_of(node_name) if node_name else None
-        new_node = False
-        if timeline is not None and started is not None and timeline.requested_s >= times[Milestone.CREATED]:
-            new_node = True
-            times.setdefault(Milestone.DECIDED, timeline.requested_s)
-            times[Milestone.REQUESTED] = timeline.requested_s
-            for milestone, value in ((Milestone.ACQUIRED, timeline.acquired_s), (Milestone.RUNNING, timeline.running_s),
-                                     (Milestone.REGISTERED, timeline.registered_s),
-                                     (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)):
-                if value is not None:
-                    times[milestone] = value
-        elif started is not None:
-            times.pop(Milestone.DECIDED, None)
+        times, new_node = dict(track.times), False
+        if started is not None:
+            node_times = None if timeline is None else {m: v for m, v in (
+                (Milestone.REQUESTED, timeline.requested_s), (Milestone.ACQUIRED, timeline.acquired_s),
+                (Milestone.RUNNING, timeline.running_s), (Milestone.REGISTERED, timeline.registered_s),
+                (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)) if v is not None}
+            times, new_node = with_node(track.times, node_times)
         blocked = track.blocked_s + ((self.now - track.blocked_since) if track.blocked_since is not None else 0.0)
         phases = {str(k): v for k, v in phases_of(times, blocked).items()} if started is not None else {}
-        return PodRecord(key=track.pod.key, workload=track.workload, team=track.team,
-                         pool=timeline.pool if timeline is not None and started is not None else None,
+        pool = timeline.pool if timeline is not None and started is not None else None
+        trace = build_trace(pod=track.pod.key, source="twin", times=times, new_node=new_node, pool=pool,
+                            node=node_name if started is not None else None, blocked_s=blocked,
+                            reason=track.blocked_reason if blocked > 0 else None)
+        return PodRecord(key=track.pod.key, workload=track.workload, team=track.team, pool=pool,
                          gpus=self.gpus_of(track.pod.requests), created_s=times[Milestone.CREATED],
-                         running_s=started, new_node=new_node, phases=phases)
+                         running_s=started, new_node=new_node, phases=phases, trace=trace)
 
     def open_records(self) -> list[tuple[PodRecord, bool]]:
         """Records of pods still alive at the end of the run, with whether they are pending."""
