@@ -9,6 +9,7 @@ Run: `.venv/bin/python bench/twin.py [--days 7] [--gpus 1000]`.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 
@@ -52,13 +53,15 @@ def main() -> None:
     start = time.perf_counter()
     setup, config = parse_scenario(scenario(args.days, args.gpus), "bench")
     built = time.perf_counter() - start
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = simulate(setup, policy_named("gpuscale", config))
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     report = result_json(result, include_wall=False)
-    print(f"machine: {platform.machine()} python {platform.python_version()}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"machine: {platform.machine()} python {platform.python_version()}, {os.cpu_count()} CPUs, load {load}")
     print(f"scenario {setup.name}: {len(setup.jobs)} jobs generated in {built:.1f}s")
-    print(f"simulated {args.days:g} days in {wall:.1f}s: {len(result.pods)} pods, {result.sim_events} events, "
+    print(f"simulated {args.days:g} days in {wall:.1f}s wall ({cpu:.1f}s CPU): {len(result.pods)} pods, "
+          f"{result.sim_events} events, "
           f"{result.sim_events / wall:,.0f} events/s, {len(result.pods) / wall:,.0f} pods/s")
     print(f"cost ${report['cost_usd']:,.0f}; GPU-hours {report['gpu_hours']['provisioned']:,.0f} provisioned, "
           f"{report['gpu_hours']['allocated']:,.0f} allocated; p95 pending→running "

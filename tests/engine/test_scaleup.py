@@ -180,6 +180,23 @@ def test_gang_uses_free_capacity_plus_new_nodes() -> None:
     assert scale_ups(plan) == {"gpu-training-a100": 2}
 
 
+def test_gang_no_single_pool_can_host_spans_pools_within_each_limit() -> None:
+    a100, other = replace(SEED_POOLS[1], max_size=3), replace(SEED_POOLS[1], name="gpu-training-a100-b", max_size=2)
+    plan = run(gang(4), pools=(SEED_POOLS[0], a100, other, SEED_POOLS[2]))
+    assert scale_ups(plan) == {"gpu-training-a100": 3, "gpu-training-a100-b": 1}
+    assert sorted(p for s in plan.scale_up for p in s.pods) == sorted(p.key for p in gang(4))
+    assert plan.unplaceable == ()
+
+
+def test_gang_spans_pools_only_when_all_of_it_fits_and_never_past_a_global_limit() -> None:
+    a100, other = replace(SEED_POOLS[1], max_size=3), replace(SEED_POOLS[1], name="gpu-training-a100-b", max_size=2)
+    pools = (SEED_POOLS[0], a100, other, SEED_POOLS[2])
+    plan = run(gang(6), pools=pools)  # 3 + 2 nodes: one pod short, so nothing is ordered
+    assert plan.scale_up == () and codes(plan.unplaceable) == {ReasonCode.GANG_DOES_NOT_FIT}
+    plan = run(gang(4), pools=pools, policy=Policy(limits=Limits(max_nodes_total=3)))
+    assert plan.scale_up == () and len(plan.unplaceable) == 4
+
+
 @pytest.mark.parametrize(("limits", "binding"), [
     (Limits(max_nodes_total=2), "max_nodes_total 2"),
     (Limits(max_gpus_by_model={"nvidia-tesla-a100": 16}), "gpu_total nvidia-tesla-a100 16"),

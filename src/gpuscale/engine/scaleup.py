@@ -221,6 +221,60 @@ def estimate(pool: NodePool, units: Sequence[Unit], table: NodeTable, room: Head
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Spill:
+    scale_ups: list[ScaleUp]
+    leftover: list[Unit]
+    table: NodeTable
+    totals: Totals
+
+
+def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePool], totals: Totals,
+                policy: Policy) -> Spill:
+    """Step 4b: a gang no single pool can host (each pool's limit leaves too few nodes, or some of its nodes are
+    partly taken) may span pools — every pool that can host all of its pods, up to each pool's headroom, in pool
+    order. Cluster Autoscaler, which does not know gangs, spreads such pods over node groups anyway; waiting instead
+    for one pool to drain kept 64-GPU gangs pending for 40 minutes in the twin (docs/twin.md). The gang stays
+    all-or-nothing: either every pod has a row (existing, upcoming or new) or no node is ordered for it. Limits hold:
+    each pool's room is computed after reserving the whole room of the pools before it."""
+    gangs = [u for u in units if u.group]
+    singles = [u for u in units if not u.group]
+    extended, reserved = table, totals
+    new_pool: list[tuple[int, NodePool]] = []
+    for pool in pools:
+        if not any(all(pool_verdict(p, pool) == "fits" for p in u.pods) for u in gangs):
+            continue
+        room = headroom(pool, reserved, policy.limits, policy.max_nodes_per_scale_up)
+        count = min(room.nodes, max(len(u.pods) for u in gangs))
+        if count <= 0:
+            continue
+        start = len(extended)
+        extended = extended.extend([pool.template(f"span-{pool.name}-{k}") for k in range(count)],
+                                   [pool.allocatable] * count)
+        new_pool += [(start + k, pool) for k in range(count)]
+        reserved = reserved.add(pool, count)
+    if len({pool.name for _, pool in new_pool}) < 2:
+        return Spill(scale_ups=[], leftover=list(units), table=table, totals=totals)
+    placement = place_units(extended, gangs, single_rows=np.zeros(len(extended), dtype=bool))
+    used_rows = set(placement.rows.values())
+    scale_ups: list[ScaleUp] = []
+    for pool in pools:
+        rows = {row for row, p in new_pool if p is pool and row in used_rows}
+        if not rows:
+            continue
+        pods = tuple(sorted(key for key, row in placement.rows.items() if row in rows))
+        scale_ups.append(ScaleUp(pool=pool.name, nodes=len(rows), pods=pods, reasons=(Reason(
+            ReasonCode.SCALE_UP, f"{len(rows)} node(s) of {pool.name} for {len(pods)} pod(s) of a gang no single "
+                                 f"pool can host: the gang spans pools", {"nodes": len(rows), "pods": len(pods)}),)))
+        totals = totals.add(pool, len(rows))
+    if not scale_ups:
+        return Spill(scale_ups=[], leftover=list(units), table=table, totals=totals)
+    for row, _ in new_pool:
+        if row not in used_rows:
+            placement.table.disable(row)  # reserved for the what-if, not ordered
+    return Spill(scale_ups=scale_ups, leftover=singles + placement.leftover, table=placement.table, totals=totals)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ScaleUpResult:
     scale_ups: tuple[ScaleUp, ...]
     covered: tuple[PodVerdict, ...]
@@ -237,8 +291,8 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
     normalizer = Resources()
     for pool in pools:
         normalizer = normalizer.max(pool.allocatable)
-    for node in table.nodes:
-        normalizer = normalizer.max(node.allocatable)
+    for allocatable in {node.allocatable for node in table.nodes}:  # few distinct shapes, many nodes
+        normalizer = normalizer.max(allocatable)
     units = order_units(candidates.units, normalizer - Resources.of({PODS: normalizer.get(PODS)}))
     existing = place_units(table, units)
     covered = [
@@ -293,6 +347,10 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
         table = best.table
         used_pools.add(best_option.pool.name)
         round_no += 1
+    if any(u.group for u in remaining):
+        spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy)
+        scale_ups += spill.scale_ups
+        remaining, table, totals = spill.leftover, spill.table, spill.totals
     unplaceable = [v for u in remaining for v in _unplaceable(u, pools, blocked_pools, totals, policy)]
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
                          unplaceable=tuple(unplaceable), table=table, totals=totals)

@@ -24,7 +24,7 @@ from gpuscale.model.resources import Resources, is_gpu_resource
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Handle, Priority, Simulation
-from gpuscale.sim.distributions import LogNormal
+from gpuscale.sim.distributions import Keyed, LogNormal
 
 NOT_READY_TAINT = Taint(key="node.kubernetes.io/not-ready", effect=TaintEffect.NO_SCHEDULE)
 """What the node lifecycle controller puts on a registered node until it is Ready, as on a real cluster."""
@@ -79,6 +79,8 @@ class NodeTimeline:
     deleted_s: float | None = None
     node: str | None = None
     pending: list[Handle] = field(default_factory=list)
+    ordinal: int = 0
+    """This node is the pool's n-th request of the run: the key of its random draws (and its zone)."""
 
 
 class SimCloud:
@@ -88,7 +90,9 @@ class SimCloud:
         self._sim = sim
         self._cluster = cluster
         self.pools = dict(pools)
-        self._rng = rng
+        self._keyed = Keyed(rng)
+        self._ordinal: dict[str, int] = {}
+        self._asks: dict[str, int] = {}
         self._spells = tuple(spells)
         self._on_stockout = on_stockout
         self._seq = 0
@@ -109,8 +113,9 @@ class SimCloud:
         if spec is None:
             raise ProviderError(FailureKind.OTHER, f"unknown pool {pool}")
         now = self._sim.now
+        ask = self._asks[pool] = self._asks.get(pool, 0) + 1
         if any(s.pool == pool and s.start_s <= now < s.end_s for s in self._spells) or (
-                spec.stockout_probability and self._rng.random() < spec.stockout_probability):
+                spec.stockout_probability and self._keyed.uniform("stockout", pool, ask) < spec.stockout_probability):
             self._on_stockout(pool, now)
             raise ProviderError(FailureKind.STOCKOUT, f"ZONE_RESOURCE_POOL_EXHAUSTED: no capacity for {pool} "
                                                       f"in {', '.join(spec.pool.zones) or 'its zones'}")
@@ -118,7 +123,7 @@ class SimCloud:
         for _ in range(count):
             self._seq += 1
             request_id = f"{pool}-{self._seq:05d}"
-            timeline = NodeTimeline(pool=pool, request_id=request_id, requested_s=now)
+            timeline = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, ordinal=self._next(pool))
             self.timelines[request_id] = timeline
             self._step(timeline, spec.profile.acquire_s, self._acquired)
             ids.append(request_id)
@@ -152,7 +157,8 @@ class SimCloud:
             self._seq += 1
             request_id = f"{pool}-{self._seq:05d}"
             now = self._sim.now
-            t = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, acquired_s=now, running_s=now)
+            t = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, acquired_s=now, running_s=now,
+                             ordinal=self._next(pool))
             self.timelines[request_id] = t
             self._registered(t)
             for handle in t.pending:
@@ -163,9 +169,18 @@ class SimCloud:
                     handle.cancel()
                 self._gpu_registered(t)
 
+    def _next(self, pool: str) -> int:
+        self._ordinal[pool] = self._ordinal.get(pool, 0) + 1
+        return self._ordinal[pool]
+
+    def draw(self, distribution: LogNormal, *key: object) -> float:
+        """A keyed draw (common random numbers, `distributions.Keyed`), for the world's per-node and per-pod steps."""
+        return self._keyed.lognormal(distribution, *key)
+
     # ------------------------------------------------------------------------------------------- start-up chain
     def _step(self, timeline: NodeTimeline, duration: LogNormal, then: Callable[[NodeTimeline], None]) -> None:
-        handle = self._sim.after(duration.draw(self._rng), Priority.CLOUD, lambda: then(timeline))
+        delay = self._keyed.lognormal(duration, "step", timeline.pool, timeline.ordinal, then.__name__)
+        handle = self._sim.after(delay, Priority.CLOUD, lambda: then(timeline))
         timeline.pending = [handle]
 
     def _acquired(self, t: NodeTimeline) -> None:
@@ -180,7 +195,7 @@ class SimCloud:
         t.registered_s = self._sim.now
         pool = self.pools[t.pool].pool
         name = t.request_id
-        zone = pool.zones[(int(name.rsplit("-", 1)[1]) - 1) % len(pool.zones)] if pool.zones else None
+        zone = pool.zones[(t.ordinal - 1) % len(pool.zones)] if pool.zones else None
         labels = {**pool.labels, POOL_LABEL: pool.name, HOSTNAME_LABEL: name, **({ZONE_LABEL: zone} if zone else {})}
         withheld = Resources.of({n: a for n, a in pool.allocatable.items if not is_gpu_resource(n)})
         node = Node(name=name, allocatable=withheld, capacity=withheld, labels=labels,

@@ -40,6 +40,9 @@ class CapacityListener(Protocol):
 
     def nodes_changed(self) -> None: ...
 
+    def node_relabelled(self, node: Node) -> None: ...
+    """Only the node's taints, labels or cordon changed: its capacity and readiness are as before."""
+
     def pod_pending(self, pod: Pod) -> None: ...
 
 
@@ -81,10 +84,14 @@ class SimCluster:
         self.on_changed()
 
     def put_node(self, node: Node) -> None:
+        old = self.nodes.get(node.name)
         self.nodes[node.name] = node
         self.pods_on.setdefault(node.name, set())
         if self.capacity_listener is not None:
-            self.capacity_listener.nodes_changed()
+            if old is not None and _same_capacity(old, node):
+                self.capacity_listener.node_relabelled(node)
+            else:
+                self.capacity_listener.nodes_changed()
         self._changed()
 
     def remove_node(self, name: str) -> None:
@@ -171,3 +178,8 @@ class SimCluster:
         self.delete_pod(pod_key)
         self.on_terminated(pod, Termination.EVICTED)
         return EvictionOutcome.EVICTED
+
+
+def _same_capacity(old: Node, new: Node) -> bool:
+    """Whether a node update leaves what the scheduler's arrays hold (which nodes, their allocatable) unchanged."""
+    return (old.ready == new.ready and old.deleting == new.deleting and old.allocatable == new.allocatable)

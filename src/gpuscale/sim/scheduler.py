@@ -102,6 +102,15 @@ class SimScheduler:
         self._stale = True
         self.request_pass()
 
+    def node_relabelled(self, node: Node) -> None:
+        """Taints, labels or cordon changed (deletion-candidate marks, mostly): recompute that node's row of the
+        cached filter masks instead of rebuilding every array."""
+        row = self._row.get(node.name)
+        if not self._stale and row is not None:
+            for constraints, mask in self._static.items():
+                mask[row] = not static_failures(constraints, node)
+        self.request_pass()
+
     # ------------------------------------------------------------------------------------------------ arrays
     def _vector(self, requests: Resources) -> IntArray | None:
         if requests in self._request_rows:

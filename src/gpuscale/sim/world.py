@@ -144,13 +144,15 @@ class World:
             if key in self._images:
                 image_ready = max(self._images[key], self.now)
             else:
-                if measured is not None:
-                    image_ready = self.now + measured.draw(self.rng)
+                if measured is not None and timeline is not None:
+                    image_ready = self.now + self.cloud.draw(measured, "pull_s", timeline.pool, timeline.ordinal,
+                                                             pod.image_bytes)
                 else:
-                    rate = profile.pull_mb_per_s.draw(self.rng) if profile else 45.0
+                    rate = (self.cloud.draw(profile.pull_mb_per_s, "pull", timeline.pool, timeline.ordinal,
+                                            pod.image_bytes) if profile and timeline else 45.0)
                     image_ready = self.now + pod.image_bytes / 1e6 / max(rate, 1.0)
                 self._images[key] = image_ready
-        start = profile.start_s.draw(self.rng) if profile else 5.0
+        start = self.cloud.draw(profile.start_s, "start", pod.key) if profile else 5.0
         self.sim.at(image_ready, Priority.WORKLOAD, lambda: self._pulled(pod.key, node.name, start))
 
     def _pulled(self, key: str, node: str, start_s: float) -> None:
