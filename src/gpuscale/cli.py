@@ -258,17 +258,55 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and log; write nothing, add or remove no "
                                           "node.")] = False,
     provider: Annotated[ProviderName, typer.Option("--provider", help="Node provider.")] = ProviderName.KWOK,
+    leader_elect: Annotated[bool | None, typer.Option(
+        "--leader-elect/--no-leader-elect", help="Lease leader election: only the holder acts (default: on, off "
+        "with --once).")] = None,
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", help="The controller's namespace (status ConfigMap, Lease); default $POD_NAMESPACE, else "
+        "kube-system.")] = None,
+    lease_name: Annotated[str, typer.Option("--lease-name", help="Name of the leader Lease.")] = "gpuscale",
+    lease_namespace: Annotated[str | None, typer.Option(
+        "--lease-namespace", help="Namespace of the leader Lease; default --namespace.")] = None,
+    lease_duration: Annotated[str, typer.Option(
+        "--lease-duration", help="How long a standby waits after the last renewal it saw before taking over.")] = "15s",
+    renew_deadline: Annotated[str, typer.Option(
+        "--renew-deadline", help="The leader stops acting when it could not renew for this long.")] = "10s",
+    retry_period: Annotated[str, typer.Option(
+        "--retry-period", help="Interval between acquire/renew attempts.")] = "2s",
+    status_configmap: Annotated[str, typer.Option(
+        "--status-configmap", help="Name of the status ConfigMap in --namespace.")] = "gpuscale-status",
+    metrics_address: Annotated[str, typer.Option(
+        "--metrics-address", help="HOST:PORT for /metrics and /healthz (port 0: any free port).")] = "127.0.0.1:8085",
 ) -> None:
     """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
     import logging
+    import os
     import signal
     import threading
 
     from kubernetes import config as kube_config
 
-    from gpuscale.controller import build_controller, run_loop
+    from gpuscale.controller import RunOptions, build_controller, run_loop
+    from gpuscale.kube.lease import LeaseSettings
+    from gpuscale.kube.metrics import parse_address
 
     settings = load_config(config)
+    parse_address(metrics_address)
+    own_namespace = namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
+    durations = {}
+    for flag, text in (("--lease-duration", lease_duration), ("--renew-deadline", renew_deadline),
+                       ("--retry-period", retry_period)):
+        try:
+            durations[flag] = parse_duration(text)
+        except ValueError as err:
+            raise ConfigError(flag, str(err)) from None
+    if durations["--lease-duration"] != int(durations["--lease-duration"]):
+        raise ConfigError("--lease-duration", f"must be whole seconds (a Lease field), got {lease_duration!r}")
+    lease = LeaseSettings(name=lease_name, namespace=lease_namespace or own_namespace,
+                          lease_duration_s=int(durations["--lease-duration"]),
+                          renew_deadline_s=durations["--renew-deadline"], retry_period_s=durations["--retry-period"])
+    options = RunOptions(namespace=own_namespace, leader_elect=not once if leader_elect is None else leader_elect,
+                         lease=lease, status_name=status_configmap)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if kubeconfig is not None:
         api_client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
@@ -277,11 +315,11 @@ def run(
         kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         from kubernetes import client as kube_client
         api_client = kube_client.ApiClient()
-    controller = build_controller(api_client, settings, dry_run=dry_run)
+    controller = build_controller(api_client, settings, dry_run=dry_run, options=options)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        code = run_loop(controller, once=once, stop=stop)
+        code = run_loop(controller, once=once, stop=stop, serve=metrics_address)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
