@@ -277,6 +277,10 @@ def run(
         "--status-configmap", help="Name of the status ConfigMap in --namespace.")] = "gpuscale-status",
     metrics_address: Annotated[str, typer.Option(
         "--metrics-address", help="HOST:PORT for /metrics and /healthz (port 0: any free port).")] = "127.0.0.1:8085",
+    kwok_ready_after: Annotated[str, typer.Option(
+        "--kwok-ready-after", help="kwok provider: a new node turns Ready this long after it registers.")] = "2s",
+    kwok_gpu_register_after: Annotated[str, typer.Option(
+        "--kwok-gpu-register-after", help="kwok provider: its GPUs register this long after Ready.")] = "2s",
 ) -> None:
     """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
     import logging
@@ -289,13 +293,15 @@ def run(
     from gpuscale.controller import RunOptions, build_controller, run_loop
     from gpuscale.kube.lease import LeaseSettings
     from gpuscale.kube.metrics import parse_address
+    from gpuscale.providers.kwok import KwokProfile, KwokSettings
 
     settings = load_config(config)
     parse_address(metrics_address)
     own_namespace = namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
     durations = {}
     for flag, text in (("--lease-duration", lease_duration), ("--renew-deadline", renew_deadline),
-                       ("--retry-period", retry_period)):
+                       ("--retry-period", retry_period), ("--kwok-ready-after", kwok_ready_after),
+                       ("--kwok-gpu-register-after", kwok_gpu_register_after)):
         try:
             durations[flag] = parse_duration(text)
         except ValueError as err:
@@ -315,7 +321,9 @@ def run(
         kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         from kubernetes import client as kube_client
         api_client = kube_client.ApiClient()
-    controller = build_controller(api_client, settings, dry_run=dry_run, options=options)
+    kwok = KwokSettings(default=KwokProfile(ready_after_s=durations["--kwok-ready-after"],
+                                            gpu_register_after_s=durations["--kwok-gpu-register-after"]))
+    controller = build_controller(api_client, settings, dry_run=dry_run, kwok=kwok, options=options)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

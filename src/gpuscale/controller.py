@@ -330,7 +330,7 @@ def _loop(controller: Controller, *, once: bool, sync_timeout_s: float, stop: th
         emit({"msg": "cache not synced", "timeout_s": sync_timeout_s, "status": controller.cache.status()})
         if once:
             return 1
-    led = False
+    led: bool | None = None
     idle_s = controller.settings.scan_interval_s
     if controller.elector is not None:
         idle_s = min(idle_s, controller.elector.settings.retry_period_s / 4)
@@ -339,7 +339,7 @@ def _loop(controller: Controller, *, once: bool, sync_timeout_s: float, stop: th
         leading = controller.is_leader()
         if leading != led:
             emit({"msg": "leading" if leading else "standby", "identity": controller.identity})
-            if leading and controller.last_report is not None:
+            if leading and led is False and controller.last_report is not None:
                 controller.restart_autoscaler()
             led = leading
         if leading:
