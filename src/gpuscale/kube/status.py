@@ -171,7 +171,7 @@ def build_status(*, report: TickReport, snapshot: Snapshot | None, pools: Sequen
 
 
 def render(doc: Mapping[str, Any]) -> str:
-    return yaml.safe_dump(dict(doc), sort_keys=False, default_flow_style=False)
+    return yaml.safe_dump(dict(doc), sort_keys=False, default_flow_style=False, width=1_000_000)  # no folding
 
 
 def _without_times(doc: Any) -> Any:
