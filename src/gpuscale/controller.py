@@ -261,10 +261,7 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
                             autoscaler=new_autoscaler(), settings=loop_settings, config=config, reader=reader,
                             fenced_provider=provider, metrics=metrics, elector=elector, identity=identity,
                             new_autoscaler=new_autoscaler)
-    if elector is not None:
-        elector.on_change = lambda leading: metrics.leader.set(1 if leading else 0)
-    else:
-        metrics.leader.set(1)
+    metrics.leader.set_function(lambda: 1.0 if controller.is_leader() else 0.0)  # read at scrape time
     if options.status_name is not None and not dry_run:
         controller.status = StatusPublisher(
             api_client, options.namespace, name=options.status_name, may_write=controller.is_leader,

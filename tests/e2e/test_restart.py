@@ -237,3 +237,29 @@ def test_two_replicas_only_the_leader_acts_and_the_standby_takes_over(
     wait_for(lambda: _pool_nodes(core_v1, T4), 30, desc=f"replica-b scales up T4\n{b.tail()}")
     assert b.scaled_up() == [(T4, 1)] and len(_pool_nodes(core_v1, A100)) == 1, b.tail()
     assert re.search(r"became leader", b.log.read_text()), b.tail()
+
+
+def test_apiserver_restart_mid_run_resumes_without_duplicate_actions(
+        start_gpuscale: Callable[..., Proc], control_plane: Any, core_v1: client.CoreV1Api, namespace: str,
+        tmp_path: Path) -> None:
+    """Scenario 6 with the real process: the API server restarts (3–4 s, longer than the 2 s renew deadline) while
+    the ordered node is still starting. The process survives, stops acting while it cannot renew, leads again, and
+    orders no second node; the pod runs on the first one."""
+    proc = start_gpuscale("survivor", write_config(tmp_path), "--kwok-ready-after", "8s",
+                          "--kwok-gpu-register-after", "1s")
+    wait_for(proc.leading, 30, desc=f"leading\n{proc.tail()}")
+    core_v1.create_namespaced_pod(namespace, training_pod("train"))
+    (node,) = wait_for(lambda: _pool_nodes(core_v1, A100), 60, desc=f"a node ordered\n{proc.tail()}")
+    control_plane.restart_apiserver()
+    synced_before = len([f for f in proc.lines() if f.get("msg") == "tick" and f.get("synced")])
+
+    def running() -> bool:
+        assert [n.metadata.name for n in _pool_nodes(core_v1, A100)] == [node.metadata.name], "duplicate node"
+        pod = core_v1.read_namespaced_pod("train", namespace)
+        return pod.status.phase == "Running" and pod.spec.node_name == node.metadata.name
+
+    wait_for(running, 60, desc=f"the pod Running on the first node\n{proc.tail()}")
+    assert proc.popen.poll() is None, proc.tail()
+    assert proc.scaled_up() == [(A100, 1)], proc.tail()
+    wait_for(lambda: len([f for f in proc.lines() if f.get("msg") == "tick" and f.get("synced")]) > synced_before + 3,
+             10, desc="synced ticks after the restart")

@@ -187,9 +187,10 @@ class LeaderElector:
     def _won(self, spec: dict[str, Any], started: float) -> None:
         # The renewal counts from before the request was sent: other replicas saw it no earlier than that.
         with self._lock:
+            # leading "in effect": a renewal that comes back after the deadline passed (a hung call) starts a new term
+            was = self._leading and started - self._renewed_at_s < self.settings.renew_deadline_s
             self._observed = _Observed(spec, started)
             self._renewed_at_s = started
-            was = self._leading
             self._leading = True
         if not was:
             log.info(json.dumps({"msg": "became leader", "identity": self.identity,
