@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,13 @@ import yaml
 from harness import wait_for
 from kubernetes import client, config, utils
 from kubernetes.client.exceptions import ApiException
-from test_controller import A100, KWOK, seed_config, training_pod
+from test_controller import (
+    A100,
+    KWOK,
+    create_pod,  # noqa: F401 (a fixture)
+    seed_config,
+    training_pod,
+)
 
 from gpuscale.config import load_config
 from gpuscale.controller import RunOptions, build_controller
@@ -124,7 +130,7 @@ def as_service_account(control_plane: Any, rbac: None) -> Iterator[client.ApiCli
 
 def test_the_controller_runs_as_its_service_account_and_nothing_more(
         as_service_account: client.ApiClient, api_client: client.ApiClient, core_v1: client.CoreV1Api,
-        namespace: str) -> None:
+        namespace: str, create_pod: Callable[[client.V1Pod], None]) -> None:  # noqa: F811
     sa = as_service_account
     cfg = seed_config()
     lease = LeaseSettings(name="gpuscale", namespace=NS, lease_duration_s=3, renew_deadline_s=2.0,
@@ -136,7 +142,7 @@ def test_the_controller_runs_as_its_service_account_and_nothing_more(
     try:
         assert controller.cache.wait_synced(30), controller.cache.status()  # list+watch nodes, pods, PDBs
         wait_for(controller.is_leader, 10, interval_s=0.05, desc="the SA acquires the Lease")
-        core_v1.create_namespaced_pod(namespace, training_pod("train"))
+        create_pod(training_pod("train"))
         reports = []
 
         def scaled() -> bool:

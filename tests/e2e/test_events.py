@@ -5,14 +5,19 @@ test_scaledown.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
 import yaml
 from harness import wait_for
 from kubernetes import client
-from test_controller import A100, seed_config, training_pod
+from test_controller import (
+    A100,
+    create_pod,  # noqa: F401 (a fixture)
+    seed_config,
+    training_pod,
+)
 
 from gpuscale.config import Config
 from gpuscale.controller import Controller, RunOptions, build_controller
@@ -46,12 +51,12 @@ def _events(core: client.CoreV1Api, namespace: str, reason: str) -> list[client.
 
 def test_stockout_emits_scale_up_failed_on_the_status_configmap(
         api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str,
-        controllers: list[Controller]) -> None:
+        controllers: list[Controller], create_pod: Callable[[client.V1Pod], None]) -> None:  # noqa: F811
     controller = _controller(api_client, seed_config(), namespace)
     controllers.append(controller)
     assert isinstance(controller.provider, KwokProvider)
     controller.provider.stockout_pools.add(A100)
-    core_v1.create_namespaced_pod(namespace, training_pod("train"))
+    create_pod(training_pod("train"))
     events = wait_for(lambda: controller.tick() and _events(core_v1, namespace, "ScaleUpFailed"), 30,
                       desc="ScaleUpFailed")
     event = events[0]
@@ -72,14 +77,15 @@ def test_stockout_emits_scale_up_failed_on_the_status_configmap(
 
 
 def test_node_that_never_becomes_ready_times_out(api_client: client.ApiClient, core_v1: client.CoreV1Api,
-                                                 namespace: str, controllers: list[Controller]) -> None:
+                                                 namespace: str, controllers: list[Controller],
+                                                 create_pod: Callable[[client.V1Pod], None]) -> None:  # noqa: F811
     config = seed_config()
     config = replace(config, pools=tuple(replace(p, max_node_provision_time_s=3.0) if p.name == A100 else p
                                          for p in config.pools))
     slow = KwokSettings(default=KwokProfile(ready_after_s=600, gpu_register_after_s=0))
     controller = _controller(api_client, config, namespace, slow)
     controllers.append(controller)
-    core_v1.create_namespaced_pod(namespace, training_pod("train"))
+    create_pod(training_pod("train"))
     wait_for(lambda: controller.tick().scaled_up, 30, desc="a scale-up")
     (node,) = [n.metadata.name for n in core_v1.list_node(label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}").items]
     report = wait_for(lambda: (r := controller.tick()).timed_out and r, 30, desc="the node times out")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +15,12 @@ import yaml
 from harness import wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from test_controller import A100, seed_config, training_pod
+from test_controller import (
+    A100,
+    create_pod,  # noqa: F401 (a fixture)
+    seed_config,
+    training_pod,
+)
 
 from gpuscale.controller import RunOptions, build_controller
 from gpuscale.kube.fence import NotLeader
@@ -125,7 +130,8 @@ def _get(url: str) -> tuple[int, str]:
 
 
 def test_only_the_leader_acts_and_publishes_status_and_metrics(
-        api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str, lease: LeaseSettings) -> None:
+        api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str, lease: LeaseSettings,
+        create_pod: Callable[[client.V1Pod], None]) -> None:  # noqa: F811
     config = seed_config()
     settings = replace(LoopSettings.from_config(config), scan_interval_s=0.2)
     opts = RunOptions(namespace=namespace, leader_elect=True, lease=lease, status_name="gpuscale-status")
@@ -136,7 +142,7 @@ def test_only_the_leader_acts_and_publishes_status_and_metrics(
         wait_for(leader.is_leader, 10, interval_s=0.05, desc="leader elected")
         standby = build_controller(api_client, config, settings=settings, options=replace(opts, identity="standby"))
         assert leader.cache.wait_synced(30) and standby.cache.wait_synced(30)
-        core_v1.create_namespaced_pod(namespace, training_pod("train"))
+        create_pod(training_pod("train"))
 
         # the standby's writes are fenced: its tick decides the same scale-up but every action fails NotLeader
         def standby_decides() -> Any:

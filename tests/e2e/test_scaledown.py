@@ -111,7 +111,9 @@ def test_idle_node_goes_pdb_and_gpu_job_keep_theirs(make_driver: Callable[[Confi
     started = time.monotonic()
     driver.tick_until(lambda: not _exists(core_v1, idle_node), 30, "the idle node removed")
     removed_after = time.monotonic() - started
-    assert removed_after >= UNNEEDED_S - 0.5, removed_after  # not before its unneeded time
+    # not before its unneeded time; the taint stores whole Unix seconds (as CA's), so the clock read back from it can
+    # start up to 1 s before the first tick
+    assert removed_after >= UNNEEDED_S - 1.0, removed_after
 
     # keep deciding for longer than the unneeded time again: the other two stay, their pods untouched
     deadline = time.monotonic() + 2 * UNNEEDED_S
