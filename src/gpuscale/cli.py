@@ -292,11 +292,10 @@ def run(
 
     from gpuscale.controller import RunOptions, build_controller, run_loop
     from gpuscale.kube.lease import LeaseSettings
-    from gpuscale.kube.metrics import parse_address
+    from gpuscale.kube.metrics import MetricsServer
     from gpuscale.providers.kwok import KwokProfile, KwokSettings
 
     settings = load_config(config)
-    parse_address(metrics_address)
     own_namespace = namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
     durations = {}
     for flag, text in (("--lease-duration", lease_duration), ("--renew-deadline", renew_deadline),
@@ -314,6 +313,7 @@ def run(
     options = RunOptions(namespace=own_namespace, leader_elect=not once if leader_elect is None else leader_elect,
                          lease=lease, status_name=status_configmap)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    server = None if once else MetricsServer(metrics_address)  # bound now: a port in use fails before anything starts
     if kubeconfig is not None:
         api_client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=str(kubeconfig))
@@ -327,7 +327,7 @@ def run(
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        code = run_loop(controller, once=once, stop=stop, serve=metrics_address)
+        code = run_loop(controller, once=once, stop=stop, server=server)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

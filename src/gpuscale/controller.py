@@ -38,7 +38,6 @@ from gpuscale.loop import events as ev
 from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
-from gpuscale.model.errors import ConfigError
 from gpuscale.providers.kwok import KwokProvider, KwokSettings
 
 log = logging.getLogger("gpuscale.controller")
@@ -302,19 +301,15 @@ def report_fields(report: TickReport) -> dict[str, Any]:
 
 def run_loop(controller: Controller, *, once: bool = False, sync_timeout_s: float = 60.0,
              stop: threading.Event | None = None, emit: Callable[[dict[str, Any]], None] | None = None,
-             serve: str | None = None) -> int:
+             server: MetricsServer | None = None) -> int:
     """Tick every `scan_interval_s` until `stop` is set, only while this replica leads (always without election).
     With `once`: wait for the cache to sync, tick once, return 0 if that tick was synced and error-free, 1 otherwise.
-    `serve` is the `/metrics` + `/healthz` address (none with `once`)."""
+    `server` (already bound) serves `/metrics` and `/healthz` meanwhile and is closed on return."""
     stop = stop or threading.Event()
     emit = emit or (lambda fields: log.info(json.dumps(fields, sort_keys=True)))
-    server = None
-    if serve is not None and controller.metrics is not None and not once:
-        try:
-            server = MetricsServer(controller.metrics, controller.health, serve).start()
-        except OSError as err:
-            raise ConfigError("--metrics-address", f"cannot listen on {serve}: {err.strerror or err}") from None
     try:
+        if server is not None and controller.metrics is not None:
+            server.serve(controller.metrics, controller.health)
         return _loop(controller, once=once, sync_timeout_s=sync_timeout_s, stop=stop, emit=emit)
     finally:
         if server is not None:

@@ -3,6 +3,7 @@ kubeconfig named here does not even exist: the flags are checked first)."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,15 @@ def test_bad_run_flags_exit_2_with_one_line(flags: list[str], expected: str, tmp
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], result.output
     assert "Traceback" not in result.output
+
+
+def test_a_metrics_port_in_use_exits_2_before_connecting(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["run", "--config", str(CONFIG), "--kubeconfig", str(tmp_path / "missing"),
+                                          "--metrics-address", f"127.0.0.1:{port}"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"gpuscale: error: --metrics-address: cannot listen on 127.0.0.1:{port}: Address already in use"]

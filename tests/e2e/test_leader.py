@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from harness import wait_for
+from harness_recovery import wait_control_plane_recovered
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_controller import (
@@ -117,6 +118,7 @@ def test_leader_that_cannot_renew_stops_acting_before_the_lease_expires(
         stopped_after = time.monotonic() - cut
     finally:
         control_plane.start_apiserver()
+        wait_control_plane_recovered(client.CoreV1Api(api_client))
     # It stopped within the renew deadline of its last renewal, hence before anyone could see the lease expire.
     assert stopped_after <= lease.renew_deadline_s + 0.1 < lease.lease_duration_s, stopped_after
 
@@ -178,8 +180,9 @@ def test_only_the_leader_acts_and_publishes_status_and_metrics(
         assert groups["gpu-inference-t4"]["target"] == 0
         assert doc["clusterWide"]["limits"]["maxNodesTotal"] == 80
 
-        servers += [MetricsServer(leader.metrics, leader.health, "127.0.0.1:0").start(),  # type: ignore[arg-type]
-                    MetricsServer(standby.metrics, standby.health, "127.0.0.1:0").start()]  # type: ignore[arg-type]
+        assert leader.metrics is not None and standby.metrics is not None
+        servers += [MetricsServer("127.0.0.1:0").serve(leader.metrics, leader.health),
+                    MetricsServer("127.0.0.1:0").serve(standby.metrics, standby.health)]
         code, text = _get(f"http://127.0.0.1:{servers[0].port}/metrics")
         assert code == 200
         assert f'gpuscale_scaled_up_nodes_total{{pool="{A100}"}} 1.0' in text

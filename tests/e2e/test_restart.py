@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from harness import _set_pdeathsig, wait_for
+from harness_recovery import wait_control_plane_recovered
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_controller import A100, SEED_CONFIG, T4, _delete_managed_nodes, training_pod
@@ -263,3 +264,4 @@ def test_apiserver_restart_mid_run_resumes_without_duplicate_actions(
     assert proc.scaled_up() == [(A100, 1)], proc.tail()
     wait_for(lambda: len([f for f in proc.lines() if f.get("msg") == "tick" and f.get("synced")]) > synced_before + 3,
              10, desc="synced ticks after the restart")
+    wait_control_plane_recovered(core_v1)

@@ -68,7 +68,7 @@ def test_server_serves_metrics_and_health_and_more_collectors() -> None:
     extra.set(7)
     metrics.register(extra)
     health = {"ok": True}
-    server = MetricsServer(metrics, lambda: (health["ok"], "why"), "127.0.0.1:0").start()
+    server = MetricsServer("127.0.0.1:0").serve(metrics, lambda: (health["ok"], "why"))
     try:
         assert server.host == "127.0.0.1" and server.port > 0
         base = f"http://127.0.0.1:{server.port}"
@@ -98,3 +98,12 @@ def test_parse_address(text: str, expected: tuple[str, int]) -> None:
 def test_parse_address_refuses(text: str) -> None:
     with pytest.raises(ConfigError, match="--metrics-address"):
         parse_address(text)
+
+
+def test_a_port_in_use_is_a_config_error() -> None:
+    first = MetricsServer("127.0.0.1:0")
+    try:
+        with pytest.raises(ConfigError, match=r"--metrics-address: cannot listen on 127\.0\.0\.1:"):
+            MetricsServer(f"127.0.0.1:{first.port}")
+    finally:
+        first.close()

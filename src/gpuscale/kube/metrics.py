@@ -115,14 +115,24 @@ def parse_address(text: str) -> tuple[str, int]:
 Health = Callable[[], tuple[bool, str]]
 
 
-class MetricsServer:
-    """`/metrics` (Prometheus text format) and `/healthz` (200 or 500 with a one-line reason) on one port."""
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    metrics: Metrics | None = None
+    health: Health | None = None
 
-    def __init__(self, metrics: Metrics, health: Health, address: str = "127.0.0.1:8085") -> None:
+
+class MetricsServer:
+    """`/metrics` (Prometheus text format) and `/healthz` (200 or 500 with a one-line reason) on one port.
+
+    The port is bound at construction — so `gpuscale run` can fail on a port in use before it connects to anything —
+    and served from `serve(metrics, health)` on."""
+
+    def __init__(self, address: str = "127.0.0.1:8085") -> None:
         host, port = parse_address(address)
-        handler = _handler(metrics, health)
-        self._server = ThreadingHTTPServer((host, port), handler)
-        self._server.daemon_threads = True
+        try:
+            self._server = _Server((host, port), _Handler)
+        except OSError as err:
+            raise ConfigError("--metrics-address", f"cannot listen on {address}: {err.strerror or err}") from None
         self._thread = threading.Thread(target=self._server.serve_forever, name="gpuscale-metrics", daemon=True)
 
     @property
@@ -133,36 +143,38 @@ class MetricsServer:
     def host(self) -> str:
         return str(self._server.server_address[0])
 
-    def start(self) -> MetricsServer:
+    def serve(self, metrics: Metrics, health: Health) -> MetricsServer:
+        self._server.metrics, self._server.health = metrics, health
         self._thread.start()
         log.info("serving /metrics and /healthz on %s:%d", self.host, self.port)
         return self
 
     def close(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
 
-def _handler(metrics: Metrics, health: Health) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                self._send(200, metrics.exposition(), CONTENT_TYPE_LATEST)
-            elif path in ("/healthz", "/livez", "/readyz"):
-                ok, why = health()
-                self._send(200 if ok else 500, (why + "\n").encode(), "text/plain; charset=utf-8")
-            else:
-                self._send(404, b"not found\n", "text/plain; charset=utf-8")
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
 
-        def _send(self, code: int, body: bytes, content_type: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def do_GET(self) -> None:
+        metrics, health = self.server.metrics, self.server.health
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics" and metrics is not None:
+            self._send(200, metrics.exposition(), CONTENT_TYPE_LATEST)
+        elif path in ("/healthz", "/livez", "/readyz") and health is not None:
+            ok, why = health()
+            self._send(200 if ok else 500, (why + "\n").encode(), "text/plain; charset=utf-8")
+        else:
+            self._send(404, b"not found\n", "text/plain; charset=utf-8")
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
+    def _send(self, code: int, body: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-    return Handler
+    def log_message(self, format: str, *args: Any) -> None:
+        return
