@@ -324,8 +324,29 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Decide and log; write nothing, add or remove no "
                                           "node.")] = False,
     provider: Annotated[ProviderName, typer.Option("--provider", help="Node provider.")] = ProviderName.KWOK,
-    trace_port: Annotated[int | None, typer.Option("--trace-port", min=0, max=65535, help=(
-        "Serve per-pod phase traces (/traces) and their metrics (/metrics) on 127.0.0.1:PORT."))] = None,
+    leader_elect: Annotated[bool | None, typer.Option(
+        "--leader-elect/--no-leader-elect", help="Lease leader election: only the holder acts (default: on, off "
+        "with --once).")] = None,
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", help="The controller's namespace (status ConfigMap, Lease); default $POD_NAMESPACE, else "
+        "kube-system.")] = None,
+    lease_name: Annotated[str, typer.Option("--lease-name", help="Name of the leader Lease.")] = "gpuscale",
+    lease_namespace: Annotated[str | None, typer.Option(
+        "--lease-namespace", help="Namespace of the leader Lease; default --namespace.")] = None,
+    lease_duration: Annotated[str, typer.Option(
+        "--lease-duration", help="How long a standby waits after the last renewal it saw before taking over.")] = "15s",
+    renew_deadline: Annotated[str, typer.Option(
+        "--renew-deadline", help="The leader stops acting when it could not renew for this long.")] = "10s",
+    retry_period: Annotated[str, typer.Option(
+        "--retry-period", help="Interval between acquire/renew attempts.")] = "2s",
+    status_configmap: Annotated[str, typer.Option(
+        "--status-configmap", help="Name of the status ConfigMap in --namespace.")] = "gpuscale-status",
+    metrics_address: Annotated[str, typer.Option(
+        "--metrics-address", help="HOST:PORT for /metrics and /healthz (port 0: any free port).")] = "127.0.0.1:8085",
+    kwok_ready_after: Annotated[str, typer.Option(
+        "--kwok-ready-after", help="kwok provider: a new node turns Ready this long after it registers.")] = "2s",
+    kwok_gpu_register_after: Annotated[str, typer.Option(
+        "--kwok-gpu-register-after", help="kwok provider: its GPUs register this long after Ready.")] = "2s",
     trace_file: Annotated[Path | None, typer.Option("--trace-file", help="Append finished pod traces to this "
                                                                          "JSON-lines file.")] = None,
     trace_retention: Annotated[int, typer.Option("--trace-retention", min=1, help="Finished traces kept in "
@@ -333,15 +354,37 @@ def run(
 ) -> None:
     """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
     import logging
+    import os
     import signal
     import threading
 
     from kubernetes import config as kube_config
 
-    from gpuscale.controller import build_controller, run_loop
+    from gpuscale.controller import RunOptions, build_controller, run_loop
+    from gpuscale.kube.lease import LeaseSettings
+    from gpuscale.kube.metrics import MetricsServer
+    from gpuscale.kube.tracer import Tracer
+    from gpuscale.providers.kwok import KwokProfile, KwokSettings
 
     settings = load_config(config)
+    own_namespace = namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
+    durations = {}
+    for flag, text in (("--lease-duration", lease_duration), ("--renew-deadline", renew_deadline),
+                       ("--retry-period", retry_period), ("--kwok-ready-after", kwok_ready_after),
+                       ("--kwok-gpu-register-after", kwok_gpu_register_after)):
+        try:
+            durations[flag] = parse_duration(text)
+        except ValueError as err:
+            raise ConfigError(flag, str(err)) from None
+    if durations["--lease-duration"] != int(durations["--lease-duration"]):
+        raise ConfigError("--lease-duration", f"must be whole seconds (a Lease field), got {lease_duration!r}")
+    lease = LeaseSettings(name=lease_name, namespace=lease_namespace or own_namespace,
+                          lease_duration_s=int(durations["--lease-duration"]),
+                          renew_deadline_s=durations["--renew-deadline"], retry_period_s=durations["--retry-period"])
+    options = RunOptions(namespace=own_namespace, leader_elect=not once if leader_elect is None else leader_elect,
+                         lease=lease, status_name=status_configmap)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    server = None if once else MetricsServer(metrics_address)  # bound now: a port in use fails before anything starts
     if kubeconfig is not None:
         api_client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=str(kubeconfig))
@@ -349,30 +392,17 @@ def run(
         kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         from kubernetes import client as kube_client
         api_client = kube_client.ApiClient()
-    tracer, server = _tracing(trace_port, trace_file, trace_retention)
-    controller = build_controller(api_client, settings, dry_run=dry_run, tracer=tracer)
+    kwok = KwokSettings(default=KwokProfile(ready_after_s=durations["--kwok-ready-after"],
+                                            gpu_register_after_s=durations["--kwok-gpu-register-after"]))
+    controller = build_controller(api_client, settings, dry_run=dry_run, kwok=kwok, options=options,
+                                  tracer=Tracer(retention=trace_retention, sink=trace_file))
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        code = run_loop(controller, once=once, stop=stop)
+        code = run_loop(controller, once=once, stop=stop, server=server)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         controller.close()
         api_client.close()
-        if server is not None:
-            server.shutdown()
     raise typer.Exit(code)
-
-
-def _tracing(port: int | None, path: Path | None, retention: int) -> tuple[Any, Any]:
-    """The controller's tracer (always on: it is cheap) and, with a port, its 127.0.0.1 server."""
-    from prometheus_client import CollectorRegistry
-
-    from gpuscale.kube.trace_metrics import register_metrics, serve_traces
-    from gpuscale.kube.tracer import Tracer
-
-    tracer = Tracer(retention=retention, sink=path)
-    registry = CollectorRegistry()
-    register_metrics(tracer, registry)
-    return tracer, (serve_traces(tracer, port, registry) if port is not None else None)

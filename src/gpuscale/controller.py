@@ -6,6 +6,10 @@ With `dry_run` the writer, events and the provider's scale-up/delete are replace
 would have done; reads (the cache, the provider's node → pool map) stay real. Tests build the controller the same way
 and call `autoscaler.tick()` themselves.
 
+Around that: optional Lease leader election (`kube/lease.py`; every write port is fenced by it, `kube/fence.py`), the
+status ConfigMap (`kube/status.py`) and Prometheus metrics with `/healthz` (`kube/metrics.py`). `Controller.tick()`
+is one tick plus that bookkeeping; `run_loop` ticks every `scan_interval` while this replica leads.
+
 This module sits above the adapter layer (it imports `kube` and `providers`), next to `cli`.
 """
 
@@ -25,8 +29,14 @@ from gpuscale.config import Config
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.kube.cache import WatchCache
 from gpuscale.kube.events import KubeEvents
+from gpuscale.kube.fence import FencedEvents, FencedProvider, FencedWriter, ObservedReader, last_snapshot
+from gpuscale.kube.lease import LeaderElector, LeaseSettings, default_identity
+from gpuscale.kube.metrics import Metrics, MetricsServer
+from gpuscale.kube.status import STATUS_NAME, History, StatusPublisher, build_status
+from gpuscale.kube.trace_metrics import register_metrics, traces_route
 from gpuscale.kube.tracer import Tracer
 from gpuscale.kube.writer import KubeWriter
+from gpuscale.loop import events as ev
 from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
@@ -114,24 +124,103 @@ class RecordingProvider:
 # --- composition
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """Knobs of the controller process (not of the loop or the engine)."""
+
+    namespace: str = "kube-system"
+    """Where the status ConfigMap and (by default) the Lease live: the controller's own namespace."""
+    leader_elect: bool = False
+    lease: LeaseSettings | None = None
+    """Defaults to `LeaseSettings(namespace=namespace)`."""
+    identity: str | None = None
+    """Lease holder identity; default `<POD_NAME or hostname>_<random>`."""
+    status_name: str | None = STATUS_NAME
+    """None: no status ConfigMap."""
+    status_refresh_s: float = 60.0
+    """Rewrite the status at least this often even when nothing but its timestamps changed."""
+
+
 @dataclass
 class Controller:
+    """The composed controller. `writer`, `provider` and `events` are the adapters themselves (recorders in a dry
+    run); the autoscaler talks to them through the leader fence (`fenced_provider` and friends)."""
+
     cache: WatchCache
     writer: ClusterWriter
     provider: NodeProvider
     events: EventSink
     autoscaler: Autoscaler
     settings: LoopSettings
+    config: Config | None = None
     tracer: Tracer | None = None
+    reader: ObservedReader | None = None
+    fenced_provider: FencedProvider | None = None
+    metrics: Metrics | None = None
+    elector: LeaderElector | None = None
+    status: StatusPublisher | None = None
+    history: History = field(default_factory=History)
+    identity: str = ""
+    new_autoscaler: Callable[[], Autoscaler] | None = None
+    last_report: TickReport | None = None
+    started_s: float = field(default_factory=time.monotonic)
+    last_tick_s: float | None = None
+    """Monotonic time of the last synced tick (for /healthz)."""
+
+    def is_leader(self) -> bool:
+        return self.elector.is_leader() if self.elector is not None else True
 
     def tick(self) -> TickReport:
-        """One tick; the tracer (if any) hears what it decided."""
+        """One `Autoscaler.tick()`, then metrics, status and history from what it read and did."""
+        started = time.monotonic()
         report = self.autoscaler.tick()
+        self.last_report = report
         if self.tracer is not None:
             self.tracer.on_tick(report)
+        if report.synced:
+            self.last_tick_s = time.monotonic()
+        snapshot = last_snapshot(self.reader, self.fenced_provider) if self.reader and self.fenced_provider else None
+        snapshot = snapshot if report.synced else None
+        self.history.observe(report, snapshot)
+        if self.metrics is not None:
+            self.metrics.observe_tick(report, snapshot, self.autoscaler.state, time.monotonic() - started)
+        if self.status is not None and self.config is not None:
+            self.status.publish(build_status(report=report, snapshot=snapshot, pools=self.config.pools,
+                                             limits=self.config.policy.limits, state=self.autoscaler.state,
+                                             history=self.history, leader=self.identity or None))
         return report
 
+    def restart_autoscaler(self) -> None:
+        """Forget everything in memory (drains, backoff, event limits), as a process restart would: used when this
+        replica leads again after losing the lease, since another leader may have acted meanwhile."""
+        if self.new_autoscaler is not None:
+            self.autoscaler = self.new_autoscaler()
+
+    def health_window_s(self) -> float:
+        lease = self.elector.settings.lease_duration_s if self.elector is not None else 0
+        return 3 * self.settings.scan_interval_s + lease
+
+    def health(self) -> tuple[bool, str]:
+        """/healthz: the leader (or a controller without election) must have ticked on a synced view recently; a
+        standby must have reached the API server for the lease recently."""
+        now, window = time.monotonic(), self.health_window_s()
+        if self.elector is not None and not self.elector.is_leader():
+            last = self.elector.last_attempt_s
+            if last is None:
+                last = self.started_s
+            ok = now - last <= window
+            return ok, f"{'ok' if ok else 'unhealthy'}: standby, last lease attempt {now - last:.1f}s ago " \
+                       f"(limit {window:g}s)"
+        last = self.last_tick_s if self.last_tick_s is not None else self.started_s
+        ok = now - last <= window
+        return ok, f"{'ok' if ok else 'unhealthy'}: leader, last synced tick {now - last:.1f}s ago (limit {window:g}s)"
+
     def close(self) -> None:
+        """Stop acting first (release the lease only after the last write), then the publishers and watches."""
+        if self.elector is not None:
+            self.elector.stop(release=True)
+        if self.status is not None:
+            self.status.close()
         self.cache.close()
         if self.tracer is not None:
             self.tracer.flush()
@@ -140,28 +229,60 @@ class Controller:
 def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: bool = False,
                      kwok: KwokSettings | None = None, settings: LoopSettings | None = None,
                      start_cache: bool = True, decide: DecideFn | None = None,
-                     tracer: Tracer | None = None) -> Controller:
-    """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`. A
-    `tracer` listens to the cache (plus an Event watch outside the synced gate) and to every tick."""
+                     options: RunOptions | None = None, tracer: Tracer | None = None) -> Controller:
+    """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`; the
+    leader elector and the status publisher start here too when `options` asks for them. A `tracer` listens to
+    the cache (plus an Event watch outside the synced gate) and to every tick."""
+    options = options or RunOptions(status_name=None)
+    identity = options.identity or default_identity()
     cache = WatchCache(api_client, watch_events=tracer is not None)
     if tracer is not None:
         cache.add_listener(tracer.on_object)
     real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
-    writer: ClusterWriter
-    events: EventSink
-    provider: NodeProvider
+    inner_writer: ClusterWriter
+    inner_events: EventSink
+    inner_provider: NodeProvider
     if dry_run:
-        writer, events, provider = RecordingWriter(), RecordingEvents(), RecordingProvider(real_provider)
+        inner_writer, inner_events, inner_provider = RecordingWriter(), RecordingEvents(), \
+            RecordingProvider(real_provider)
     else:
-        writer, events, provider = KubeWriter(api_client), KubeEvents(api_client), real_provider
+        inner_writer, inner_events, inner_provider = KubeWriter(api_client), \
+            KubeEvents(api_client, instance=identity), real_provider
+    elector = None
+    if options.leader_elect:
+        lease = options.lease or LeaseSettings(namespace=options.namespace)
+        elector = LeaderElector(api_client, lease, identity=identity)
+    allowed = elector.is_leader if elector is not None else (lambda: True)
+    status_key = f"{options.namespace}/{options.status_name or STATUS_NAME}"
+    writer = FencedWriter(inner_writer, allowed)
+    events = FencedEvents(inner_events, allowed, redirect={(ev.STATUS_KIND, ev.STATUS_KEY): status_key})
+    provider = FencedProvider(inner_provider, allowed)
+    reader = ObservedReader(cache)
     loop_settings = settings or LoopSettings.from_config(config)
-    autoscaler = Autoscaler(reader=cache, writer=writer, provider=provider, events=events, clock=WallClock(),
-                            pools=config.pools, policy=config.policy, settings=loop_settings,
-                            **({"decide": decide} if decide is not None else {}))
+
+    def new_autoscaler() -> Autoscaler:
+        return Autoscaler(reader=reader, writer=writer, provider=provider, events=events, clock=WallClock(),
+                          pools=config.pools, policy=config.policy, settings=loop_settings,
+                          **({"decide": decide} if decide is not None else {}))
+
+    metrics = Metrics(config.pools)
+    if tracer is not None:
+        register_metrics(tracer, metrics.registry)
+    controller = Controller(cache=cache, writer=inner_writer, provider=inner_provider, events=inner_events,
+                            autoscaler=new_autoscaler(), settings=loop_settings, config=config, reader=reader,
+                            fenced_provider=provider, metrics=metrics, elector=elector, identity=identity,
+                            new_autoscaler=new_autoscaler, tracer=tracer)
+    metrics.leader.set_function(lambda: 1.0 if controller.is_leader() else 0.0)  # read at scrape time
+    if options.status_name is not None and not dry_run:
+        controller.status = StatusPublisher(
+            api_client, options.namespace, name=options.status_name, may_write=controller.is_leader,
+            refresh_s=options.status_refresh_s,
+            on_result=lambda ok: metrics.status_writes.labels(result="ok" if ok else "error").inc()).start()
     if start_cache:
         cache.start()
-    return Controller(cache=cache, writer=writer, provider=provider, events=events, autoscaler=autoscaler,
-                      settings=loop_settings, tracer=tracer)
+    if elector is not None:
+        elector.start()
+    return controller
 
 
 # --- the loop
@@ -191,20 +312,48 @@ def report_fields(report: TickReport) -> dict[str, Any]:
 
 
 def run_loop(controller: Controller, *, once: bool = False, sync_timeout_s: float = 60.0,
-             stop: threading.Event | None = None, emit: Callable[[dict[str, Any]], None] | None = None) -> int:
-    """Tick every `scan_interval_s` until `stop` is set. With `once`: wait for the cache to sync, tick once, return
-    0 if that tick was synced and error-free, 1 otherwise."""
+             stop: threading.Event | None = None, emit: Callable[[dict[str, Any]], None] | None = None,
+             server: MetricsServer | None = None) -> int:
+    """Tick every `scan_interval_s` until `stop` is set, only while this replica leads (always without election).
+    With `once`: wait for the cache to sync, tick once, return 0 if that tick was synced and error-free, 1 otherwise.
+    `server` (already bound) serves `/metrics` and `/healthz` meanwhile and is closed on return."""
     stop = stop or threading.Event()
     emit = emit or (lambda fields: log.info(json.dumps(fields, sort_keys=True)))
+    try:
+        if server is not None and controller.metrics is not None:
+            routes = {"/traces": traces_route(controller.tracer)} if controller.tracer is not None else None
+            server.serve(controller.metrics, controller.health, routes)
+        return _loop(controller, once=once, sync_timeout_s=sync_timeout_s, stop=stop, emit=emit)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _loop(controller: Controller, *, once: bool, sync_timeout_s: float, stop: threading.Event,
+          emit: Callable[[dict[str, Any]], None]) -> int:
     if not controller.cache.wait_synced(sync_timeout_s):
         emit({"msg": "cache not synced", "timeout_s": sync_timeout_s, "status": controller.cache.status()})
         if once:
             return 1
+    led: bool | None = None
+    idle_s = controller.settings.scan_interval_s
+    if controller.elector is not None:
+        idle_s = min(idle_s, controller.elector.settings.retry_period_s / 4)
     while True:
         started = time.monotonic()
-        report = controller.tick()
-        emit(report_fields(report))
-        if once:
-            return 0 if report.ok else 1
-        if stop.wait(max(0.0, controller.settings.scan_interval_s - (time.monotonic() - started))):
+        leading = controller.is_leader()
+        if leading != led:
+            emit({"msg": "leading" if leading else "standby", "identity": controller.identity})
+            if leading and led is False and controller.last_report is not None:
+                controller.restart_autoscaler()
+            led = leading
+        if leading:
+            report = controller.tick()
+            emit(report_fields(report))
+            if once:
+                return 0 if report.ok else 1
+            wait = controller.settings.scan_interval_s - (time.monotonic() - started)
+        else:
+            wait = idle_s
+        if stop.wait(max(0.0, wait)):
             return 0

@@ -35,7 +35,8 @@ from typer.testing import CliRunner
 from gpuscale.cli import app
 from gpuscale.controller import Controller, build_controller
 from gpuscale.kube.convert import pod_from_k8s
-from gpuscale.kube.trace_metrics import register_metrics, serve_traces
+from gpuscale.kube.metrics import Metrics, MetricsServer
+from gpuscale.kube.trace_metrics import register_metrics, traces_route
 from gpuscale.kube.tracer import Tracer, parse_time
 from gpuscale.lifecycle.phases import Milestone, Phase, percentile
 from gpuscale.lifecycle.trace import PodTrace, dump_lines, parse_lines
@@ -146,9 +147,10 @@ def test_gpu_pod_phases_match_kwok_delays_and_a_fitting_pod_takes_the_short_path
     # The same traces through the sink file, the 127.0.0.1 endpoint, Prometheus and `gpuscale trace`.
     from_file = parse_lines((tmp_path / "controller-trace.jsonl").read_text(), "sink")
     assert [t.pod for t in from_file] == [first, second]
-    server = serve_traces(tracer, 0, registry)
+    server = MetricsServer("127.0.0.1:0").serve(Metrics([], registry), lambda: (True, "ok"),
+                                                {"/traces": traces_route(tracer)})
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+        url = f"http://127.0.0.1:{server.port}"
         with urllib.request.urlopen(f"{url}/traces") as response:
             served = parse_lines(response.read().decode(), "endpoint")
         assert [t.to_json() for t in served] == [t.to_json() for t in from_file]
@@ -160,7 +162,7 @@ def test_gpu_pod_phases_match_kwok_delays_and_a_fitting_pod_takes_the_short_path
         assert result.exit_code == 0, result.output
         assert "gpu_registration" in result.output and "traced-a100" in result.output
     finally:
-        server.shutdown()
+        server.close()
 
 
 def test_a_restarted_controller_rederives_the_trace_from_the_objects(

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from gpuscale.engine.plan import Plan, PodVerdict, ScaleUp, TimedOut
 from gpuscale.engine.reasons import Reason, ReasonCode
-from gpuscale.kube.trace_metrics import register_metrics, serve_traces
+from gpuscale.kube.metrics import Metrics, MetricsServer
+from gpuscale.kube.trace_metrics import register_metrics, traces_route
 from gpuscale.kube.tracer import EVENT_GRACE_S, Tracer
 from gpuscale.lifecycle.phases import Milestone, Phase
 from gpuscale.lifecycle.trace import parse_lines
@@ -233,9 +234,10 @@ def test_endpoint_serves_traces_and_metrics_on_loopback_only() -> None:
     register_metrics(tracer, registry)
     live_long_path(tracer, clock)
     tracer.on_object("Pod", "ADDED", pod("waiting"), False)
-    server = serve_traces(tracer, 0, registry)
+    server = MetricsServer("127.0.0.1:0").serve(Metrics([], registry), lambda: (True, "ok"),
+                                                {"/traces": traces_route(tracer)})
     try:
-        host, port = server.server_address[:2]
+        host, port = server.host, server.port
         assert host == "127.0.0.1"
         base = f"http://127.0.0.1:{port}"
         with urllib.request.urlopen(f"{base}/traces") as response:
@@ -249,7 +251,7 @@ def test_endpoint_serves_traces_and_metrics_on_loopback_only() -> None:
             urllib.request.urlopen(f"{base}/nope")
         assert err.value.code == 404
     finally:
-        server.shutdown()
+        server.close()
 
 
 def test_the_ticks_decision_time_wins_over_its_triggered_scale_up_event() -> None:

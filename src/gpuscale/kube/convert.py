@@ -405,6 +405,9 @@ def _taints(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[Taint, ...]:
     return tuple(result)
 
 
+NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/network-unavailable"})
+
+
 def node_from_k8s(obj: Mapping[str, Any]) -> Node:
     ctx = _Ctx("Node", obj)
     meta = _get(ctx, obj, "metadata", dict, {})
@@ -419,11 +422,18 @@ def node_from_k8s(obj: Mapping[str, Any]) -> Node:
     labels = _str_map(ctx, meta, "labels", at="metadata")
     labels.setdefault(HOSTNAME_LABEL, name)
     conditions = _objects(ctx, status, "conditions", at="status")
+    taints = _taints(ctx, spec)
+    # Ready as Cluster Autoscaler reads it (`GetReadinessState`): the Ready condition, unless the node still carries
+    # a not-ready / network-unavailable taint. The node lifecycle controller lifts those taints only after the
+    # condition turns True, and can lag (seen after an API server restart): a node counted usable while pods cannot
+    # land on it yet made its pending pod order a second node.
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) and not any(
+        t.key in NOT_READY_TAINTS for t in taints)
     return Node(
         name=name, allocatable=allocatable, capacity=capacity, labels=labels,
-        annotations=_str_map(ctx, meta, "annotations", at="metadata"), taints=_taints(ctx, spec),
+        annotations=_str_map(ctx, meta, "annotations", at="metadata"), taints=taints,
         unschedulable=bool(_get(ctx, spec, "unschedulable", bool, False, at="spec")),
-        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        ready=ready,
         ready_since_s=next((_timestamp(ctx, c, "lastTransitionTime", at=f"status.conditions[{i}]")
                             for i, c in enumerate(conditions) if c.get("type") == "Ready"), None),
         created_s=_timestamp(ctx, meta, "creationTimestamp", at="metadata"),

@@ -1,22 +1,17 @@
-"""Prometheus collectors for the tracer, and a tiny 127.0.0.1 HTTP server for `/traces` (and `/metrics`).
+"""Prometheus collectors for the tracer, and its `/traces` endpoint on the controller's metrics server.
 
 `register_metrics(tracer, registry)` puts on a given `CollectorRegistry` (so the controller's own metrics server can
 serve them next to its other metrics): the pending→running and per-phase histograms, fed as traces finish; the
 stockout / backoff / timeout counters and the upcoming / unready-GPU node gauges, read from the tracer at scrape
-time. Names, labels and buckets are in docs/metrics.md. `serve_traces` is for when no other server runs: it serves
-`GET /traces` (JSON lines; `?open=1` adds pods still waiting) and, given a registry, `GET /metrics`. It binds
-127.0.0.1 only.
+time. Names, labels and buckets are in docs/metrics.md. `traces_route` is the `GET /traces` endpoint (JSON lines;
+`?open=1` adds pods still waiting) that `gpuscale run` adds to its `/metrics` + `/healthz` server.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import parse_qs, urlparse
+from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gpuscale.kube.tracer import Tracer
@@ -77,31 +72,12 @@ def register_metrics(tracer: Tracer, registry: CollectorRegistry) -> None:
     registry.register(_TracerCollector(tracer))
 
 
-def serve_traces(tracer: Tracer, port: int = 0, registry: CollectorRegistry | None = None) -> ThreadingHTTPServer:
-    """Start serving on 127.0.0.1:`port` (0: any free port, see `server.server_address`) in a daemon thread;
-    `shutdown()` the returned server to stop."""
+def traces_route(tracer: Tracer) -> Callable[[Mapping[str, list[str]]], tuple[bytes, str]]:
+    """`GET /traces` on the controller's metrics server (`kube.metrics.MetricsServer`): JSON lines of the finished
+    traces; `?open=1` adds the pods still waiting."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            url = urlparse(self.path)
-            if url.path == "/traces":
-                include_open = parse_qs(url.query).get("open", ["0"])[0] in ("1", "true")
-                self._send(200, "application/x-ndjson", dump_lines(tracer.traces(include_open)).encode())
-            elif url.path == "/metrics" and registry is not None:
-                self._send(200, "text/plain; version=0.0.4", generate_latest(registry))
-            else:
-                self._send(404, "text/plain", b"not found\n")
+    def traces(query: Mapping[str, list[str]]) -> tuple[bytes, str]:
+        include_open = query.get("open", ["0"])[0] in ("1", "true")
+        return dump_lines(tracer.traces(include_open)).encode(), "application/x-ndjson"
 
-        def _send(self, status: int, content_type: str, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    threading.Thread(target=server.serve_forever, name="gpuscale-traces", daemon=True).start()
-    return server
+    return traces

@@ -22,6 +22,7 @@ The Kubernetes API client is passed in by the composition (`gpuscale run`, tests
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -46,6 +47,18 @@ GPU_REGISTER_AFTER_ANNOTATION = "gpuscale.io/gpu-register-after"
 GPU_COUNT_LABEL = "gpuscale.io/gpu-count"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpuscale-kwok"
+
+
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def label_value(value: str) -> str:
+    """A template label value as the API server accepts it (≤ 63 of `[-A-Za-z0-9_.]`, alphanumeric at both ends):
+    the seed's `n1-standard-4+nvidia-tesla-t4` instance type becomes `n1-standard-4-nvidia-tesla-t4` instead of a 422
+    on every scale-up of that pool."""
+    if len(value) <= 63 and _LABEL_VALUE.fullmatch(value):
+        return value
+    return re.sub(r"[^-A-Za-z0-9_.]", "-", value)[:63].strip("-_.")
 
 
 def go_duration(seconds: float) -> str:
@@ -89,7 +102,8 @@ class KwokProvider:
     def node_body(self, pool: NodePool, name: str) -> dict[str, Any]:
         """The Node a scale-up of `pool` POSTs: the template without its GPUs, Ready=False, kwok-managed."""
         profile = self.settings.profile(pool.name)
-        labels = {**pool.labels, POOL_LABEL: pool.name, HOSTNAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY}
+        labels = {**{k: label_value(v) for k, v in pool.labels.items()}, POOL_LABEL: pool.name,
+                  HOSTNAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY}
         if pool.zones:
             labels.setdefault(ZONE_LABEL, pool.zones[0])
         gpus = pool.allocatable.get(NVIDIA_GPU)
