@@ -246,6 +246,7 @@ def main() -> None:
 
 class ProviderName(StrEnum):
     KWOK = "kwok"
+    CLUSTERAPI = "clusterapi"
 
 
 @app.command()
@@ -277,7 +278,7 @@ def run(
         kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         from kubernetes import client as kube_client
         api_client = kube_client.ApiClient()
-    controller = build_controller(api_client, settings, dry_run=dry_run)
+    controller = build_controller(api_client, settings, dry_run=dry_run, provider_name=provider.value)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -29,6 +29,7 @@ from gpuscale.kube.writer import KubeWriter
 from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
+from gpuscale.providers.clusterapi import ClusterAPIProvider
 from gpuscale.providers.kwok import KwokProvider, KwokSettings
 
 log = logging.getLogger("gpuscale.controller")
@@ -128,10 +129,18 @@ class Controller:
 
 def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: bool = False,
                      kwok: KwokSettings | None = None, settings: LoopSettings | None = None,
-                     start_cache: bool = True, decide: DecideFn | None = None) -> Controller:
-    """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`."""
+                     start_cache: bool = True, decide: DecideFn | None = None,
+                     provider_name: str = "kwok") -> Controller:
+    """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`.
+    `provider_name="clusterapi"`: the pools are the Cluster API node groups it discovers (providers/clusterapi.py)."""
     cache = WatchCache(api_client)
-    real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
+    pools = config.pools
+    real_provider: NodeProvider
+    if provider_name == "clusterapi":
+        real_provider = capi = ClusterAPIProvider(api_client, config.pools, registered=cache.in_last_snapshot)
+        pools = capi.pools
+    else:
+        real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
     writer: ClusterWriter
     events: EventSink
     provider: NodeProvider
@@ -141,7 +150,7 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
         writer, events, provider = KubeWriter(api_client), KubeEvents(api_client), real_provider
     loop_settings = settings or LoopSettings.from_config(config)
     autoscaler = Autoscaler(reader=cache, writer=writer, provider=provider, events=events, clock=WallClock(),
-                            pools=config.pools, policy=config.policy, settings=loop_settings,
+                            pools=pools, policy=config.policy, settings=loop_settings,
                             **({"decide": decide} if decide is not None else {}))
     if start_cache:
         cache.start()
