@@ -235,6 +235,7 @@ class ClusterAPIProvider:
     # --- discovery
 
     def _list(self, plural: str) -> list[dict[str, Any]]:
+        body: Any
         if self.namespace:
             body = self._custom.list_namespaced_custom_object(GROUP, self.version, self.namespace, plural)
         else:
@@ -292,9 +293,9 @@ class ClusterAPIProvider:
     # --- reading one group now
 
     def _get(self, ref: GroupRef) -> dict[str, Any]:
-        obj: dict[str, Any] = self._custom.get_namespaced_custom_object(
+        obj: Any = self._custom.get_namespaced_custom_object(
             GROUP, self.version, ref.namespace, PLURALS[ref.kind], ref.name)
-        return obj
+        return dict(obj)
 
     def _state(self, pool: str) -> GroupState:
         ref = self.groups.get(pool)
@@ -315,7 +316,7 @@ class ClusterAPIProvider:
             state = self._state(pool)
             target = change(state)
             ref = state.ref
-            scale = self._custom.get_namespaced_custom_object_scale(GROUP, self.version, ref.namespace,
+            scale: Any = self._custom.get_namespaced_custom_object_scale(GROUP, self.version, ref.namespace,
                                                                     PLURALS[ref.kind], ref.name)
             if (scale.get("spec") or {}).get("replicas", 0) != state.replicas:
                 continue  # changed between the two reads
@@ -416,7 +417,7 @@ class ClusterAPIProvider:
         view = self._view()
         now = self._clock()
         out = []
-        for pool, ref in sorted(self.groups.items()):
+        for pool in sorted(self.groups):
             replicas = view.replicas.get(pool)
             if replicas is None:
                 continue  # out of action this tick
@@ -466,16 +467,15 @@ class ClusterAPIProvider:
             meta = _meta(machine)
             labels = meta.get("labels") or {}
             ns = str(meta.get("namespace", ""))
-            if DEPLOYMENT_NAME_LABEL in labels:
-                pool = refs.get(GroupRef(MACHINE_DEPLOYMENT, ns, labels[DEPLOYMENT_NAME_LABEL]))
-            else:
-                pool = refs.get(GroupRef(MACHINE_SET, ns, labels.get(SET_NAME_LABEL, "")))
-            if pool is None:
+            owner = (GroupRef(MACHINE_DEPLOYMENT, ns, labels[DEPLOYMENT_NAME_LABEL]) if DEPLOYMENT_NAME_LABEL in labels
+                     else GroupRef(MACHINE_SET, ns, labels.get(SET_NAME_LABEL, "")))
+            machine_pool = refs.get(owner)
+            if machine_pool is None:
                 continue
             key = _machine_key(machine)
             view.machines[key] = machine
-            view.pool_of_machine[key] = pool
-            view.machines_of_pool.setdefault(pool, []).append(machine)
+            view.pool_of_machine[key] = machine_pool
+            view.machines_of_pool.setdefault(machine_pool, []).append(machine)
             node = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
             if node:
                 view.node_of_machine[key] = node
