@@ -15,8 +15,8 @@ child watches from the list's resourceVersion, so the API server replays the N M
 fast as the client takes them: events/s is the client's own ceiling, not the writer's. Also the child's CPU seconds
 (user + system) per phase and its peak RSS.
 
-Run after `bench/watch.py --keep` (reuses its control plane and 100,000 pods): `.venv/bin/python bench/clients.py
---kubeconfig /tmp/gpuscale-k8s-…/kubeconfig`; without `--kubeconfig` it starts one and creates the pods itself.
+Run: `.venv/bin/python bench/clients.py --run-dir DIR` — with the DIR of an earlier `bench/watch.py --run-dir DIR`
+its 100,000 pods are reused, else they are created first (≈ 5 min here); or `--kubeconfig` for a running API server.
 kubernetes_asyncio and lightkube are not project dependencies: `pip install kubernetes_asyncio lightkube` first.
 """
 
@@ -195,7 +195,8 @@ def measure(kubeconfig: Path, which: str, updates: int, round_: int) -> dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kubeconfig", type=Path)
+    parser.add_argument("--kubeconfig", type=Path, help="use this running API server (with the pods in it)")
+    parser.add_argument("--run-dir", type=Path, help="control-plane run directory to reuse (bench/watch.py --run-dir)")
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--updates", type=int, default=20_000)
     parser.add_argument("--clients", default=",".join(CLIENTS))
@@ -212,16 +213,16 @@ def main() -> None:
     if kubeconfig is None:
         from watch import NAMESPACES, populate
 
-        cp = quiet_control_plane(NAMESPACES)
+        cp = quiet_control_plane(NAMESPACES, args.run_dir)
         kubeconfig = cp.kubeconfig_path
-        populate(kubeconfig, max(1, args.pods // 20), args.pods, 0)
+        populate(kubeconfig, max(1, args.pods // 20), args.pods, 0)  # skipped when the run dir has them
     try:
         rows = [measure(kubeconfig, which, args.updates, i) for i, which in enumerate(args.clients.split(","))]
         for row in rows:
             print(json.dumps(row))
     finally:
         if cp is not None:
-            cp.stop()
+            cp.stop(keep_run_dir=args.run_dir is not None)
 
 
 if __name__ == "__main__":

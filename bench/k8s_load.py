@@ -33,13 +33,19 @@ BENCH_LABEL = "gpuscale.io/bench"
 QUIET_STOP = ("kwok", "kube-scheduler", "kube-controller-manager")
 
 
-def quiet_control_plane(namespaces: Iterable[str]) -> ControlPlane:
-    cp = ControlPlane()
+def quiet_control_plane(namespaces: Iterable[str], run_dir: Path | None = None) -> ControlPlane:
+    """With `run_dir` from an earlier run, etcd's data directory there is reused: the objects are still there (new
+    certificates, token and ports; the control plane's processes never outlive the benchmark process)."""
+    cp = ControlPlane(run_dir=run_dir)
     cp.start()
     api = config.new_client_from_config(config_file=str(cp.kubeconfig_path))
     core = client.CoreV1Api(api)
     for ns in namespaces:
-        core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        try:
+            core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        except ApiException as err:
+            if err.status != 409:
+                raise
     for ns in namespaces:
         wait_for(lambda ns=ns: _has_default_sa(core, ns), 60, desc=f"ServiceAccount {ns}/default")
     for name in QUIET_STOP:

@@ -13,7 +13,8 @@ controller as `gpuscale run --dry-run` does and measures:
 - the child's RSS after sync and after the ticks, and its peak RSS.
 
 Targets (issue 5): sync < 60 s, RSS < 1 GiB. Run: `.venv/bin/python bench/watch.py` (≈ 5 min of population here),
-or `--kubeconfig` to reuse a running control plane (population is skipped for what is already there).
+`--run-dir DIR` to keep etcd's data for the next run (population is skipped for what is already there), or
+`--kubeconfig` to use a running API server.
 """
 
 from __future__ import annotations
@@ -172,8 +173,9 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--pending", type=int, default=200)
     parser.add_argument("--ticks", type=int, default=4)
-    parser.add_argument("--kubeconfig", type=Path, help="reuse this control plane (populated as needed)")
-    parser.add_argument("--keep", action="store_true", help="leave the control plane running")
+    parser.add_argument("--kubeconfig", type=Path, help="use this running API server (populated as needed)")
+    parser.add_argument("--run-dir", type=Path, help="control-plane run directory; kept, and its etcd data reused "
+                                                     "by the next run given the same directory")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -183,7 +185,7 @@ def main() -> None:
     cp = None
     kubeconfig = args.kubeconfig
     if kubeconfig is None:
-        cp = quiet_control_plane(NAMESPACES)
+        cp = quiet_control_plane(NAMESPACES, args.run_dir)
         kubeconfig = cp.kubeconfig_path
         print(f"control plane: {kubeconfig}", flush=True)
     try:
@@ -198,8 +200,8 @@ def main() -> None:
               f"peak {result['peak_rss_mib']} MiB (target < 1024 MiB); first tick {result['first_tick_s']} s, "
               f"later ticks {result['tick_s_median_rest']} s")
     finally:
-        if cp is not None and not args.keep:
-            cp.stop()
+        if cp is not None:
+            cp.stop(keep_run_dir=args.run_dir is not None)
 
 
 if __name__ == "__main__":

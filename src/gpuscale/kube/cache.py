@@ -46,6 +46,14 @@ def object_key(obj: Mapping[str, Any]) -> str:
     return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
 
 
+def _slim(obj: dict[str, Any]) -> None:
+    """Drop `metadata.managedFields` (server-side apply bookkeeping nothing here reads): about 45 % of a typical
+    pod's memory as a decoded dict (bench/watch.py: 8.0 → 4.3 KiB per pod)."""
+    meta = obj.get("metadata")
+    if type(meta) is dict:
+        meta.pop("managedFields", None)
+
+
 @dataclass(slots=True)
 class _Converted:
     resource_version: str
@@ -242,6 +250,7 @@ class WatchCache:
                 resp.release_conn()
             for obj in body.get("items") or []:
                 obj.setdefault("kind", kind)
+                _slim(obj)
                 items[object_key(obj)] = obj
             meta = body.get("metadata") or {}
             rv = meta.get("resourceVersion") or rv
@@ -289,6 +298,7 @@ class WatchCache:
             store = self._stores[kind]
             if kind_of_event in ("ADDED", "MODIFIED"):
                 obj.setdefault("kind", kind)
+                _slim(obj)
                 store.objects[object_key(obj)] = obj
             elif kind_of_event == "DELETED":
                 key = object_key(obj)
