@@ -16,6 +16,8 @@ gpuscale's own.
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,7 +30,9 @@ import yaml
 from harness import kwok_node_body, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from typer.testing import CliRunner
 
+from gpuscale.cli import app
 from gpuscale.config import Config, load_config
 from gpuscale.controller import Controller, build_controller
 from gpuscale.loop.ports import ProviderError
@@ -382,3 +386,25 @@ def test_malformed_annotations_put_a_group_out_of_action(capi: Capi, controllers
     assert f"MachineDeployment {capi.namespace}/a100: metadata.annotations[{MAX_SIZE}]: 'ten' is not a whole " \
            "number" in errors[0].message
     assert any("'ten'" in p for p in provider.problems())
+
+
+def test_run_once_dry_run_with_the_clusterapi_provider(capi: Capi, control_plane: Any, pods: Callable[..., str],
+                                                       tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`gpuscale run --provider clusterapi --once --dry-run` discovers the node group, logs the scale-up it would
+    make and changes no replicas."""
+    capi.machine_deployment("a100", replicas=0, min_size=0, max_size=2, annotations={POOL_ANNOTATION: A100_POOL})
+    raw = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
+    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "warm_capacity": []}
+    config_path = tmp_path / "gpuscale.yaml"
+    config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    pods("train", accelerator="nvidia-tesla-a100", gpus=8)
+
+    caplog.set_level(logging.INFO, logger="gpuscale")
+    result = CliRunner().invoke(app, ["run", "--kubeconfig", str(control_plane.kubeconfig_path), "--config",
+                                      str(config_path), "--once", "--dry-run", "--provider", "clusterapi"])
+    assert result.exit_code == 0, (result.output, caplog.text)
+    would = [json.loads(r.getMessage()) for r in caplog.records
+             if r.name == "gpuscale.controller" and "would scale up" in r.getMessage()]
+    assert would == [{"msg": "dry-run: would scale up", "pool": A100_POOL, "nodes": 1}], caplog.text
+    assert f"{A100_POOL} = MachineDeployment {capi.namespace}/a100" in caplog.text
+    assert capi.replicas("a100") == 0
