@@ -12,6 +12,8 @@ gpuscale's own.
   replicas lowered by one — never below the min, never twice for the same Machine.
 - A malformed annotation is reported naming the object and the annotation; the controller acts on nothing for that
   group (at start-up and when it breaks later).
+- `gpuscale run --provider clusterapi --once --dry-run` discovers the group and changes nothing; an API server without
+  the CRDs is a one-line configuration error.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from gpuscale.controller import Controller, build_controller
 from gpuscale.loop.ports import ProviderError
 from gpuscale.loop.report import Action, TickReport
 from gpuscale.loop.tick import LoopSettings
+from gpuscale.model.errors import ConfigError
 from gpuscale.model.resources import NVIDIA_GPU
 from gpuscale.providers.clusterapi import (
     CAPACITY,
@@ -408,3 +411,11 @@ def test_run_once_dry_run_with_the_clusterapi_provider(capi: Capi, control_plane
     assert would == [{"msg": "dry-run: would scale up", "pool": A100_POOL, "nodes": 1}], caplog.text
     assert f"{A100_POOL} = MachineDeployment {capi.namespace}/a100" in caplog.text
     assert capi.replicas("a100") == 0
+
+
+def test_a_cluster_without_the_crds_is_a_clear_config_error(api_client: client.ApiClient, tmp_path: Path,
+                                                            control_plane: Any) -> None:
+    """No Cluster API served (here: a version the CRDs do not have) → one line naming the cause, exit code 2."""
+    with pytest.raises(ConfigError, match=r"does not serve cluster.x-k8s.io/v1alpha9 machinedeployments: are the "
+                                          r"Cluster API CRDs installed\?"):
+        ClusterAPIProvider(api_client, (), version="v1alpha9")

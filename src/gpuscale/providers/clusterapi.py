@@ -47,7 +47,7 @@ from gpuscale.config import GPU_PRODUCT_LABEL, PoolConfig
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.engine.state import FailureKind
 from gpuscale.loop.ports import ProviderError
-from gpuscale.model.errors import InputError
+from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import QuantityError, to_milli, to_units
 
@@ -243,7 +243,14 @@ class ClusterAPIProvider:
         return list(body.get("items") or [])
 
     def _group_objects(self) -> list[tuple[str, dict[str, Any]]]:
-        objects = [(MACHINE_DEPLOYMENT, o) for o in self._list(PLURALS[MACHINE_DEPLOYMENT])]
+        try:
+            objects = [(MACHINE_DEPLOYMENT, o) for o in self._list(PLURALS[MACHINE_DEPLOYMENT])]
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            served = f"{GROUP}/{self.version} machinedeployments"
+            raise ConfigError("--provider clusterapi", f"the API server does not serve {served}: are the Cluster API "
+                                                       "CRDs installed?") from None
         for ms in self._list(PLURALS[MACHINE_SET]):
             meta = _meta(ms)
             owned = any(r.get("kind") == MACHINE_DEPLOYMENT for r in meta.get("ownerReferences") or [])
