@@ -1,8 +1,10 @@
 """A list+watch cache of Nodes, Pods and PodDisruptionBudgets: the controller's `ClusterReader`.
 
 One background thread per kind lists the kind (paged), then watches from the list's resourceVersion with bookmarks.
-The raw JSON dicts are kept as the API server sent them; `snapshot()` converts them with `kube/convert.py` lazily and
-caches each converted value keyed by the object's resourceVersion, so an unchanged object is converted once.
+The raw JSON dicts are kept as the API server sent them (less `managedFields`), each converted with `kube/convert.py`
+once per resourceVersion: a list converts its objects in its own thread before the kind counts as synced (outside the
+lock, so a relist of 100,000 pods does not stall the other threads or a snapshot, and the first tick does not pay for
+it); objects from watch events are converted lazily by the next `snapshot()`.
 
 The synced gate (`snapshot()` raises `NotSynced`):
 - until every kind has listed once;
@@ -44,6 +46,18 @@ def object_key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
     return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def _converted(kind: str, key: str, obj: Mapping[str, Any], cached: _Converted | None) -> _Converted:
+    """`cached` if it is of the same resourceVersion, else a new conversion (or its `InputError` message)."""
+    rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    if cached is not None and cached.resource_version == rv and rv:
+        return cached
+    try:
+        return _Converted(rv, value=_CONVERTERS[kind](obj))
+    except InputError as err:
+        log.warning("cannot convert %s %s: %s", kind, key, err)
+        return _Converted(rv, error=str(err))
 
 
 def _slim(obj: dict[str, Any]) -> None:
@@ -182,15 +196,7 @@ class WatchCache:
         return Cluster(nodes=tuple(values[NODE]), pods=tuple(values[POD]), pdbs=tuple(values[PDB]))
 
     def _convert(self, store: _Store, key: str, obj: Mapping[str, Any]) -> _Converted:
-        rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        cached = store.converted.get(key)
-        if cached is not None and cached.resource_version == rv and rv:
-            return cached
-        try:
-            cached = _Converted(rv, value=_CONVERTERS[store.kind](obj))
-        except InputError as err:
-            cached = _Converted(rv, error=str(err))
-            log.warning("cannot convert %s %s: %s", store.kind, key, err)
+        cached = _converted(store.kind, key, obj, store.converted.get(key))
         store.converted[key] = cached
         return cached
 
@@ -258,9 +264,13 @@ class WatchCache:
             if not cont:
                 break
         with self._lock:
+            previous = self._stores[kind].converted
+        # Outside the lock: `previous` is only read (.get), and snapshot() may add to it meanwhile — harmless.
+        converted = {key: _converted(kind, key, obj, previous.get(key)) for key, obj in items.items()}
+        with self._lock:
             store = self._stores[kind]
             store.objects = items
-            store.converted = {k: c for k, c in store.converted.items() if k in items}
+            store.converted = converted
             store.resource_version = rv
             store.synced = True
             store.relisting = False
