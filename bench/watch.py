@@ -7,9 +7,9 @@ gpu-inference-t4, 500 gpu-training-a100; labelled `gpuscale.io/pool`), 100,000 p
 (150 CPU pods, 50 eight-GPU A100 pods). Then, in a fresh child process (the "controller process"), it builds the
 controller as `gpuscale run --dry-run` does and measures:
 
-- initial sync: `WatchCache.start()` until every kind has listed (paged, limit 500);
-- one full loop, `autoscaler.tick()`: snapshot (the first converts every raw object; later ones reuse the
-  per-resourceVersion conversion cache), the provider's node → pool map (one API list), `decide`;
+- initial sync: `WatchCache.start()` until every kind has listed (paged, limit 500) and converted what it listed;
+- one full loop, `autoscaler.tick()`: snapshot (converted objects are reused per resourceVersion), the provider's
+  node → pool map (one API list), `decide`;
 - the child's RSS after sync and after the ticks, and its peak RSS.
 
 Targets (issue 5): sync < 60 s, RSS < 1 GiB. Run: `.venv/bin/python bench/watch.py` (≈ 5 min of population here),
