@@ -253,6 +253,7 @@ def main() -> None:
 
 class ProviderName(StrEnum):
     KWOK = "kwok"
+    CLUSTERAPI = "clusterapi"
 
 
 def _read_traces(source: Path | None, url: str | None) -> list[PodTrace]:
@@ -395,7 +396,8 @@ def run(
     kwok = KwokSettings(default=KwokProfile(ready_after_s=durations["--kwok-ready-after"],
                                             gpu_register_after_s=durations["--kwok-gpu-register-after"]))
     controller = build_controller(api_client, settings, dry_run=dry_run, kwok=kwok, options=options,
-                                  tracer=Tracer(retention=trace_retention, sink=trace_file))
+                                  tracer=Tracer(retention=trace_retention, sink=trace_file),
+                                  provider_name=provider.value)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -40,6 +40,7 @@ from gpuscale.loop import events as ev
 from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
+from gpuscale.providers.clusterapi import ClusterAPIProvider
 from gpuscale.providers.kwok import KwokProvider, KwokSettings
 
 log = logging.getLogger("gpuscale.controller")
@@ -185,7 +186,7 @@ class Controller:
         if self.metrics is not None:
             self.metrics.observe_tick(report, snapshot, self.autoscaler.state, time.monotonic() - started)
         if self.status is not None and self.config is not None:
-            self.status.publish(build_status(report=report, snapshot=snapshot, pools=self.config.pools,
+            self.status.publish(build_status(report=report, snapshot=snapshot, pools=self.autoscaler.pools,
                                              limits=self.config.policy.limits, state=self.autoscaler.state,
                                              history=self.history, leader=self.identity or None))
         return report
@@ -229,16 +230,24 @@ class Controller:
 def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: bool = False,
                      kwok: KwokSettings | None = None, settings: LoopSettings | None = None,
                      start_cache: bool = True, decide: DecideFn | None = None,
-                     options: RunOptions | None = None, tracer: Tracer | None = None) -> Controller:
+                     options: RunOptions | None = None, tracer: Tracer | None = None,
+                     provider_name: str = "kwok") -> Controller:
     """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`; the
     leader elector and the status publisher start here too when `options` asks for them. A `tracer` listens to
-    the cache (plus an Event watch outside the synced gate) and to every tick."""
+    the cache (plus an Event watch outside the synced gate) and to every tick. `provider_name="clusterapi"`: the pools
+    are the Cluster API node groups it discovers (providers/clusterapi.py)."""
     options = options or RunOptions(status_name=None)
     identity = options.identity or default_identity()
     cache = WatchCache(api_client, watch_events=tracer is not None)
     if tracer is not None:
         cache.add_listener(tracer.on_object)
-    real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
+    pools = config.pools
+    real_provider: NodeProvider
+    if provider_name == "clusterapi":
+        real_provider = capi = ClusterAPIProvider(api_client, config.pools, registered=cache.in_last_snapshot)
+        pools = capi.pools
+    else:
+        real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
     inner_writer: ClusterWriter
     inner_events: EventSink
     inner_provider: NodeProvider
@@ -262,10 +271,10 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
 
     def new_autoscaler() -> Autoscaler:
         return Autoscaler(reader=reader, writer=writer, provider=provider, events=events, clock=WallClock(),
-                          pools=config.pools, policy=config.policy, settings=loop_settings,
+                          pools=pools, policy=config.policy, settings=loop_settings,
                           **({"decide": decide} if decide is not None else {}))
 
-    metrics = Metrics(config.pools)
+    metrics = Metrics(pools)
     if tracer is not None:
         register_metrics(tracer, metrics.registry)
     controller = Controller(cache=cache, writer=inner_writer, provider=inner_provider, events=inner_events,

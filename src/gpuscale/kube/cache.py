@@ -1,8 +1,10 @@
 """A list+watch cache of Nodes, Pods and PodDisruptionBudgets: the controller's `ClusterReader`.
 
 One background thread per kind lists the kind (paged), then watches from the list's resourceVersion with bookmarks.
-The raw JSON dicts are kept as the API server sent them; `snapshot()` converts them with `kube/convert.py` lazily and
-caches each converted value keyed by the object's resourceVersion, so an unchanged object is converted once.
+The raw JSON dicts are kept as the API server sent them (less `managedFields`), each converted with `kube/convert.py`
+once per resourceVersion: a list converts its objects in its own thread before the kind counts as synced (outside the
+lock, so a relist of 100,000 pods does not stall the other threads or a snapshot, and the first tick does not pay for
+it); objects from watch events are converted lazily by the next `snapshot()`.
 
 The synced gate (`snapshot()` raises `NotSynced`):
 - until every kind has listed once;
@@ -52,6 +54,26 @@ def object_key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
     return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def _converted(kind: str, key: str, obj: Mapping[str, Any], cached: _Converted | None) -> _Converted:
+    """`cached` if it is of the same resourceVersion, else a new conversion (or its `InputError` message)."""
+    rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    if cached is not None and cached.resource_version == rv and rv:
+        return cached
+    try:
+        return _Converted(rv, value=_CONVERTERS[kind](obj))
+    except InputError as err:
+        log.warning("cannot convert %s %s: %s", kind, key, err)
+        return _Converted(rv, error=str(err))
+
+
+def _slim(obj: dict[str, Any]) -> None:
+    """Drop `metadata.managedFields` (server-side apply bookkeeping nothing here reads): about 45 % of a typical
+    pod's memory as a decoded dict (bench/watch.py: 8.0 → 4.3 KiB per pod)."""
+    meta = obj.get("metadata")
+    if type(meta) is dict:
+        meta.pop("managedFields", None)
 
 
 @dataclass(slots=True)
@@ -199,15 +221,7 @@ class WatchCache:
         return Cluster(nodes=tuple(values[NODE]), pods=tuple(values[POD]), pdbs=tuple(values[PDB]))
 
     def _convert(self, store: _Store, key: str, obj: Mapping[str, Any]) -> _Converted:
-        rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        cached = store.converted.get(key)
-        if cached is not None and cached.resource_version == rv and rv:
-            return cached
-        try:
-            cached = _Converted(rv, value=_CONVERTERS[store.kind](obj))
-        except InputError as err:
-            cached = _Converted(rv, error=str(err))
-            log.warning("cannot convert %s %s: %s", store.kind, key, err)
+        cached = _converted(store.kind, key, obj, store.converted.get(key))
         store.converted[key] = cached
         return cached
 
@@ -269,6 +283,7 @@ class WatchCache:
                 resp.release_conn()
             for obj in body.get("items") or []:
                 obj.setdefault("kind", kind)
+                _slim(obj)
                 items[object_key(obj)] = obj
             meta = body.get("metadata") or {}
             rv = meta.get("resourceVersion") or rv
@@ -276,9 +291,15 @@ class WatchCache:
             if not cont:
                 break
         with self._lock:
+            previous = self._store(kind).converted
+        # Outside the lock: `previous` is only read (.get), and snapshot() may add to it meanwhile — harmless.
+        # Events are only handed to listeners: neither kept nor converted.
+        converted = {} if kind == EVENT else {
+            key: _converted(kind, key, obj, previous.get(key)) for key, obj in items.items()}
+        with self._lock:
             store = self._store(kind)
             store.objects = items if kind != EVENT else {}
-            store.converted = {k: c for k, c in store.converted.items() if k in items}
+            store.converted = converted
             store.resource_version = rv
             store.synced = True
             store.relisting = False
@@ -320,6 +341,7 @@ class WatchCache:
                 pass  # handed to listeners only
             elif kind_of_event in ("ADDED", "MODIFIED"):
                 obj.setdefault("kind", kind)
+                _slim(obj)
                 store.objects[object_key(obj)] = obj
             elif kind_of_event == "DELETED":
                 key = object_key(obj)

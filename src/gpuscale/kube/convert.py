@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from gpuscale.model.cluster import Cluster, PodGroupSpec
@@ -64,8 +65,9 @@ def _get(ctx: _Ctx, obj: Any, path: str, kind: type | tuple[type, ...], default:
     `at` is where `obj` itself sits in the object (`spec.tolerations[0]`), so errors name the full field path.
     """
     value = obj
-    for part in path.split("."):
-        if not isinstance(value, Mapping):
+    for part in path.split(".") if "." in path else (path,):
+        # `type(...) is dict` first: the JSON decoder's dicts skip the (slow) ABC check — measurable on 100,000 pods.
+        if type(value) is not dict and not isinstance(value, Mapping):
             raise ctx.fail(_join(at, path), "expected an object")
         value = value.get(part)
         if value is None:
@@ -94,6 +96,13 @@ def _str_map(ctx: _Ctx, obj: Any, path: str, at: str = "") -> dict[str, str]:
     return dict(raw)
 
 
+@lru_cache(maxsize=4096)
+def _amount(milli: bool, text: str) -> int:
+    """Quantities repeat (`100m`, `256Mi`, `8`) across a cluster's objects: parse each distinct text once. A text that
+    raises is not cached (lru_cache caches results only)."""
+    return to_milli(text) if milli else to_units(text)
+
+
 def parse_resources(ctx: _Ctx, raw: Any, path: str) -> Resources:
     """A ResourceList: CPU and milli-GPU to thousandths (rounded up), every other name to whole units."""
     if raw is None:
@@ -105,7 +114,8 @@ def parse_resources(ctx: _Ctx, raw: Any, path: str) -> Resources:
         if text is None:
             continue  # `null` decodes to a zero Quantity
         try:
-            amount = to_milli(text) if name in MILLI_RESOURCES else to_units(text)
+            milli = name in MILLI_RESOURCES
+            amount = _amount(milli, text) if type(text) is str else to_milli(text) if milli else to_units(text)
         except QuantityError as err:
             raise ctx.fail(f"{path}.{name}", str(err)) from None
         if amount < 0:

@@ -1,0 +1,537 @@
+"""`ClusterAPIProvider`: a `NodeProvider` over Cluster API, with Cluster Autoscaler's clusterapi semantics.
+
+**Node groups** are the MachineDeployments — and the MachineSets no MachineDeployment owns — that carry both
+`cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size` and `…-max-size` (CA's discovery rule). Each becomes a
+gpuscale pool, named by the object's `gpuscale.io/pool` annotation, else by the object's name:
+- a pool of that name in the configuration gives the template (allocatable, labels, taints, GPU model, price, zones)
+  — the explicit mapping;
+- otherwise the template comes from CA's scale-from-zero annotations `capacity.cluster-autoscaler.kubernetes.io/
+  {cpu, memory, maxPods, gpu-type, gpu-count, labels, taints}` (cpu and memory required; maxPods defaults to 110;
+  labels `k=v,k2=v2`; taints `k=v:NoSchedule,…`), plus the template's labels Cluster API propagates to Nodes.
+The bounds always come from the min/max annotations, read again at every scale call: the annotations are the truth,
+as in CA. Groups are discovered when the provider is built (`gpuscale run` start-up); a group added later needs a
+restart. Configured pools that match no group are left out (nothing could scale them) and logged.
+
+**A malformed annotation** (or a duplicate pool name) puts the group out of action: at start-up it is not a pool;
+later, every call for it raises, naming the object and the annotation, and its nodes and machines are left out of
+`node_pools()`/`upcoming()`, so the engine neither adds nor removes anything there. `problems()` lists the messages.
+
+**Scale-up** raises `spec.replicas` through the scale subresource, with the resourceVersion read (a concurrent
+change is a 409, retried on a fresh read); an increase past the max is refused whole (a partial one could split a
+gang). **Delete** annotates each node's Machine `cluster.x-k8s.io/delete-machine` and then lowers the replicas by
+as many (the MachineSet controller deletes annotated machines first); it refuses to go below the min, and removes the
+annotations again if the replicas write fails. A Machine already annotated or being deleted is not counted twice.
+**Node → pool**: a Machine's `status.nodeRef.name`, else the Node whose `spec.providerID` equals the Machine's
+`spec.providerID`; a Machine belongs to the MachineDeployment named by its `cluster.x-k8s.io/deployment-name` label,
+else to the MachineSet named by `cluster.x-k8s.io/set-name`. **Upcoming** = replicas − machines (not being deleted)
+whose Node is registered: machines still without a registered Node by name (request id `<namespace>/<machine>`),
+replicas no Machine exists for yet as `<pool>#<i>`. "Registered" is the cache's last snapshot, as for kwok, so a tick
+never counts a node both as upcoming and as missing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from gpuscale.config import GPU_PRODUCT_LABEL, PoolConfig
+from gpuscale.engine.plan import UpcomingNode
+from gpuscale.engine.state import FailureKind
+from gpuscale.loop.ports import ProviderError
+from gpuscale.model.errors import ConfigError, InputError
+from gpuscale.model.pool import NodePool
+from gpuscale.model.quantity import QuantityError, to_milli, to_units
+
+log = logging.getLogger(__name__)
+
+GROUP = "cluster.x-k8s.io"
+MIN_SIZE = f"{GROUP}/cluster-api-autoscaler-node-group-min-size"
+MAX_SIZE = f"{GROUP}/cluster-api-autoscaler-node-group-max-size"
+DELETE_MACHINE = f"{GROUP}/delete-machine"
+DEPLOYMENT_NAME_LABEL = f"{GROUP}/deployment-name"
+SET_NAME_LABEL = f"{GROUP}/set-name"
+CAPACITY = "capacity.cluster-autoscaler.kubernetes.io/"
+POOL_ANNOTATION = "gpuscale.io/pool"
+MACHINE_DEPLOYMENT, MACHINE_SET = "MachineDeployment", "MachineSet"
+PLURALS = {MACHINE_DEPLOYMENT: "machinedeployments", MACHINE_SET: "machinesets"}
+PROPAGATED_LABEL_DOMAINS = ("node-role.kubernetes.io", "node-restriction.kubernetes.io", "node.cluster.x-k8s.io")
+"""Template labels Cluster API copies onto the Node (its metadata-propagation rules): these domains and subdomains."""
+
+
+def _annotation(key: str) -> str:
+    return f"metadata.annotations[{key}]"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRef:
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """One node group as read now: bounds from its annotations, replicas from its spec."""
+
+    ref: GroupRef
+    min_size: int
+    max_size: int
+    replicas: int
+    resource_version: str
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _ref(kind: str, obj: Mapping[str, Any]) -> GroupRef:
+    meta = _meta(obj)
+    return GroupRef(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def is_autoscaled(obj: Mapping[str, Any]) -> bool:
+    annotations = _meta(obj).get("annotations") or {}
+    return MIN_SIZE in annotations and MAX_SIZE in annotations
+
+
+def _int_annotation(ref: GroupRef, annotations: Mapping[str, str], key: str, default: int | None = None) -> int:
+    text = annotations.get(key)
+    if text is None:
+        if default is None:
+            raise InputError(str(ref), _annotation(key), "required")
+        return default
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise InputError(str(ref), _annotation(key), f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise InputError(str(ref), _annotation(key), f"{value} is negative")
+    return value
+
+
+def group_state(kind: str, obj: Mapping[str, Any]) -> GroupState:
+    """Bounds and replicas of an autoscaled group; `InputError` naming the object and annotation when malformed."""
+    ref = _ref(kind, obj)
+    annotations = _meta(obj).get("annotations") or {}
+    lo = _int_annotation(ref, annotations, MIN_SIZE)
+    hi = _int_annotation(ref, annotations, MAX_SIZE)
+    if lo > hi:
+        raise InputError(str(ref), _annotation(MIN_SIZE), f"{lo} is above the max size {hi}")
+    replicas = (obj.get("spec") or {}).get("replicas")
+    return GroupState(ref, lo, hi, int(replicas) if isinstance(replicas, int) else 0,
+                      str(_meta(obj).get("resourceVersion", "")))
+
+
+def _pairs(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _labels(ref: GroupRef, annotations: Mapping[str, str]) -> dict[str, str]:
+    key = CAPACITY + "labels"
+    out = {}
+    for pair in _pairs(annotations.get(key, "")):
+        name, eq, value = pair.partition("=")
+        if not eq or not name.strip():
+            raise InputError(str(ref), _annotation(key), f"{pair!r} is not key=value")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _taints(ref: GroupRef, annotations: Mapping[str, str]) -> list[dict[str, str]]:
+    key = CAPACITY + "taints"
+    out = []
+    for item in _pairs(annotations.get(key, "")):
+        head, colon, effect = item.rpartition(":")
+        name, _, value = head.partition("=")
+        if not colon or not name.strip() or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise InputError(str(ref), _annotation(key), f"{item!r} is not key=value:NoSchedule|PreferNoSchedule|"
+                                                         "NoExecute")
+        out.append({"key": name.strip(), "value": value.strip(), "effect": effect})
+    return out
+
+
+def _propagated(labels: Mapping[str, str]) -> dict[str, str]:
+    def keep(key: str) -> bool:
+        prefix = key.partition("/")[0] if "/" in key else ""
+        return any(prefix == d or prefix.endswith("." + d) for d in PROPAGATED_LABEL_DOMAINS)
+    return {k: v for k, v in labels.items() if keep(k)}
+
+
+def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: int, max_size: int) -> NodePool:
+    """The pool a node group's capacity annotations describe (CA's scale-from-zero template)."""
+    ref = _ref(kind, obj)
+    annotations = _meta(obj).get("annotations") or {}
+    amounts: dict[str, int | str] = {}
+    for field, resource, parse in (("cpu", "cpu", to_milli), ("memory", "memory", to_units)):
+        key = CAPACITY + field
+        text = annotations.get(key)
+        if text is None:
+            raise InputError(str(ref), _annotation(key), "required to build the node template (scale from zero)")
+        try:
+            parse(str(text))
+        except QuantityError as err:
+            raise InputError(str(ref), _annotation(key), f"{text!r}: {err}") from None
+        amounts[resource] = str(text)
+    amounts["pods"] = _int_annotation(ref, annotations, CAPACITY + "maxPods", 110)
+    gpus = _int_annotation(ref, annotations, CAPACITY + "gpu-count", 0)
+    gpu_type = str(annotations.get(CAPACITY + "gpu-type", "nvidia.com/gpu")).strip()
+    if gpus:
+        if "/" not in gpu_type:
+            raise InputError(str(ref), _annotation(CAPACITY + "gpu-type"),
+                             f"{gpu_type!r} is not an extended resource name like nvidia.com/gpu")
+        amounts[gpu_type] = gpus
+    template = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    labels = {**_propagated(template.get("labels") or {}), **_labels(ref, annotations)}
+    model = labels.get(GPU_PRODUCT_LABEL)
+    raw: dict[str, Any] = {"name": pool_name, "min_size": min_size, "max_size": max_size, "labels": labels,
+                           "taints": _taints(ref, annotations), "allocatable": amounts}
+    if gpus and model:
+        raw["gpu"] = {"model": model, "count": gpus, "resource": gpu_type}
+    try:
+        return PoolConfig.model_validate(raw).to_pool()
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(str(ref), f"pool {where}", first["msg"]) from None
+
+
+def pool_name_of(kind: str, obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    return str((meta.get("annotations") or {}).get(POOL_ANNOTATION) or meta.get("name", ""))
+
+
+class ClusterAPIProvider:
+    """Node groups = autoscaled MachineDeployments / MachineSets; see the module docstring."""
+
+    def __init__(self, api_client: client.ApiClient, configured: Sequence[NodePool], *,
+                 namespace: str | None = None, version: str = "v1beta2",
+                 registered: Callable[[str], bool] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._custom = client.CustomObjectsApi(api_client)
+        self._core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.version = version
+        self.registered = registered
+        self._clock = clock
+        self._problems: dict[str, str] = {}
+        self._increased: dict[str, list[float]] = {}
+        self.groups: dict[str, GroupRef] = {}
+        """Pool name → its node group."""
+        self.pools: tuple[NodePool, ...] = self._discover(configured)
+        """The pools the controller runs with: one per usable node group."""
+
+    # --- discovery
+
+    def _list(self, plural: str) -> list[dict[str, Any]]:
+        body: Any
+        if self.namespace:
+            body = self._custom.list_namespaced_custom_object(GROUP, self.version, self.namespace, plural)
+        else:
+            body = self._custom.list_cluster_custom_object(GROUP, self.version, plural)
+        return list(body.get("items") or [])
+
+    def _group_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        try:
+            objects = [(MACHINE_DEPLOYMENT, o) for o in self._list(PLURALS[MACHINE_DEPLOYMENT])]
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            served = f"{GROUP}/{self.version} machinedeployments"
+            raise ConfigError("--provider clusterapi", f"the API server does not serve {served}: are the Cluster API "
+                                                       "CRDs installed?") from None
+        for ms in self._list(PLURALS[MACHINE_SET]):
+            meta = _meta(ms)
+            owned = any(r.get("kind") == MACHINE_DEPLOYMENT for r in meta.get("ownerReferences") or [])
+            if not owned and DEPLOYMENT_NAME_LABEL not in (meta.get("labels") or {}):
+                objects.append((MACHINE_SET, ms))
+        return [(k, o) for k, o in objects if is_autoscaled(o)]
+
+    def _discover(self, configured: Sequence[NodePool]) -> tuple[NodePool, ...]:
+        by_name = {p.name: p for p in configured}
+        found: dict[str, list[tuple[GroupRef, NodePool]]] = {}
+        for kind, obj in self._group_objects():
+            ref, name = _ref(kind, obj), pool_name_of(kind, obj)
+            try:
+                state = group_state(kind, obj)
+                base = by_name.get(name)
+                pool = (replace(base, min_size=state.min_size, max_size=state.max_size) if base is not None
+                        else template_pool(kind, obj, name, state.min_size, state.max_size))
+            except InputError as err:
+                self._report(str(ref), str(err))
+                continue
+            found.setdefault(name, []).append((ref, pool))
+        pools = []
+        for name, entries in sorted(found.items()):
+            if len(entries) > 1:
+                for ref, _ in entries:
+                    self._report(str(ref), f"{ref}: {_annotation(POOL_ANNOTATION)}: pool name {name!r} is also "
+                                           f"claimed by {', '.join(str(r) for r, _ in entries if r != ref)}")
+                continue
+            ref, pool = entries[0]
+            self.groups[name] = ref
+            pools.append(pool)
+        unmatched = sorted(set(by_name) - set(self.groups))
+        if unmatched:
+            log.warning("configured pools with no Cluster API node group, left out: %s", ", ".join(unmatched))
+        log.info("Cluster API node groups: %s", ", ".join(f"{p} = {r}" for p, r in sorted(self.groups.items())))
+        return tuple(pools)
+
+    def _report(self, key: str, message: str) -> None:
+        if self._problems.get(key) != message:
+            log.error("node group out of action: %s", message)
+        self._problems[key] = message
+
+    def problems(self) -> list[str]:
+        """Why node groups are out of action (malformed annotations, duplicate pool names), one line each."""
+        return sorted(self._problems.values())
+
+    # --- reading one group now
+
+    def _get(self, ref: GroupRef) -> dict[str, Any]:
+        obj: Any = self._custom.get_namespaced_custom_object(
+            GROUP, self.version, ref.namespace, PLURALS[ref.kind], ref.name)
+        return dict(obj)
+
+    def _state(self, pool: str) -> GroupState:
+        ref = self.groups.get(pool)
+        if ref is None:
+            raise ProviderError(FailureKind.OTHER, f"pool {pool!r} is not a Cluster API node group")
+        try:
+            state = group_state(ref.kind, self._get(ref))
+        except InputError as err:
+            self._report(str(ref), str(err))
+            raise ProviderError(FailureKind.OTHER, str(err)) from None
+        self._problems.pop(str(ref), None)
+        return state
+
+    def _set_replicas(self, pool: str, change: Callable[[GroupState], int]) -> tuple[int, int]:
+        """Write `change(state)` as the replicas through the scale subresource; retried on a 409. Returns (before,
+        after)."""
+        for _ in range(5):
+            state = self._state(pool)
+            target = change(state)
+            ref = state.ref
+            scale: Any = self._custom.get_namespaced_custom_object_scale(GROUP, self.version, ref.namespace,
+                                                                    PLURALS[ref.kind], ref.name)
+            if (scale.get("spec") or {}).get("replicas", 0) != state.replicas:
+                continue  # changed between the two reads
+            body = {"apiVersion": "autoscaling/v1", "kind": "Scale",
+                    "metadata": {"name": ref.name, "namespace": ref.namespace,
+                                 "resourceVersion": _meta(scale).get("resourceVersion")},
+                    "spec": {"replicas": target}}
+            try:
+                self._custom.replace_namespaced_custom_object_scale(GROUP, self.version, ref.namespace,
+                                                                    PLURALS[ref.kind], ref.name, body)
+            except ApiException as err:
+                if err.status == 409:
+                    continue
+                raise
+            return state.replicas, target
+        raise ProviderError(FailureKind.OTHER, f"{self.groups[pool]}: replicas kept changing (5 conflicts)")
+
+    # --- NodeProvider
+
+    def increase(self, pool: str, count: int) -> tuple[str, ...]:
+        def grow(state: GroupState) -> int:
+            if state.replicas + count > state.max_size:
+                raise ProviderError(FailureKind.OTHER, f"{state.ref}: size increase too large: replicas "
+                                                       f"{state.replicas} + {count} > max size {state.max_size}")
+            return state.replicas + count
+
+        before, after = self._set_replicas(pool, grow)
+        now = self._clock()
+        self._increased.setdefault(pool, []).extend([now] * count)
+        log.info("scaled %s up: replicas %d -> %d", self.groups[pool], before, after)
+        return tuple(f"{pool}#{i}" for i in range(before, after))
+
+    def delete(self, nodes: Sequence[str]) -> None:
+        view = self._view()
+        by_pool: dict[str, list[dict[str, Any]]] = {}
+        for name in nodes:
+            machine = view.machine_of_node.get(name)
+            if machine is None:
+                raise ProviderError(FailureKind.OTHER, f"Node {name}: no Machine of a Cluster API node group has it")
+            if _deleting(machine):
+                continue  # already ordered: counting it again would remove a second node
+            by_pool.setdefault(view.pool_of_machine[_machine_key(machine)], []).append(machine)
+        for pool, machines in by_pool.items():
+            self._remove_machines(pool, machines, what="delete")
+
+    def cancel(self, request_ids: Sequence[str]) -> None:
+        """Give back requests that never became a registered node: a Machine without one is annotated for deletion
+        and the replicas lowered; a replica no Machine exists for yet only lowers the replicas."""
+        view = self._view()
+        machines: dict[str, list[dict[str, Any]]] = {}
+        bare: dict[str, int] = {}
+        for rid in request_ids:
+            machine = view.machines.get(rid)
+            if machine is not None and not _deleting(machine):
+                machines.setdefault(view.pool_of_machine[rid], []).append(machine)
+            elif "#" in rid:
+                pool = rid.rpartition("#")[0]
+                bare[pool] = bare.get(pool, 0) + 1
+        for pool, items in machines.items():
+            self._remove_machines(pool, items, what="cancel")
+        for pool, n in bare.items():
+            self._shrink(pool, n, what="cancel")
+
+    def _remove_machines(self, pool: str, machines: list[dict[str, Any]], what: str) -> None:
+        state = self._state(pool)
+        if state.replicas - len(machines) < state.min_size:
+            raise ProviderError(FailureKind.OTHER, f"{state.ref}: unable to {what} {len(machines)} machine(s): "
+                                                   f"replicas {state.replicas}, min size {state.min_size}")
+        stamp = datetime.now(tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        marked = []
+        try:
+            for machine in machines:
+                self._annotate(machine, stamp)
+                marked.append(machine)
+            self._shrink(pool, len(machines), what=what)
+        except Exception:
+            for machine in marked:  # CA's way: a failed replicas write takes the delete marks back
+                self._annotate(machine, None)
+            raise
+
+    def _shrink(self, pool: str, n: int, what: str) -> None:
+        def lower(state: GroupState) -> int:
+            if state.replicas - n < state.min_size:
+                raise ProviderError(FailureKind.OTHER, f"{state.ref}: unable to {what} {n} node(s): replicas "
+                                                       f"{state.replicas}, min size {state.min_size}")
+            return state.replicas - n
+
+        before, after = self._set_replicas(pool, lower)
+        log.info("scaled %s down (%s): replicas %d -> %d", self.groups[pool], what, before, after)
+
+    def _annotate(self, machine: Mapping[str, Any], value: str | None) -> None:
+        meta = _meta(machine)
+        self._custom.patch_namespaced_custom_object(
+            GROUP, self.version, meta["namespace"], "machines", meta["name"],
+            {"metadata": {"annotations": {DELETE_MACHINE: value}}})
+
+    def upcoming(self) -> tuple[UpcomingNode, ...]:
+        view = self._view()
+        now = self._clock()
+        out = []
+        for pool in sorted(self.groups):
+            replicas = view.replicas.get(pool)
+            if replicas is None:
+                continue  # out of action this tick
+            live = [m for m in view.machines_of_pool.get(pool, []) if not _deleting(m)]
+            waiting = [m for m in live if not self._is_registered(view.node_of_machine.get(_machine_key(m)))]
+            registered = len(live) - len(waiting)
+            missing = max(0, replicas - registered)
+            waiting.sort(key=_created)
+            times = self._increased.get(pool, [])
+            del times[:max(0, len(times) - missing)]  # forget requests that became nodes (oldest first)
+            for machine in waiting[:missing]:
+                out.append(UpcomingNode(pool=pool, request_id=_machine_key(machine),
+                                        requested_s=_created(machine) or now))
+            for i in range(len(waiting[:missing]), missing):
+                requested = times[i] if i < len(times) else now
+                out.append(UpcomingNode(pool=pool, request_id=f"{pool}#{i}", requested_s=requested))
+        return tuple(out)
+
+    def _is_registered(self, node: str | None) -> bool:
+        if node is None:
+            return False
+        return self.registered(node) if self.registered is not None else True
+
+    def node_pools(self) -> Mapping[str, str]:
+        view = self._view()
+        return {node: view.pool_of_machine[key] for key, node in view.node_of_machine.items()
+                if view.pool_of_machine.get(key) in view.replicas}
+
+    # --- the view: groups, machines, their nodes
+
+    def _view(self) -> _View:
+        view = _View()
+        refs = {ref: pool for pool, ref in self.groups.items()}
+        for pool, ref in self.groups.items():
+            try:
+                view.replicas[pool] = group_state(ref.kind, self._get(ref)).replicas
+                self._problems.pop(str(ref), None)
+            except InputError as err:
+                self._report(str(ref), str(err))
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+                self._report(str(ref), f"{ref}: not found")
+        machines = self._list("machines")
+        need_provider_ids = False
+        for machine in machines:
+            meta = _meta(machine)
+            labels = meta.get("labels") or {}
+            ns = str(meta.get("namespace", ""))
+            owner = (GroupRef(MACHINE_DEPLOYMENT, ns, labels[DEPLOYMENT_NAME_LABEL]) if DEPLOYMENT_NAME_LABEL in labels
+                     else GroupRef(MACHINE_SET, ns, labels.get(SET_NAME_LABEL, "")))
+            machine_pool = refs.get(owner)
+            if machine_pool is None:
+                continue
+            key = _machine_key(machine)
+            view.machines[key] = machine
+            view.pool_of_machine[key] = machine_pool
+            view.machines_of_pool.setdefault(machine_pool, []).append(machine)
+            node = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
+            if node:
+                view.node_of_machine[key] = node
+            elif (machine.get("spec") or {}).get("providerID"):
+                need_provider_ids = True
+        if need_provider_ids:
+            by_provider_id = self._nodes_by_provider_id()
+            for key, machine in view.machines.items():
+                pid = (machine.get("spec") or {}).get("providerID")
+                if key not in view.node_of_machine and pid in by_provider_id:
+                    view.node_of_machine[key] = by_provider_id[pid]
+        view.machine_of_node = {node: view.machines[key] for key, node in view.node_of_machine.items()
+                                if view.pool_of_machine[key] in view.replicas}
+        return view
+
+    def _nodes_by_provider_id(self) -> dict[str, str]:
+        list_raw: Callable[..., Any] = self._core.list_node
+        resp = list_raw(_preload_content=False)
+        try:
+            body = json.loads(resp.data)
+        finally:
+            resp.release_conn()
+        return {str((n.get("spec") or {}).get("providerID")): _meta(n)["name"] for n in body.get("items") or []
+                if (n.get("spec") or {}).get("providerID")}
+
+
+class _View:
+    def __init__(self) -> None:
+        self.replicas: dict[str, int] = {}
+        """Pool → replicas, for groups in action now."""
+        self.machines: dict[str, dict[str, Any]] = {}
+        self.pool_of_machine: dict[str, str] = {}
+        self.machines_of_pool: dict[str, list[dict[str, Any]]] = {}
+        self.node_of_machine: dict[str, str] = {}
+        self.machine_of_node: dict[str, dict[str, Any]] = {}
+
+
+def _machine_key(machine: Mapping[str, Any]) -> str:
+    meta = _meta(machine)
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _deleting(machine: Mapping[str, Any]) -> bool:
+    meta = _meta(machine)
+    return bool(meta.get("deletionTimestamp")) or DELETE_MACHINE in (meta.get("annotations") or {})
+
+
+def _created(machine: Mapping[str, Any]) -> float:
+    stamp = _meta(machine).get("creationTimestamp")
+    if not stamp:
+        return 0.0
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()

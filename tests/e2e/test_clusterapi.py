@@ -1,0 +1,421 @@
+"""The Cluster API provider against the real API server with Cluster API's CRDs installed (pinned copy in
+deploy/crds/cluster-api/). No Cluster API controller or infrastructure provider runs: the test plays them, creating
+Machines and kwok Nodes by hand where a real infrastructure provider would, so every replica change observed is
+gpuscale's own.
+
+- An Unschedulable T4 pod raises the replicas of the MachineDeployment discovered from CA's scale-from-zero capacity
+  annotations by exactly one (not the A100 or CPU ones); while its node is upcoming nothing more is ordered; once a
+  Machine and its Node appear the real scheduler binds the pod.
+- A configured pool mapped explicitly (`gpuscale.io/pool`) takes its bounds from the annotations: max 1 → one node for
+  two 8-GPU pods, and a direct increase past the max is refused whole.
+- An empty node backed by a Machine is removed CA's way: the Machine annotated `cluster.x-k8s.io/delete-machine`, the
+  replicas lowered by one — never below the min, never twice for the same Machine.
+- A malformed annotation is reported naming the object and the annotation; the controller acts on nothing for that
+  group (at start-up and when it breaks later).
+- `gpuscale run --provider clusterapi --once --dry-run` discovers the group and changes nothing; an API server without
+  the CRDs is a one-line configuration error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from harness import kwok_node_body, wait_for
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from typer.testing import CliRunner
+
+from gpuscale.cli import app
+from gpuscale.config import Config, load_config
+from gpuscale.controller import Controller, build_controller
+from gpuscale.loop.ports import ProviderError
+from gpuscale.loop.report import Action, TickReport
+from gpuscale.loop.tick import LoopSettings
+from gpuscale.model.errors import ConfigError
+from gpuscale.model.resources import NVIDIA_GPU
+from gpuscale.providers.clusterapi import (
+    CAPACITY,
+    DELETE_MACHINE,
+    DEPLOYMENT_NAME_LABEL,
+    MAX_SIZE,
+    MIN_SIZE,
+    POOL_ANNOTATION,
+    ClusterAPIProvider,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_DIR = REPO / "deploy" / "crds" / "cluster-api"
+SEED_CONFIG = REPO / "examples" / "seed-pools" / "gpuscale.yaml"
+GROUP, VERSION = "cluster.x-k8s.io", "v1beta2"
+CLUSTER = "workload"
+A100_POOL = "gpu-training-a100"
+T4_LABELS = "cloud.google.com/gke-accelerator=nvidia-tesla-t4,nvidia.com/gpu.product=Tesla-T4"
+GPU_TAINTS = "nvidia.com/gpu=present:NoSchedule"
+TICK_EVERY_S = 0.2
+
+
+@pytest.fixture(scope="module")
+def capi_crds(api_client: client.ApiClient) -> Iterator[None]:
+    """Install the pinned Cluster API CRDs (Cluster, MachineDeployment, MachineSet, Machine) and wait until they
+    are Established; removed at the end of the module."""
+    ext = client.ApiextensionsV1Api(api_client)
+    names = []
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+        names.append(crd["metadata"]["name"])
+        try:
+            ext.create_custom_resource_definition(crd)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+
+    def established() -> bool:
+        for name in names:
+            status = ext.read_custom_resource_definition(name).status
+            if not any(c.type == "Established" and c.status == "True" for c in (status.conditions or [])):
+                return False
+        return True
+
+    wait_for(established, 60, desc="Cluster API CRDs Established")
+    custom = client.CustomObjectsApi(api_client)
+    wait_for(lambda: custom.list_cluster_custom_object(GROUP, VERSION, "machinedeployments") is not None, 30,
+             desc="MachineDeployments served")
+    yield
+    for name in names:
+        try:
+            ext.delete_custom_resource_definition(name)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+
+def config_for_capi() -> Config:
+    """The seed configuration with batching delays and the warm buffer off, scale-down after 0 s of idleness."""
+    config = load_config(SEED_CONFIG)
+    policy = replace(config.policy, new_pod_delay_s=0.0, new_gpu_pod_delay_s=0.0, buffers=(),
+                     scale_down_unneeded_time_s=0.0, scale_down_gpu_unneeded_time_s=None,
+                     scale_down_delay_after_add_s=0.0)
+    return replace(config, policy=policy)
+
+
+class Capi:
+    """Creates Cluster API objects in one namespace and reads them back; deletes what it made."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.made: list[tuple[str, str]] = []
+        self.nodes: list[str] = []
+
+    def machine_deployment(self, name: str, *, replicas: int, min_size: int, max_size: int,
+                           annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MachineDeployment",
+                "metadata": {"name": name, "namespace": self.namespace,
+                             "annotations": {MIN_SIZE: str(min_size), MAX_SIZE: str(max_size), **(annotations or {})}},
+                "spec": {"clusterName": CLUSTER, "replicas": replicas,
+                         "selector": {"matchLabels": {DEPLOYMENT_NAME_LABEL: name}},
+                         "template": {"metadata": {"labels": {DEPLOYMENT_NAME_LABEL: name,
+                                                              "node-role.kubernetes.io/worker": ""}},
+                                      "spec": {"clusterName": CLUSTER, "bootstrap": {"dataSecretName": "bootstrap"},
+                                               "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                                                     "kind": "KwokMachineTemplate", "name": name}}}}}
+        created: dict[str, Any] = self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "machinedeployments", body)
+        self.made.append(("machinedeployments", name))
+        return created
+
+    def replicas(self, name: str) -> int:
+        md = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "machinedeployments", name)
+        return int(md["spec"].get("replicas", 0))
+
+    def annotate(self, name: str, annotations: dict[str, str | None]) -> None:
+        self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, "machinedeployments", name,
+                                                   {"metadata": {"annotations": annotations}})
+
+    def machine(self, md: str, node: str, *, node_ref: bool) -> str:
+        """A Machine of `md` whose infrastructure is the kwok Node `node` (created here, Ready after 0 s), linked by
+        providerID, and by `status.nodeRef` too when `node_ref`."""
+        provider_id = f"capi-kwok://{node}"
+        labels = {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4", "gpuscale.io/gpu-count": "1"} \
+            if md.startswith("t4") else {}
+        taints = [client.V1Taint(key=NVIDIA_GPU, value="present", effect="NoSchedule")] if labels else None
+        body = kwok_node_body(node, labels=labels, taints=taints,
+                              annotations={"gpuscale.io/ready-after": "0s", "gpuscale.io/gpu-register-after": "1s"})
+        body.spec.provider_id = provider_id
+        self.core.create_node(body)
+        self.nodes.append(node)
+        name = f"{md}-{uuid.uuid4().hex[:5]}"
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, "machines", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Machine",
+            "metadata": {"name": name, "namespace": self.namespace,
+                         "labels": {DEPLOYMENT_NAME_LABEL: md, f"{GROUP}/cluster-name": CLUSTER}},
+            "spec": {"clusterName": CLUSTER, "providerID": provider_id, "bootstrap": {"dataSecretName": "bootstrap"},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "KwokMachine",
+                                           "name": name}}})
+        self.made.append(("machines", name))
+        if node_ref:
+            self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, self.namespace, "machines", name,
+                                                              {"status": {"nodeRef": {"name": node}}})
+        return name
+
+    def machine_annotations(self, name: str) -> dict[str, str]:
+        m = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "machines", name)
+        return dict(m["metadata"].get("annotations") or {})
+
+    def cleanup(self) -> None:
+        for plural, name in reversed(self.made):
+            try:
+                self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+        for node in self.nodes:
+            try:
+                self.core.delete_node(node)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+
+
+@pytest.fixture
+def capi(capi_crds: None, api_client: client.ApiClient, namespace: str) -> Iterator[Capi]:
+    made = Capi(api_client, namespace)
+    yield made
+    made.cleanup()
+
+
+@pytest.fixture
+def controllers(api_client: client.ApiClient) -> Iterator[Callable[[], Controller]]:
+    built: list[Controller] = []
+
+    def make() -> Controller:
+        config = config_for_capi()
+        controller = build_controller(api_client, config, provider_name="clusterapi",
+                                      settings=replace(LoopSettings.from_config(config), scan_interval_s=TICK_EVERY_S))
+        built.append(controller)
+        assert controller.cache.wait_synced(30), controller.cache.status()
+        return controller
+
+    yield make
+    for controller in built:
+        controller.close()
+
+
+@pytest.fixture
+def pods(core_v1: client.CoreV1Api, namespace: str) -> Iterator[Callable[..., str]]:
+    names: list[str] = []
+
+    def create(name: str, *, accelerator: str, gpus: int) -> str:
+        core_v1.create_namespaced_pod(namespace, client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1PodSpec(
+                node_selector={"cloud.google.com/gke-accelerator": accelerator},
+                tolerations=[client.V1Toleration(key=NVIDIA_GPU, operator="Exists", effect="NoSchedule")],
+                containers=[client.V1Container(name="c", image="app:1", resources=client.V1ResourceRequirements(
+                    requests={"cpu": "1", "memory": "2Gi", NVIDIA_GPU: str(gpus)}, limits={NVIDIA_GPU: str(gpus)}))])))
+        names.append(name)
+        wait_for(lambda: _unschedulable(core_v1.read_namespaced_pod(name, namespace)), 30, desc=f"{name} Unschedulable")
+        return name
+
+    yield create
+    for name in names:
+        try:
+            core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+
+def _unschedulable(pod: client.V1Pod) -> bool:
+    return any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+               for c in pod.status.conditions or [])
+
+
+def tick_until(controller: Controller, predicate: Callable[[], Any], timeout_s: float, desc: str,
+               check: Callable[[], None] | None = None) -> list[TickReport]:
+    reports = []
+    deadline = time.monotonic() + timeout_s
+    while True:
+        reports.append(controller.autoscaler.tick())
+        if check is not None:
+            check()
+        if predicate():
+            return reports
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {desc}; last report: {reports[-1]}")
+        time.sleep(TICK_EVERY_S)
+
+
+def tick_for(controller: Controller, n: int, check: Callable[[], None]) -> list[TickReport]:
+    reports = []
+    for _ in range(n):
+        reports.append(controller.autoscaler.tick())
+        check()
+        time.sleep(TICK_EVERY_S)
+    return reports
+
+
+def scaled(reports: list[TickReport]) -> list[tuple[str, int]]:
+    return [(s.pool, s.nodes) for r in reports for s in r.scaled_up]
+
+
+def test_t4_pod_scales_the_t4_machine_deployment_from_zero_by_one(capi: Capi, controllers: Callable[[], Controller],
+                                                                 pods: Callable[..., str], core_v1: client.CoreV1Api,
+                                                                 namespace: str) -> None:
+    t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
+          CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
+    capi.machine_deployment("t4-pool", replicas=0, min_size=0, max_size=5, annotations=t4)
+    capi.machine_deployment("a100", replicas=0, min_size=0, max_size=3, annotations={POOL_ANNOTATION: A100_POOL})
+    capi.machine_deployment("cpu-pool", replicas=0, min_size=0, max_size=5,
+                            annotations={CAPACITY + "cpu": "16", CAPACITY + "memory": "64G"})
+    controller = controllers()
+    provider = controller.provider
+    assert isinstance(provider, ClusterAPIProvider)
+    pools = {p.name: p for p in controller.autoscaler.pools}
+    assert set(pools) == {"t4-pool", A100_POOL, "cpu-pool"}, provider.problems()
+    assert pools["t4-pool"].allocatable.get(NVIDIA_GPU) == 1 and pools["t4-pool"].gpu_model == "Tesla-T4"
+    assert pools["t4-pool"].labels["node-role.kubernetes.io/worker"] == ""  # propagated from the template
+    assert pools[A100_POOL].allocatable.get(NVIDIA_GPU) == 8 and pools[A100_POOL].max_size == 3
+
+    pod = pods("infer", accelerator="nvidia-tesla-t4", gpus=1)
+    reports = tick_until(controller, lambda: capi.replicas("t4-pool") > 0, 30, "a T4 scale-up")
+    assert scaled(reports) == [("t4-pool", 1)]
+    assert (capi.replicas("t4-pool"), capi.replicas("a100"), capi.replicas("cpu-pool")) == (1, 0, 0)
+    assert [u.pool for u in provider.upcoming()] == ["t4-pool"]
+
+    def one_t4_replica() -> None:
+        assert (capi.replicas("t4-pool"), capi.replicas("a100"), capi.replicas("cpu-pool")) == (1, 0, 0)
+
+    reports += tick_for(controller, 10, one_t4_replica)  # the upcoming replica covers the pod
+    # The infrastructure provider's part: a Machine, its Node (linked by providerID only), Ready, GPU registered.
+    node = f"t4-node-{uuid.uuid4().hex[:5]}"
+    capi.machine("t4-pool", node, node_ref=False)
+
+    def running() -> bool:
+        p = core_v1.read_namespaced_pod(pod, namespace)
+        return p.status.phase == "Running" and p.spec.node_name == node
+
+    reports += tick_until(controller, running, 60, "the pod Running on the T4 node", check=one_t4_replica)
+    assert scaled(reports) == [("t4-pool", 1)]
+    assert provider.node_pools() == {node: "t4-pool"}
+    assert provider.upcoming() == ()
+    assert not [e for r in reports for e in r.errors], [e for r in reports for e in r.errors]
+
+
+def test_max_size_annotation_bounds_an_explicitly_mapped_pool(capi: Capi, controllers: Callable[[], Controller],
+                                                              pods: Callable[..., str]) -> None:
+    capi.machine_deployment("a100", replicas=0, min_size=0, max_size=1, annotations={POOL_ANNOTATION: A100_POOL})
+    controller = controllers()
+    provider = controller.provider
+    assert isinstance(provider, ClusterAPIProvider)
+    assert [p.max_size for p in controller.autoscaler.pools] == [1]  # the annotation, not the config's 8
+    pods("train-1", accelerator="nvidia-tesla-a100", gpus=8)
+    pods("train-2", accelerator="nvidia-tesla-a100", gpus=8)
+    reports = tick_until(controller, lambda: capi.replicas("a100") > 0, 30, "an A100 scale-up")
+    reports += tick_for(controller, 8, lambda: None)
+    assert scaled(reports) == [(A100_POOL, 1)] and capi.replicas("a100") == 1
+    with pytest.raises(ProviderError, match="max size 1"):
+        provider.increase(A100_POOL, 1)
+    assert capi.replicas("a100") == 1
+
+
+def test_idle_machine_node_is_removed_by_delete_annotation_and_replicas(capi: Capi,
+                                                                         controllers: Callable[[], Controller],
+                                                                         core_v1: client.CoreV1Api) -> None:
+    capi.machine_deployment("cpu-pool", replicas=2, min_size=1, max_size=3,
+                            annotations={CAPACITY + "cpu": "16", CAPACITY + "memory": "64G"})
+    first, second = (f"cpu-node-{uuid.uuid4().hex[:5]}" for _ in range(2))
+    m1 = capi.machine("cpu-pool", first, node_ref=True)
+    m2 = capi.machine("cpu-pool", second, node_ref=False)
+    for node in (first, second):
+        wait_for(lambda node=node: any(c.type == "Ready" and c.status == "True"
+                                       for c in core_v1.read_node(node).status.conditions or []), 30,
+                 desc=f"{node} Ready")
+    controller = controllers()
+    provider = controller.provider
+    assert isinstance(provider, ClusterAPIProvider)
+    assert provider.node_pools() == {first: "cpu-pool", second: "cpu-pool"}  # nodeRef and providerID
+    assert len(provider.upcoming()) == 2  # registered = in the cache's last snapshot, and none was taken yet
+    controller.cache.snapshot()
+    assert provider.upcoming() == ()
+
+    def marked() -> list[str]:
+        return [m for m in (m1, m2) if DELETE_MACHINE in capi.machine_annotations(m)]
+
+    reports = tick_until(controller, marked, 30, "one Machine marked for deletion")
+    reports += tick_for(controller, 8, lambda: None)  # the node stays (no Cluster API controller): no second delete
+    assert len(marked()) == 1 and capi.replicas("cpu-pool") == 1
+    assert [d for r in reports for d in r.deleted] and len({d for r in reports for d in r.deleted}) == 1
+    kept = second if marked() == [m1] else first
+    with pytest.raises(ProviderError, match="min size 1"):
+        provider.delete([kept])
+    assert len(marked()) == 1 and capi.replicas("cpu-pool") == 1
+
+
+def test_malformed_annotations_put_a_group_out_of_action(capi: Capi, controllers: Callable[[], Controller],
+                                                         pods: Callable[..., str]) -> None:
+    t4 = {CAPACITY + "cpu": "4", CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS,
+          CAPACITY + "taints": GPU_TAINTS}
+    capi.machine_deployment("t4-bad", replicas=0, min_size=0, max_size=5,
+                            annotations={**t4, CAPACITY + "memory": "lots"})
+    capi.machine_deployment("a100", replicas=0, min_size=0, max_size=2, annotations={POOL_ANNOTATION: A100_POOL})
+    controller = controllers()
+    provider = controller.provider
+    assert isinstance(provider, ClusterAPIProvider)
+    assert [p.name for p in controller.autoscaler.pools] == [A100_POOL]
+    problems = provider.problems()
+    assert len(problems) == 1 and problems[0].startswith(
+        f"MachineDeployment {capi.namespace}/t4-bad: metadata.annotations[{CAPACITY}memory]: 'lots'"), problems
+    pods("infer", accelerator="nvidia-tesla-t4", gpus=1)
+    tick_for(controller, 5, lambda: None)
+    assert capi.replicas("t4-bad") == 0
+
+    capi.annotate("a100", {MAX_SIZE: "ten"})  # breaks at run time
+    pods("train", accelerator="nvidia-tesla-a100", gpus=8)
+    reports = tick_for(controller, 5, lambda: None)
+    assert capi.replicas("a100") == 0
+    errors = [e for r in reports for e in r.errors if e.action is Action.SCALE_UP]
+    assert errors and errors[0].target == A100_POOL
+    assert f"MachineDeployment {capi.namespace}/a100: metadata.annotations[{MAX_SIZE}]: 'ten' is not a whole " \
+           "number" in errors[0].message
+    assert any("'ten'" in p for p in provider.problems())
+
+
+def test_run_once_dry_run_with_the_clusterapi_provider(capi: Capi, control_plane: Any, pods: Callable[..., str],
+                                                       tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`gpuscale run --provider clusterapi --once --dry-run` discovers the node group, logs the scale-up it would
+    make and changes no replicas."""
+    capi.machine_deployment("a100", replicas=0, min_size=0, max_size=2, annotations={POOL_ANNOTATION: A100_POOL})
+    raw = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
+    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "warm_capacity": []}
+    config_path = tmp_path / "gpuscale.yaml"
+    config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    pods("train", accelerator="nvidia-tesla-a100", gpus=8)
+
+    caplog.set_level(logging.INFO, logger="gpuscale")
+    result = CliRunner().invoke(app, ["run", "--kubeconfig", str(control_plane.kubeconfig_path), "--config",
+                                      str(config_path), "--once", "--dry-run", "--provider", "clusterapi"])
+    assert result.exit_code == 0, (result.output, caplog.text)
+    would = [json.loads(r.getMessage()) for r in caplog.records
+             if r.name == "gpuscale.controller" and "would scale up" in r.getMessage()]
+    assert would == [{"msg": "dry-run: would scale up", "pool": A100_POOL, "nodes": 1}], caplog.text
+    assert f"{A100_POOL} = MachineDeployment {capi.namespace}/a100" in caplog.text
+    assert capi.replicas("a100") == 0
+
+
+def test_a_cluster_without_the_crds_is_a_clear_config_error(api_client: client.ApiClient, tmp_path: Path,
+                                                            control_plane: Any) -> None:
+    """No Cluster API served (here: a version the CRDs do not have) → one line naming the cause, exit code 2."""
+    with pytest.raises(ConfigError, match=r"does not serve cluster.x-k8s.io/v1alpha9 machinedeployments: are the "
+                                          r"Cluster API CRDs installed\?"):
+        ClusterAPIProvider(api_client, (), version="v1alpha9")

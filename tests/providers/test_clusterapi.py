@@ -1,0 +1,105 @@
+"""The Cluster API provider's pure parts: bounds and scale-from-zero templates from CA's annotations, and the error
+each malformed annotation gives (object and annotation named). The API side is in tests/e2e/test_clusterapi.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuscale.model.errors import InputError
+from gpuscale.model.resources import NVIDIA_GPU
+from gpuscale.model.taints import Taint, TaintEffect
+from gpuscale.providers.clusterapi import (
+    CAPACITY,
+    MACHINE_DEPLOYMENT,
+    MAX_SIZE,
+    MIN_SIZE,
+    POOL_ANNOTATION,
+    group_state,
+    is_autoscaled,
+    pool_name_of,
+    template_pool,
+)
+
+
+def md(annotations: dict[str, str], replicas: int | None = 2, template_labels: dict[str, str] | None = None,
+       name: str = "gpu-md") -> dict[str, Any]:
+    spec: dict[str, Any] = {"template": {"metadata": {"labels": template_labels or {}}}}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return {"metadata": {"name": name, "namespace": "capi", "resourceVersion": "7", "annotations": annotations},
+            "spec": spec}
+
+
+BOUNDS = {MIN_SIZE: "0", MAX_SIZE: "4"}
+GPU = {CAPACITY + "cpu": "16", CAPACITY + "memory": "128G", CAPACITY + "gpu-type": NVIDIA_GPU,
+       CAPACITY + "gpu-count": "2", CAPACITY + "maxPods": "200",
+       CAPACITY + "labels": "nvidia.com/gpu.product=NVIDIA-L4, team=ml",
+       CAPACITY + "taints": "nvidia.com/gpu=present:NoSchedule,spot:PreferNoSchedule"}
+
+
+def test_bounds_and_replicas() -> None:
+    state = group_state(MACHINE_DEPLOYMENT, md(BOUNDS, replicas=3))
+    assert (state.min_size, state.max_size, state.replicas) == (0, 4, 3)
+    assert str(state.ref) == "MachineDeployment capi/gpu-md"
+    assert group_state(MACHINE_DEPLOYMENT, md(BOUNDS, replicas=None)).replicas == 0
+    assert is_autoscaled(md(BOUNDS)) and not is_autoscaled(md({MAX_SIZE: "4"}))
+
+
+@pytest.mark.parametrize(("annotations", "field", "problem"), [
+    ({MIN_SIZE: "0", MAX_SIZE: "ten"}, MAX_SIZE, "'ten' is not a whole number"),
+    ({MIN_SIZE: "-1", MAX_SIZE: "3"}, MIN_SIZE, "-1 is negative"),
+    ({MIN_SIZE: "5", MAX_SIZE: "3"}, MIN_SIZE, "5 is above the max size 3"),
+])
+def test_malformed_bounds_name_object_and_annotation(annotations: dict[str, str], field: str, problem: str) -> None:
+    with pytest.raises(InputError) as err:
+        group_state(MACHINE_DEPLOYMENT, md(annotations))
+    assert str(err.value) == f"MachineDeployment capi/gpu-md: metadata.annotations[{field}]: {problem}"
+
+
+def test_scale_from_zero_template() -> None:
+    pool = template_pool(MACHINE_DEPLOYMENT, md({**BOUNDS, **GPU}, template_labels={
+        "node-role.kubernetes.io/gpu": "", "cluster.x-k8s.io/deployment-name": "gpu-md"}), "gpu-md", 0, 4)
+    assert pool.allocatable.get("cpu") == 16_000 and pool.allocatable.get("memory") == 128 * 10**9
+    assert pool.allocatable.get(NVIDIA_GPU) == 2 and pool.allocatable.get("pods") == 200
+    assert pool.gpu_model == "NVIDIA-L4" and pool.gpus_per_node == 2
+    assert pool.labels["team"] == "ml" and pool.labels["node-role.kubernetes.io/gpu"] == ""
+    assert "cluster.x-k8s.io/deployment-name" not in pool.labels  # Cluster API does not put it on the Node
+    assert pool.taints == (Taint(key=NVIDIA_GPU, value="present", effect=TaintEffect.NO_SCHEDULE),
+                           Taint(key="spot", value="", effect=TaintEffect.PREFER_NO_SCHEDULE))
+    assert (pool.min_size, pool.max_size) == (0, 4)
+
+
+def test_template_defaults_max_pods_and_needs_no_gpu() -> None:
+    pool = template_pool(MACHINE_DEPLOYMENT, md({CAPACITY + "cpu": "4", CAPACITY + "memory": "8Gi"}), "cpu-md", 1, 3)
+    assert pool.allocatable.get("pods") == 110 and not pool.is_gpu_pool() and pool.gpu_model is None
+
+
+@pytest.mark.parametrize(("change", "field", "problem"), [
+    ({CAPACITY + "memory": "lots"}, "memory", "'lots'"),
+    ({CAPACITY + "cpu": None}, "cpu", "required"),
+    ({CAPACITY + "gpu-count": "two"}, "gpu-count", "'two' is not a whole number"),
+    ({CAPACITY + "gpu-type": "gpu"}, "gpu-type", "not an extended resource name"),
+    ({CAPACITY + "labels": "team"}, "labels", "'team' is not key=value"),
+    ({CAPACITY + "taints": "a=b:Sometimes"}, "taints", "'a=b:Sometimes' is not key=value:NoSchedule"),
+    ({CAPACITY + "maxPods": "many"}, "maxPods", "'many' is not a whole number"),
+])
+def test_malformed_capacity_annotations(change: dict[str, str | None], field: str, problem: str) -> None:
+    annotations = {k: v for k, v in {**GPU, **change}.items() if v is not None}
+    with pytest.raises(InputError) as err:
+        template_pool(MACHINE_DEPLOYMENT, md(annotations), "gpu-md", 0, 4)
+    text = str(err.value)
+    assert text.startswith(f"MachineDeployment capi/gpu-md: metadata.annotations[{CAPACITY}{field}]: "), text
+    assert problem in text
+
+
+def test_pool_name_from_annotation_else_object_name() -> None:
+    assert pool_name_of(MACHINE_DEPLOYMENT, md({POOL_ANNOTATION: "gpu-training-a100"})) == "gpu-training-a100"
+    assert pool_name_of(MACHINE_DEPLOYMENT, md({})) == "gpu-md"
+
+
+def test_an_invalid_pool_name_is_reported_on_the_object() -> None:
+    with pytest.raises(InputError) as err:
+        template_pool(MACHINE_DEPLOYMENT, md(GPU, name="gpu.md"), "gpu.md", 0, 4)
+    assert str(err.value).startswith("MachineDeployment capi/gpu.md: pool name: ")
