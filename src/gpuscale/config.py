@@ -195,7 +195,7 @@ _PRESETS: Mapping[str, Mapping[str, Any]] = {
     "ca-defaults": {"new_gpu_pod_delay_s": 30.0, "least_waste_counts_gpus": False, "protect_gpu_jobs": False,
                     "expanders": (ExpanderName.LEAST_WASTE,),
                     "scale_down_delay_after_add_scope": CooldownScope.CLUSTER,
-                    "scale_down_gpu_unneeded_time_s": None},
+                    "scale_down_gpu_unneeded_time_s": None, "gpu_placement": None},
 }
 
 def preset_policy(name: str, limits: Limits | None = None, buffers: tuple[Buffer, ...] = ()) -> Policy:

@@ -287,14 +287,14 @@ class _Simulation:
                     return Reason(ReasonCode.NO_PLACE_TO_MOVE,
                                   f"node {candidate.node.name}: pod {pod.key} fits on no other node",
                                   {"pods_to_move": len(pods)})
-                destination = int(np.argmin(np.where(feasible, self.rank, _FAR)))
-            trial.place(destination, pod)
+                destination, gpus = trial.choose(pod, feasible, self.rank)
+            trial.place(destination, pod, gpus)
             placed.append((pod, destination))
-            vector = trial.request_vector(pod.requests)
-            if not (vector is not None and trial.free_pods[destination] >= 1
-                    and bool((trial.free[destination] >= vector).all())):
+            if not trial.fits_row(destination, pod):
                 feasible[destination] = False
                 destination = -1
+            elif gpus is not None:
+                destination = -1  # a fragmentation-aware choice is made again for the next pod
         self.work = trial
         if row is not None:
             self.received.pop(row, None)

@@ -167,8 +167,8 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
                 exhausted.add(key)
                 result.leftover.append(unit)
                 continue
-            row = int(np.argmax(mask))
-            result.table.place(row, pod)
+            row, gpus = result.table.choose(pod, mask)
+            result.table.place(row, pod, gpus)
             result.rows[pod.key] = row
             result.placed.append(unit)
             continue

@@ -8,20 +8,36 @@ checks (inter-pod affinity) on the few candidates only when some pod uses affini
 
 Columns are fixed at construction: the union of every resource name any node offers or any pod requests. A request
 naming a resource outside the columns fits nowhere.
+
+Nodes that share GPUs by fraction (`gpuscale.io/gpu-milli` in allocatable) also get per-GPU accounting
+(`engine.placement.devices.GpuDevices`): a fractional pod fits only where one device has its milli free, a whole-GPU
+pod only where enough devices are completely free. The columns keep the API's per-resource totals (what scale-down's
+utilization reads); the devices are the extra constraint. With a placement policy (`fgd`, `gpuscale`), `choose`
+picks among feasible nodes by fragmentation for GPU pods, measured against the GPU pods the table was built with.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from gpuscale.engine.placement.devices import (
+    FragChooser,
+    GpuDevices,
+    GpuNeed,
+    annotated_devices,
+    gpu_need,
+    pod_shape,
+)
+from gpuscale.engine.placement.shapes import PodShape
 from gpuscale.engine.scheduling import Topology, static_failures
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
-from gpuscale.model.resources import PODS, Resources
+from gpuscale.model.resources import CPU, PODS, Resources
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -56,26 +72,54 @@ class _Shared:
     group_members: list[list[int]]
     static_cache: dict[SchedulingConstraints, BoolArray]
     request_cache: dict[Resources, IntArray | None]
+    placement: str | None = None
+    """Fragmentation-aware policy for GPU pods (`fgd`, `gpuscale`), or None: first fit."""
+    workload: Counter[PodShape] = field(default_factory=Counter)
+    """GPU pod shapes (bound and pending) that fragmentation is measured against."""
+    chooser: FragChooser | None = None
+    need_cache: dict[Resources, GpuNeed | None] = field(default_factory=dict)
+    shape_cache: dict[Resources, PodShape | None] = field(default_factory=dict)
+
+    def need(self, requests: Resources) -> GpuNeed | None:
+        if requests not in self.need_cache:
+            self.need_cache[requests] = gpu_need(requests)
+        return self.need_cache[requests]
+
+    def count(self, pod: Pod) -> None:
+        """Add a GPU pod to the workload fragmentation is measured against."""
+        shape = self.shape(pod.requests)
+        if shape is not None:
+            self.workload[shape] += 1
+
+    def shape(self, requests: Resources) -> PodShape | None:
+        if requests not in self.shape_cache:
+            self.shape_cache[requests] = pod_shape(requests)
+        return self.shape_cache[requests]
 
 
 class NodeTable:
     """Free capacity of a set of nodes (real, upcoming or hypothetical), for what-if placement."""
 
-    __slots__ = ("_s", "enabled", "free", "free_pods", "topology")
+    __slots__ = ("_s", "devices", "enabled", "free", "free_pods", "topology")
 
     def __init__(self, shared: _Shared, free: IntArray, free_pods: IntArray, enabled: BoolArray,
-                 topology: Topology | None) -> None:
+                 topology: Topology | None, devices: GpuDevices | None = None) -> None:
         self._s = shared
         self.free = free
         self.free_pods = free_pods
         self.enabled = enabled
         self.topology = topology
+        self.devices = devices
+        """Per-GPU free milli of rows with `gpuscale.io/gpu-milli`; None when no row has any."""
 
     @staticmethod
     def build(nodes: Sequence[Node], capacity: Sequence[Resources], placed: Iterable[Pod],
-              extra_names: Iterable[str] = (), with_topology: bool = False) -> NodeTable:
+              extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
+              workload: Iterable[Pod] = ()) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
-        minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests)."""
+        minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
+        `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
+        workload fragmentation is measured against."""
         placed = list(placed)
         names = sorted({*extra_names, *(r for c in capacity for r in c.names()),
                         *(r for p in placed for r in p.requests.names())} - {PODS})
@@ -89,6 +133,11 @@ class NodeTable:
                     free_pods[i] = amount
                 else:
                     free[i, column_of[name]] = amount
+        devices: GpuDevices | None = GpuDevices.of(capacity)
+        if not devices:
+            devices = None
+        shared = _Shared(list(nodes), index, names, column_of, [], [], {}, {}, placement)
+        on_devices: dict[int, list[tuple[Pod, GpuNeed]]] = {}
         for pod in placed:
             at = index.get(pod.node_name or "")
             if at is None:
@@ -96,6 +145,18 @@ class NodeTable:
             free_pods[at] -= 1
             for name, amount in pod.requests.items:
                 free[at, column_of[name]] -= amount
+            if devices is not None and (need := shared.need(pod.requests)) is not None:
+                if devices.count[at]:
+                    on_devices.setdefault(at, []).append((pod, need))
+                if placement is not None:
+                    shared.count(pod)
+        if devices is not None:
+            for at, held in on_devices.items():
+                devices.load(at, held)
+            if placement is not None:
+                for pod in workload:
+                    if shared.need(pod.requests) is not None:
+                        shared.count(pod)
         groups: dict[tuple[object, ...], int] = {}
         group_of: list[int] = []
         members: list[list[int]] = []
@@ -105,9 +166,9 @@ class NodeTable:
                 members.append([])
             members[g].append(i)
             group_of.append(g)
-        shared = _Shared(list(nodes), index, names, column_of, group_of, members, {}, {})
+        shared.group_of, shared.group_members = group_of, members
         topology = Topology(nodes, placed) if with_topology else None
-        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), topology)
+        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), topology, devices)
 
     # ------------------------------------------------------------------------------------------------ structure
     @property
@@ -123,7 +184,8 @@ class NodeTable:
 
     def fork(self) -> NodeTable:
         topology = self.topology.copy() if self.topology is not None else None
-        return NodeTable(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology)
+        return NodeTable(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology,
+                         self.devices.copy() if self.devices is not None else None)
 
     def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources]) -> NodeTable:
         """A new table with extra, empty nodes appended (a pool's template nodes for scale-up estimation).
@@ -152,13 +214,17 @@ class NodeTable:
             members[g].append(start + k)
             group_of.append(g)
             index[node.name] = start + k
-        shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache)
+        shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache,
+                         s.placement, s.workload, s.chooser, s.need_cache, s.shape_cache)
         topology = self.topology.copy() if self.topology is not None else None
         if topology is not None:
             for node in nodes:
                 topology.add_node(node)
+        devices = (self.devices.extended(capacity) if self.devices is not None
+                   else GpuDevices.of([*([Resources()] * start), *capacity]))
         return NodeTable(shared, np.vstack([self.free, extra_free]), np.concatenate([self.free_pods, extra_pods]),
-                         np.concatenate([self.enabled, np.ones(len(nodes), dtype=bool)]), topology)
+                         np.concatenate([self.enabled, np.ones(len(nodes), dtype=bool)]), topology,
+                         devices if devices else None)
 
     # ----------------------------------------------------------------------------------------------- feasibility
     def request_vector(self, requests: Resources) -> IntArray | None:
@@ -205,12 +271,24 @@ class NodeTable:
         columns = np.flatnonzero(row)
         if len(columns):
             mask &= (self.free[:, columns] >= row[columns]).all(axis=1)
+        if self.devices is not None and (need := self._s.need(pod.requests)) is not None:
+            rows = np.flatnonzero(mask)
+            if len(rows):
+                mask[rows] = self.devices.fits(need, rows)
         if self.topology is not None and (self.topology.relevant or pod.constraints.pod_affinity
                                           or pod.constraints.pod_anti_affinity):
             for i in np.flatnonzero(mask).tolist():
                 if self.topology.failures(pod, self._s.nodes[i]):
                     mask[i] = False
         return mask
+
+    def fits_row(self, index: int, pod: Pod) -> bool:
+        """Whether the pod's requests still fit one row's free capacity and devices (no filters re-run)."""
+        vector = self.request_vector(pod.requests)
+        if vector is None or self.free_pods[index] < 1 or not bool((self.free[index] >= vector).all()):
+            return False
+        need = self._s.need(pod.requests) if self.devices is not None else None
+        return need is None or self.devices is None or self.devices.can_take(index, need)
 
     def first_fit(self, pod: Pod) -> int | None:
         """Index of the first feasible node in table order, or `None`."""
@@ -219,21 +297,59 @@ class NodeTable:
             return None
         return int(np.argmax(mask))
 
+    def choose(self, pod: Pod, mask: BoolArray, rank: IntArray | None = None) -> tuple[int, tuple[int, ...] | None]:
+        """The row (of `mask`, which must have one) to place `pod` on, and the devices to use there (None: the
+        default best fit). With a placement policy, a GPU pod goes where fragmentation grows least, ties to the
+        lowest `rank` (default: table order); otherwise, and for other pods, the lowest rank wins."""
+        shared = self._s
+        if shared.placement is not None and self.devices is not None and shared.need(pod.requests) is not None:
+            shape = shared.shape(pod.requests)
+            if shape is not None:
+                if shared.chooser is None:
+                    shared.chooser = FragChooser(shared.placement, shared.workload)
+                rows = np.flatnonzero(mask)
+                cpu = shared.column_of.get(CPU)
+                cpu_free = self.free[:, cpu] if cpu is not None else np.zeros(len(self), dtype=np.int64)
+                chosen = shared.chooser.choose(shape, cpu_free, self.devices, rows,
+                                               rows if rank is None else rank[rows])
+                if chosen is not None:
+                    return chosen[0], chosen[1] or None
+        if rank is None:
+            return int(np.argmax(mask)), None
+        return int(np.argmin(np.where(mask, rank, np.iinfo(np.int64).max))), None
+
     # ----------------------------------------------------------------------------------------------- mutation
-    def place(self, index: int, pod: Pod) -> None:
+    def place(self, index: int, pod: Pod, gpus: Sequence[int] | None = None) -> None:
+        """Bind a pod to a row: its requests leave the row's free capacity and, on a device-accounted row, `gpus`
+        (default: the best fit) lose its share."""
         row = self.request_vector(pod.requests)
         assert row is not None, "placing a pod whose request names a resource outside the table"
         self.free[index] -= row
         self.free_pods[index] -= 1
+        if self.devices is not None and self.devices.count[index]:
+            need = self._s.need(pod.requests)
+            if need is not None:
+                picked = tuple(gpus) if gpus else self.devices.best_fit(index, need)
+                assert picked, "placing a GPU pod on a row whose devices cannot take it"
+                self.devices.take(index, need, picked)
         if self.topology is not None:
             self.topology.add(pod, self._s.nodes[index])
 
     def unplace(self, index: int, pod: Pod) -> None:
-        """Give back a pod's requests (a pod leaving a node in a drain what-if)."""
+        """Give back a pod's requests (a pod leaving a node in a drain what-if). Its devices are those of its
+        `gpuscale.io/gpu-index` annotation, else the fullest devices (the table does not remember picks)."""
         row = self.request_vector(pod.requests)
         assert row is not None
         self.free[index] += row
         self.free_pods[index] += 1
+        if self.devices is not None and self.devices.count[index]:
+            need = self._s.need(pod.requests)
+            if need is not None:
+                held = annotated_devices(pod)
+                if held is None or len(held) != need.count:
+                    order = np.argsort(self.devices.free[index, : int(self.devices.count[index])], kind="stable")
+                    held = tuple(int(d) for d in order[:need.count])
+                self.devices.give(index, need, held)
 
     def disable(self, index: int) -> None:
         """Take a node out of consideration (it is being removed in this what-if)."""

@@ -1,0 +1,231 @@
+"""Per-GPU device accounting for nodes that share GPUs by fraction (`gpuscale.io/gpu-milli`), as openb does.
+
+A node that advertises `gpuscale.io/gpu-milli: G × 1000` has G devices of 1000 milli each. The API's per-resource
+totals are not enough to decide whether a pod fits there: a pod asking for 600 milli fits only if *one* device has
+600 free (a fraction never spans devices), and a pod asking for `nvidia.com/gpu: k` needs k *completely* free
+devices — two devices with 500 free each are 1000 milli in the node total but hold neither. `GpuDevices` keeps the
+free milli of every device of every such row (rows × width, 0 past a node's G) next to the totals, as the FGD
+paper's simulator (Open-Gpu-Share) does. Rows without `gpuscale.io/gpu-milli` have no devices and are not
+constrained here: time-sliced, MPS and MIG nodes are counted in the shares or MIG devices they advertise.
+
+**Where per-device state comes from on a real cluster.** The API does not say which GPU a pod got: kubelet's device
+manager keeps that in a node-local checkpoint, and for fractional sharing the component that picks the device (a
+scheduler extender or a sharing device plugin) records it its own way. gpuscale therefore reads the annotation
+`gpuscale.io/gpu-index` (comma-separated device indices, as the twin's scheduler writes it and as an extender can)
+when a bound pod carries a valid one; otherwise it *reconstructs* a consistent assignment deterministically from the
+bound pods: annotated pods first, then whole-GPU pods on the lowest-index free devices, then fractional pods from the
+largest down, each on the tightest device that fits (best-fit decreasing, which packs as tightly as a heuristic can:
+the reconstruction may be *less* fragmented than reality, never inconsistent with the totals). A pod that fits no
+single device in the reconstruction (possible only when reality packed better than best-fit decreasing) is spread
+over the devices with most free, so the node's total stays exact and no device goes negative.
+
+Fragmentation-aware choices reuse the placement scorers (`FgdScorer`, `GpuscaleScorer`) on a `ClusterState` view of
+the candidate rows: `FragChooser` scores candidates, breaks ties by a rank the caller gives, and picks devices.
+Its target workload (FGD's "typical pods") is the GPU pods the caller counts — the GPU pods running and pending in
+the cluster — not CPU-only pods, which in a cloud cluster run on CPU pools and would otherwise crowd the 95 %
+popularity cut.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscale.engine.placement.fgd import FgdScorer
+from gpuscale.engine.placement.frag import FragTable, typical_classes_of
+from gpuscale.engine.placement.gpuscale import GpuscaleScorer
+from gpuscale.engine.placement.scorers import Scorer
+from gpuscale.engine.placement.shapes import MILLI, PodShape
+from gpuscale.engine.placement.state import ClusterState, IntArray
+from gpuscale.model.pod import Pod
+from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources
+
+DEVICE_ANNOTATION = "gpuscale.io/gpu-index"
+"""Devices a bound pod holds, comma-separated indices (`"2"`, `"0,1"`)."""
+MIB = 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNeed:
+    """What a pod takes from a device-accounted node: `count` devices with `milli` each."""
+
+    milli: int
+    count: int
+
+    @property
+    def fractional(self) -> bool:
+        return self.count == 1 and self.milli < MILLI
+
+
+def gpu_need(requests: Resources) -> GpuNeed | None:
+    """`gpuscale.io/gpu-milli: m` → m on one device; `nvidia.com/gpu: k` → k whole devices; else None."""
+    milli = requests.get(GPU_MILLI)
+    if milli > 0:
+        return GpuNeed(milli, 1)
+    whole = requests.get(NVIDIA_GPU)
+    return GpuNeed(MILLI, whole) if whole > 0 else None
+
+
+def device_count(allocatable: Resources) -> int:
+    """Devices a node has for per-device accounting: its `gpuscale.io/gpu-milli` in whole GPUs (0: none)."""
+    return allocatable.get(GPU_MILLI) // MILLI
+
+
+def annotated_devices(pod: Pod) -> tuple[int, ...] | None:
+    """The pod's `gpuscale.io/gpu-index` annotation, or None when absent or malformed (then it is reconstructed)."""
+    text = pod.annotations.get(DEVICE_ANNOTATION)
+    if not text:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        return None
+
+
+def pod_shape(requests: Resources) -> PodShape | None:
+    """The scorers' view of a pod (milli-CPU, MiB, per-device milli × devices); None if no scorer can take it."""
+    need = gpu_need(requests)
+    try:
+        return PodShape(cpu_milli=requests.get(CPU), memory_mib=requests.get(MEMORY) // MIB,
+                        gpu_milli=need.milli if need else 0, gpu_count=need.count if need else 0)
+    except ValueError:
+        return None
+
+
+class GpuDevices:
+    """Free milli per device of every row (rows × width); rows with `count` 0 have no devices."""
+
+    __slots__ = ("count", "free")
+
+    def __init__(self, count: IntArray, free: IntArray) -> None:
+        self.count = count
+        self.free = free
+
+    @staticmethod
+    def of(capacity: Sequence[Resources], width: int | None = None) -> GpuDevices:
+        count = np.array([device_count(c) for c in capacity], dtype=np.int64)
+        width = max(width or 0, int(count.max(initial=0)))
+        free = np.where(np.arange(width) < count[:, None], MILLI, 0).astype(np.int64)
+        return GpuDevices(count, free)
+
+    def copy(self) -> GpuDevices:
+        return GpuDevices(self.count, self.free.copy())
+
+    def extended(self, capacity: Sequence[Resources]) -> GpuDevices:
+        extra = GpuDevices.of(capacity, self.free.shape[1])
+        free = self.free
+        if extra.free.shape[1] > free.shape[1]:
+            free = np.pad(free, ((0, 0), (0, extra.free.shape[1] - free.shape[1])))
+        return GpuDevices(np.concatenate([self.count, extra.count]), np.vstack([free, extra.free]))
+
+    def __bool__(self) -> bool:
+        return bool(self.count.any())
+
+    # ------------------------------------------------------------------------------------------------- queries
+    def fits(self, need: GpuNeed, rows: IntArray) -> IntArray:
+        """Which of `rows` (indices) can take `need` on their devices; rows without devices pass (bool array)."""
+        free = self.free[rows]
+        ok = (free >= need.milli).any(axis=1) if need.count == 1 else (free == MILLI).sum(axis=1) >= need.count
+        result: IntArray = ok | (self.count[rows] == 0)
+        return result
+
+    def can_take(self, row: int, need: GpuNeed) -> bool:
+        if self.count[row] == 0:
+            return True
+        free = self.free[row]
+        return bool((free >= need.milli).any()) if need.count == 1 else int((free == MILLI).sum()) >= need.count
+
+    def best_fit(self, row: int, need: GpuNeed) -> tuple[int, ...]:
+        """Open-Gpu-Share's `best` pick: a fraction on the tightest device that fits (lowest index on ties), whole
+        GPUs on the lowest-index free devices. Empty if the row cannot take it."""
+        free = self.free[row]
+        if need.fractional:
+            fitting = np.flatnonzero(free >= need.milli)
+            return (int(fitting[np.argmin(free[fitting])]),) if len(fitting) else ()
+        whole = np.flatnonzero(free == MILLI)
+        return tuple(int(g) for g in whole[:need.count]) if len(whole) >= need.count else ()
+
+    # ------------------------------------------------------------------------------------------------ mutation
+    def take(self, row: int, need: GpuNeed, devices: Sequence[int]) -> None:
+        for d in devices:
+            self.free[row, d] -= need.milli
+
+    def give(self, row: int, need: GpuNeed, devices: Sequence[int]) -> None:
+        for d in devices:
+            self.free[row, d] = min(self.free[row, d] + need.milli, MILLI)
+
+    def _spill(self, row: int, amount: int) -> None:
+        """Take `amount` milli from the devices with most free (the reconstruction could not place a pod whole)."""
+        for d in np.argsort(-self.free[row], kind="stable").tolist():
+            if amount <= 0:
+                return
+            part = min(int(self.free[row, d]), amount)
+            self.free[row, d] -= part
+            amount -= part
+
+    def load(self, row: int, pods: Iterable[tuple[Pod, GpuNeed]]) -> None:
+        """Reconstruct the devices of one row from its bound pods (see the module docstring for the order)."""
+        rest: list[tuple[Pod, GpuNeed]] = []
+        count = int(self.count[row])
+        for pod, need in pods:
+            held = annotated_devices(pod)
+            if (held is not None and len(held) == need.count and len(set(held)) == need.count
+                    and all(0 <= d < count and self.free[row, d] >= need.milli for d in held)):
+                self.take(row, need, held)
+            else:
+                rest.append((pod, need))
+        rest.sort(key=lambda item: (item[1].fractional, -item[1].milli, item[0].key))
+        for _, need in rest:
+            picked = self.best_fit(row, need)
+            if picked:
+                self.take(row, need, picked)
+            else:
+                self._spill(row, need.milli * need.count)
+
+
+FRAG_POLICIES = ("fgd", "gpuscale")
+"""Placement policies `FragChooser` offers: deterministic, fragmentation-aware."""
+
+
+class FragChooser:
+    """Fragmentation-aware node and device choice with a placement scorer (`fgd` or `gpuscale`).
+
+    `workload` counts the GPU pod shapes FGD measures fragmentation against (its typical pods: the most popular
+    classes up to 95 % of the pods). Scores are computed on a `ClusterState` view of the candidates only.
+    """
+
+    def __init__(self, policy: str, workload: Counter[PodShape]) -> None:
+        counts: Counter[tuple[int, int, int, str]] = Counter()
+        for shape, n in workload.items():
+            if n > 0:
+                counts[(shape.cpu_milli, shape.gpu_milli, shape.gpu_count, shape.model_key)] += n
+        self.table = FragTable(typical_classes_of(counts), ("",)) if counts else None
+        scorer = {"fgd": FgdScorer, "gpuscale": GpuscaleScorer}[policy]
+        self.scorer: Scorer | None = scorer(self.table) if self.table is not None else None
+
+    def choose(self, shape: PodShape, cpu_free: IntArray, devices: GpuDevices, rows: IntArray,
+               rank: IntArray) -> tuple[int, tuple[int, ...]] | None:
+        """The best of `rows` (all feasible) for `shape` and the devices to use there: highest score, then lowest
+        `rank` (parallel to `rows`). None when there is no workload to measure against (then the caller falls back)."""
+        if self.scorer is None or not len(rows):
+            return None
+        view = ClusterState.view(cpu_free[rows], devices.free[rows], devices.count[rows])
+        local = np.arange(len(rows), dtype=np.int64)
+        scores = self.scorer.score(view, shape, local, _NO_DRAWS)
+        best = local[scores == scores.max()]
+        at = int(best[np.argmin(rank[best])])
+        gpus = self.scorer.pick_gpus(view, shape, at, _NO_DRAWS) if shape.uses_gpu and devices.count[rows[at]] else ()
+        return int(rows[at]), gpus
+
+
+class _NoDraws:
+    """FGD and gpuscale never draw; a random policy is not offered for the engine and the twin."""
+
+    def intn(self, n: int) -> int:
+        raise AssertionError("fragmentation-aware placement is deterministic")
+
+
+_NO_DRAWS = _NoDraws()
