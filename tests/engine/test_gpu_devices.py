@@ -74,8 +74,8 @@ def test_the_device_annotation_is_honoured() -> None:
 
 def test_reconstruction_keeps_the_total_when_best_fit_cannot_place_a_pod() -> None:
     devices = GpuDevices.of([SHARED])
-    pods = [(share(f"p{i}", m, "a"), GpuNeed(m, 1)) for i, m in enumerate((700, 700, 600))]
-    devices.load(0, pods)
+    sizes = (700, 700, 600)
+    devices.load([0] * 3, [GpuNeed(m, 1) for m in sizes], [share(f"p{i}", m, "a") for i, m in enumerate(sizes)])
     assert int(devices.free[0].sum()) == 0 and (devices.free[0] >= 0).all()
 
 

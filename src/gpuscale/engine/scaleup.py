@@ -145,10 +145,15 @@ class Placement:
     leftover: list[Unit] = field(default_factory=list)
 
 
-def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray | None = None) -> Placement:
+def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray | None = None,
+                aware: bool = False) -> Placement:
     """Place units first-fit on `table` (mutated for singles; gangs go through a fork committed only when whole).
 
     `single_rows` restricts single pods to those rows (new template rows during estimation); gangs may use any row.
+    `aware`: single GPU pods go where fragmentation grows least (the table's placement policy) instead of first fit.
+    Estimation on new template rows uses it — how a pool's nodes pack the pods decides how many are needed — while
+    covering pods with existing capacity does not: the scheduler decides where they go, and scoring every existing
+    node for every pending pod would double a decision's cost for no change in what is ordered.
     """
     result = Placement(table)
     with_labels = table.topology is not None
@@ -167,7 +172,7 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
                 exhausted.add(key)
                 result.leftover.append(unit)
                 continue
-            row, gpus = result.table.choose(pod, mask)
+            row, gpus = result.table.choose(pod, mask, aware=aware)
             result.table.place(row, pod, gpus)
             result.rows[pod.key] = row
             result.placed.append(unit)
@@ -208,7 +213,7 @@ def estimate(pool: NodePool, units: Sequence[Unit], table: NodeTable, room: Head
     extended = table.extend(templates, [pool.allocatable] * upper)
     new_rows = np.zeros(len(extended), dtype=bool)
     new_rows[start:] = True
-    placement = place_units(extended, hostable, single_rows=new_rows)
+    placement = place_units(extended, hostable, single_rows=new_rows, aware=True)
     if not placement.placed:
         return None
     used = {row for row in placement.rows.values() if row >= start}

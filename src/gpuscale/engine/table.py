@@ -79,17 +79,20 @@ class _Shared:
     chooser: FragChooser | None = None
     need_cache: dict[Resources, GpuNeed | None] = field(default_factory=dict)
     shape_cache: dict[Resources, PodShape | None] = field(default_factory=dict)
+    score_cache: dict[PodShape, tuple[IntArray, IntArray]] = field(default_factory=dict)
+    """Per shape, each row's fragmentation score and the row version it was computed at (see `NodeTable.version`)."""
+    clock: list[int] = field(default_factory=lambda: [0])
+    """Source of row versions, shared by every fork: a version is never reused, so a cached score is valid in any
+    fork whose row still has that version."""
+
+    def tick(self) -> int:
+        self.clock[0] += 1
+        return self.clock[0]
 
     def need(self, requests: Resources) -> GpuNeed | None:
         if requests not in self.need_cache:
             self.need_cache[requests] = gpu_need(requests)
         return self.need_cache[requests]
-
-    def count(self, pod: Pod) -> None:
-        """Add a GPU pod to the workload fragmentation is measured against."""
-        shape = self.shape(pod.requests)
-        if shape is not None:
-            self.workload[shape] += 1
 
     def shape(self, requests: Resources) -> PodShape | None:
         if requests not in self.shape_cache:
@@ -100,10 +103,11 @@ class _Shared:
 class NodeTable:
     """Free capacity of a set of nodes (real, upcoming or hypothetical), for what-if placement."""
 
-    __slots__ = ("_s", "devices", "enabled", "free", "free_pods", "topology")
+    __slots__ = ("_s", "devices", "enabled", "free", "free_pods", "topology", "version")
 
     def __init__(self, shared: _Shared, free: IntArray, free_pods: IntArray, enabled: BoolArray,
-                 topology: Topology | None, devices: GpuDevices | None = None) -> None:
+                 topology: Topology | None, devices: GpuDevices | None = None,
+                 version: IntArray | None = None) -> None:
         self._s = shared
         self.free = free
         self.free_pods = free_pods
@@ -111,6 +115,8 @@ class NodeTable:
         self.topology = topology
         self.devices = devices
         """Per-GPU free milli of rows with `gpuscale.io/gpu-milli`; None when no row has any."""
+        self.version = np.zeros(len(free), dtype=np.int64) if version is None else version
+        """Bumped (to a fresh value of the shared clock) whenever a row's free capacity changes."""
 
     @staticmethod
     def build(nodes: Sequence[Node], capacity: Sequence[Resources], placed: Iterable[Pod],
@@ -121,10 +127,22 @@ class NodeTable:
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
         workload fragmentation is measured against."""
         placed = list(placed)
-        names = sorted({*extra_names, *(r for c in capacity for r in c.names()),
-                        *(r for p in placed for r in p.requests.names())} - {PODS})
-        column_of = {n: i for i, n in enumerate(names)}
         index = {n.name: i for i, n in enumerate(nodes)}
+        # One pass in Python only maps each pod to (row, distinct request); the sums per row are NumPy's.
+        kinds: dict[Resources, int] = {}
+        bound_rows: list[int] = []
+        bound_kinds: list[int] = []
+        bound: list[Pod] = []
+        for pod in placed:
+            kind = kinds.setdefault(pod.requests, len(kinds))
+            at = index.get(pod.node_name or "")
+            if at is not None:
+                bound_rows.append(at)
+                bound_kinds.append(kind)
+                bound.append(pod)
+        names = sorted({*extra_names, *(r for c in capacity for r in c.names()),
+                        *(r for k in kinds for r in k.names())} - {PODS})
+        column_of = {n: i for i, n in enumerate(names)}
         free = np.zeros((len(nodes), len(names)), dtype=np.int64)
         free_pods = np.zeros(len(nodes), dtype=np.int64)
         for i, cap in enumerate(capacity):
@@ -133,30 +151,40 @@ class NodeTable:
                     free_pods[i] = amount
                 else:
                     free[i, column_of[name]] = amount
+        vectors = np.zeros((len(kinds), len(names)), dtype=np.int64)
+        for requests, kind in kinds.items():
+            for name, amount in requests.items:
+                vectors[kind, column_of[name]] = amount
+        rows = np.array(bound_rows, dtype=np.int64)
+        of_kind = np.array(bound_kinds, dtype=np.int64)
+        if len(rows):
+            order = np.argsort(rows, kind="stable")
+            by_row = rows[order]
+            starts = np.flatnonzero(np.concatenate([[True], by_row[1:] != by_row[:-1]]))
+            free[by_row[starts]] -= np.add.reduceat(vectors[of_kind[order]], starts, axis=0)
+            free_pods -= np.bincount(rows, minlength=len(nodes))
         devices: GpuDevices | None = GpuDevices.of(capacity)
         if not devices:
             devices = None
         shared = _Shared(list(nodes), index, names, column_of, [], [], {}, {}, placement)
-        on_devices: dict[int, list[tuple[Pod, GpuNeed]]] = {}
-        for pod in placed:
-            at = index.get(pod.node_name or "")
-            if at is None:
-                continue
-            free_pods[at] -= 1
-            for name, amount in pod.requests.items:
-                free[at, column_of[name]] -= amount
-            if devices is not None and (need := shared.need(pod.requests)) is not None:
-                if devices.count[at]:
-                    on_devices.setdefault(at, []).append((pod, need))
-                if placement is not None:
-                    shared.count(pod)
         if devices is not None:
-            for at, held in on_devices.items():
-                devices.load(at, held)
+            needs = [shared.need(requests) for requests in kinds]
+            gpu_kind = np.array([need is not None for need in needs], dtype=bool)
+            if len(rows):
+                loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
+                devices.load(rows[loaded], [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None],
+                             [bound[i] for i in loaded])
             if placement is not None:
+                counted: Counter[Resources] = Counter()
+                for requests, n in zip(kinds, np.bincount(of_kind, minlength=len(kinds)).tolist(), strict=True):
+                    if n and shared.need(requests) is not None:
+                        counted[requests] += n
                 for pod in workload:
                     if shared.need(pod.requests) is not None:
-                        shared.count(pod)
+                        counted[pod.requests] += 1
+                for requests, n in counted.items():
+                    if (shape := shared.shape(requests)) is not None:
+                        shared.workload[shape] += n
         groups: dict[tuple[object, ...], int] = {}
         group_of: list[int] = []
         members: list[list[int]] = []
@@ -185,7 +213,7 @@ class NodeTable:
     def fork(self) -> NodeTable:
         topology = self.topology.copy() if self.topology is not None else None
         return NodeTable(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology,
-                         self.devices.copy() if self.devices is not None else None)
+                         self.devices.copy() if self.devices is not None else None, self.version.copy())
 
     def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources]) -> NodeTable:
         """A new table with extra, empty nodes appended (a pool's template nodes for scale-up estimation).
@@ -215,7 +243,7 @@ class NodeTable:
             group_of.append(g)
             index[node.name] = start + k
         shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache,
-                         s.placement, s.workload, s.chooser, s.need_cache, s.shape_cache)
+                         s.placement, s.workload, s.chooser, s.need_cache, s.shape_cache, {}, s.clock)
         topology = self.topology.copy() if self.topology is not None else None
         if topology is not None:
             for node in nodes:
@@ -224,7 +252,8 @@ class NodeTable:
                    else GpuDevices.of([*([Resources()] * start), *capacity]))
         return NodeTable(shared, np.vstack([self.free, extra_free]), np.concatenate([self.free_pods, extra_pods]),
                          np.concatenate([self.enabled, np.ones(len(nodes), dtype=bool)]), topology,
-                         devices if devices else None)
+                         devices if devices else None,
+                         np.concatenate([self.version, np.zeros(len(nodes), dtype=np.int64)]))
 
     # ----------------------------------------------------------------------------------------------- feasibility
     def request_vector(self, requests: Resources) -> IntArray | None:
@@ -297,12 +326,14 @@ class NodeTable:
             return None
         return int(np.argmax(mask))
 
-    def choose(self, pod: Pod, mask: BoolArray, rank: IntArray | None = None) -> tuple[int, tuple[int, ...] | None]:
+    def choose(self, pod: Pod, mask: BoolArray, rank: IntArray | None = None,
+               aware: bool = True) -> tuple[int, tuple[int, ...] | None]:
         """The row (of `mask`, which must have one) to place `pod` on, and the devices to use there (None: the
-        default best fit). With a placement policy, a GPU pod goes where fragmentation grows least, ties to the
-        lowest `rank` (default: table order); otherwise, and for other pods, the lowest rank wins."""
+        default best fit). With a placement policy and `aware`, a GPU pod goes where fragmentation grows least,
+        ties to the lowest `rank` (default: table order); otherwise, and for other pods, the lowest rank wins."""
         shared = self._s
-        if shared.placement is not None and self.devices is not None and shared.need(pod.requests) is not None:
+        if (aware and shared.placement is not None and self.devices is not None
+                and shared.need(pod.requests) is not None):
             shape = shared.shape(pod.requests)
             if shape is not None:
                 if shared.chooser is None:
@@ -310,13 +341,34 @@ class NodeTable:
                 rows = np.flatnonzero(mask)
                 cpu = shared.column_of.get(CPU)
                 cpu_free = self.free[:, cpu] if cpu is not None else np.zeros(len(self), dtype=np.int64)
-                chosen = shared.chooser.choose(shape, cpu_free, self.devices, rows,
-                                               rows if rank is None else rank[rows])
-                if chosen is not None:
-                    return chosen[0], chosen[1] or None
+                scores = self._frag_scores(shared.chooser, shape, cpu_free, rows)
+                if scores is not None:
+                    ranks = rows if rank is None else rank[rows]
+                    best = np.flatnonzero(scores == scores.max())
+                    row = int(rows[best[np.argmin(ranks[best])]])
+                    return row, shared.chooser.pick(shape, cpu_free, self.devices, row) or None
         if rank is None:
             return int(np.argmax(mask)), None
         return int(np.argmin(np.where(mask, rank, np.iinfo(np.int64).max))), None
+
+    def _frag_scores(self, chooser: FragChooser, shape: PodShape, cpu_free: IntArray,
+                     rows: IntArray) -> IntArray | None:
+        """Scores of `shape` on `rows`, recomputed only for rows whose version moved since they were cached (a
+        placement changes one row, so most of a decision's choices rescore a handful of rows)."""
+        assert self.devices is not None
+        cached = self._s.score_cache.get(shape)
+        if cached is None:
+            cached = self._s.score_cache[shape] = (np.zeros(len(self), dtype=np.int64),
+                                                   np.full(len(self), -1, dtype=np.int64))
+        score, stamp = cached
+        stale = rows[stamp[rows] != self.version[rows]]
+        if len(stale):
+            fresh = chooser.scores(shape, cpu_free, self.devices, stale)
+            if fresh is None:
+                return None
+            score[stale] = fresh
+            stamp[stale] = self.version[stale]
+        return score[rows]
 
     # ----------------------------------------------------------------------------------------------- mutation
     def place(self, index: int, pod: Pod, gpus: Sequence[int] | None = None) -> None:
@@ -326,6 +378,7 @@ class NodeTable:
         assert row is not None, "placing a pod whose request names a resource outside the table"
         self.free[index] -= row
         self.free_pods[index] -= 1
+        self.version[index] = self._s.tick()
         if self.devices is not None and self.devices.count[index]:
             need = self._s.need(pod.requests)
             if need is not None:
@@ -342,6 +395,7 @@ class NodeTable:
         assert row is not None
         self.free[index] += row
         self.free_pods[index] += 1
+        self.version[index] = self._s.tick()
         if self.devices is not None and self.devices.count[index]:
             need = self._s.need(pod.requests)
             if need is not None:

@@ -187,18 +187,22 @@ class SimScheduler:
         self._free = self._alloc.copy()
         devices: GpuDevices | None = GpuDevices.of([n.allocatable for n in nodes])
         self._devices = devices if devices else None
+        rows: list[int] = []
+        needs: list[GpuNeed] = []
+        held: list[Pod] = []
         for i, name in enumerate(self._names):
-            held: list[tuple[Pod, GpuNeed]] = []
             for key in self._cluster.pods_on.get(name, ()):
                 pod = self._cluster.pods[key]
                 vec = self._vector(pod.requests)
                 if vec is not None:
                     self._free[i] -= vec
                 self._free_pods[i] -= 1
-                if self._devices is not None and (need := self._need(pod.requests)) is not None:
-                    held.append((pod, need))
-            if held and self._devices is not None and self._devices.count[i]:
-                self._devices.load(i, held)
+                if self._devices is not None and self._devices.count[i] and (need := self._need(pod.requests)):
+                    rows.append(i)
+                    needs.append(need)
+                    held.append(pod)
+        if self._devices is not None:
+            self._devices.load(rows, needs, held)
         self._static = {}
         self._stale = False
 

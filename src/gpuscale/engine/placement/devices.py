@@ -29,7 +29,7 @@ popularity cut.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -160,30 +160,56 @@ class GpuDevices:
     def _spill(self, row: int, amount: int) -> None:
         """Take `amount` milli from the devices with most free (the reconstruction could not place a pod whole)."""
         for d in np.argsort(-self.free[row], kind="stable").tolist():
-            if amount <= 0:
-                return
             part = min(int(self.free[row, d]), amount)
             self.free[row, d] -= part
             amount -= part
 
-    def load(self, row: int, pods: Iterable[tuple[Pod, GpuNeed]]) -> None:
-        """Reconstruct the devices of one row from its bound pods (see the module docstring for the order)."""
-        rest: list[tuple[Pod, GpuNeed]] = []
-        count = int(self.count[row])
-        for pod, need in pods:
-            held = annotated_devices(pod)
-            if (held is not None and len(held) == need.count and len(set(held)) == need.count
-                    and all(0 <= d < count and self.free[row, d] >= need.milli for d in held)):
-                self.take(row, need, held)
-            else:
-                rest.append((pod, need))
-        rest.sort(key=lambda item: (item[1].fractional, -item[1].milli, item[0].key))
-        for _, need in rest:
-            picked = self.best_fit(row, need)
-            if picked:
-                self.take(row, need, picked)
-            else:
-                self._spill(row, need.milli * need.count)
+    def load(self, rows: Sequence[int] | IntArray, needs: Sequence[GpuNeed], pods: Sequence[Pod]) -> None:
+        """Reconstruct the devices of device-accounted rows from their bound GPU pods (`pods[i]` with `needs[i]` on
+        `rows[i]`), in the module docstring's order: annotated pods, whole-GPU pods (each row's lowest-index free
+        devices), then fractions from the largest down on the tightest device that fits.
+
+        Vectorised over rows: one NumPy round per position in a row's list of fractions (pods of equal milli are
+        interchangeable, so their order does not matter)."""
+        if not len(rows):
+            return
+        at = np.asarray(rows, dtype=np.int64)
+        milli = np.array([n.milli for n in needs], dtype=np.int64)
+        count = np.array([n.count for n in needs], dtype=np.int64)
+        placed = np.zeros(len(at), dtype=bool)
+        for i, pod in enumerate(pods):
+            if DEVICE_ANNOTATION not in pod.annotations:
+                continue
+            held, row = annotated_devices(pod), int(at[i])
+            if (held is not None and len(held) == count[i] and len(set(held)) == count[i]
+                    and all(0 <= d < self.count[row] and self.free[row, d] >= milli[i] for d in held)):
+                self.take(row, needs[i], held)
+                placed[i] = True
+        whole = ~placed & (milli == MILLI)
+        if whole.any():
+            want = np.bincount(at[whole], weights=count[whole], minlength=len(self.count)).astype(np.int64)
+            full = self.free == MILLI
+            taken = full & (np.cumsum(full, axis=1) <= want[:, None])
+            self.free[taken] = 0
+            short = want - taken.sum(axis=1)
+            for row in np.flatnonzero(short > 0).tolist():
+                self._spill(row, int(short[row]) * MILLI)
+        fractions = np.flatnonzero(~placed & (milli < MILLI))
+        if not len(fractions):
+            return
+        order = fractions[np.lexsort((-milli[fractions], at[fractions]))]
+        by_row, amounts = at[order], milli[order]
+        first = np.flatnonzero(np.concatenate([[True], by_row[1:] != by_row[:-1]]))
+        position = np.arange(len(order)) - np.repeat(first, np.diff(np.append(first, len(order))))
+        for j in range(int(position.max()) + 1):
+            round_rows, round_milli = by_row[position == j], amounts[position == j]
+            free = self.free[round_rows]
+            fits = free >= round_milli[:, None]
+            device = np.argmin(np.where(fits, free, MILLI + 1), axis=1)
+            ok = fits.any(axis=1)
+            self.free[round_rows[ok], device[ok]] -= round_milli[ok]
+            for row, amount in zip(round_rows[~ok].tolist(), round_milli[~ok].tolist(), strict=True):
+                self._spill(row, amount)
 
 
 FRAG_POLICIES = ("fgd", "gpuscale")
@@ -206,19 +232,32 @@ class FragChooser:
         scorer = {"fgd": FgdScorer, "gpuscale": GpuscaleScorer}[policy]
         self.scorer: Scorer | None = scorer(self.table) if self.table is not None else None
 
+    def scores(self, shape: PodShape, cpu_free: IntArray, devices: GpuDevices, rows: IntArray) -> IntArray | None:
+        """Score of `shape` on each of `rows` (higher is better; each depends on that row's state only), or None
+        when there is no workload to measure fragmentation against (the caller then falls back)."""
+        if self.scorer is None:
+            return None
+        view = ClusterState.view(cpu_free[rows], devices.free[rows], devices.count[rows])
+        return self.scorer.score(view, shape, np.arange(len(rows), dtype=np.int64), _NO_DRAWS)
+
+    def pick(self, shape: PodShape, cpu_free: IntArray, devices: GpuDevices, row: int) -> tuple[int, ...]:
+        """The devices `shape` takes on `row` under this policy (empty on a row without devices)."""
+        if self.scorer is None or not shape.uses_gpu or not devices.count[row]:
+            return ()
+        rows = np.array([row], dtype=np.int64)
+        view = ClusterState.view(cpu_free[rows], devices.free[rows], devices.count[rows])
+        return self.scorer.pick_gpus(view, shape, 0, _NO_DRAWS)
+
     def choose(self, shape: PodShape, cpu_free: IntArray, devices: GpuDevices, rows: IntArray,
                rank: IntArray) -> tuple[int, tuple[int, ...]] | None:
         """The best of `rows` (all feasible) for `shape` and the devices to use there: highest score, then lowest
-        `rank` (parallel to `rows`). None when there is no workload to measure against (then the caller falls back)."""
-        if self.scorer is None or not len(rows):
+        `rank` (parallel to `rows`). None when there is no workload to measure against."""
+        scores = self.scores(shape, cpu_free, devices, rows) if len(rows) else None
+        if scores is None:
             return None
-        view = ClusterState.view(cpu_free[rows], devices.free[rows], devices.count[rows])
-        local = np.arange(len(rows), dtype=np.int64)
-        scores = self.scorer.score(view, shape, local, _NO_DRAWS)
-        best = local[scores == scores.max()]
-        at = int(best[np.argmin(rank[best])])
-        gpus = self.scorer.pick_gpus(view, shape, at, _NO_DRAWS) if shape.uses_gpu and devices.count[rows[at]] else ()
-        return int(rows[at]), gpus
+        best = np.flatnonzero(scores == scores.max())
+        row = int(rows[best[np.argmin(rank[best])]])
+        return row, self.pick(shape, cpu_free, devices, row)
 
 
 class _NoDraws:
