@@ -114,3 +114,15 @@ def test_no_device_is_overcommitted(steps: list[tuple[str, int]], placement: str
             assert 0 <= d < cluster.nodes[pod.node_name].allocatable.get(NVIDIA_GPU)
             used[(pod.node_name, d)] += milli
     assert all(v <= 1000 for v in used.values()), used
+
+
+def test_the_sharing_scenario_offers_fractional_gpus_and_presets_differ_in_placement() -> None:
+    from gpuscale.sim.scenario import load_scenario, policy_named
+
+    setup, config = load_scenario("sharing")
+    pools = {p.pool.name: p.pool for p in setup.pools}
+    assert pools["t4x4"].allocatable.get(GPU_MILLI) == 4000 and pools["v100x8"].allocatable.get(GPU_MILLI) == 8000
+    assert any(j.requests.get(GPU_MILLI) for j in setup.jobs)  # openb fractions are in the workload
+    ours, ca = policy_named("gpuscale", config), policy_named("ca-defaults", config)
+    assert ours.gpu_placement == "gpuscale" and ours.policy.gpu_placement == "gpuscale"
+    assert ca.gpu_placement is None and ca.policy.gpu_placement is None and ca.scoring is Scoring.LEAST_ALLOCATED

@@ -207,7 +207,8 @@ def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup
     if not path.exists():
         bundled_path = resources.files("gpuscale.data").joinpath("scenarios", f"{name_or_path}.yaml")
         if not bundled_path.is_file():
-            raise ConfigError(name_or_path, "no such scenario file, and not a bundled scenario (bundled: default)")
+            raise ConfigError(name_or_path,
+                              "no such scenario file, and not a bundled scenario (bundled: default, sharing)")
         path = Path(str(bundled_path))
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
