@@ -39,7 +39,7 @@ from gpuscale.engine.placement.frag import FragTable, typical_classes_of
 from gpuscale.engine.placement.gpuscale import GpuscaleScorer
 from gpuscale.engine.placement.scorers import Scorer
 from gpuscale.engine.placement.shapes import MILLI, PodShape
-from gpuscale.engine.placement.state import ClusterState, IntArray
+from gpuscale.engine.placement.state import BoolArray, ClusterState, IntArray
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources
 
@@ -125,11 +125,11 @@ class GpuDevices:
         return bool(self.count.any())
 
     # ------------------------------------------------------------------------------------------------- queries
-    def fits(self, need: GpuNeed, rows: IntArray) -> IntArray:
-        """Which of `rows` (indices) can take `need` on their devices; rows without devices pass (bool array)."""
+    def fits(self, need: GpuNeed, rows: IntArray) -> BoolArray:
+        """Which of `rows` (indices) can take `need` on their devices; rows without devices pass."""
         free = self.free[rows]
         ok = (free >= need.milli).any(axis=1) if need.count == 1 else (free == MILLI).sum(axis=1) >= need.count
-        result: IntArray = ok | (self.count[rows] == 0)
+        result: BoolArray = ok | (self.count[rows] == 0)
         return result
 
     def can_take(self, row: int, need: GpuNeed) -> bool:
