@@ -24,7 +24,9 @@ Steps, in this order:
 4. **Removal simulation, cumulative** (CA's unneeded-node search), candidates in removal order: empty first, then least
    utilization, fewer pods to move, node name. On a fork of the running what-if table: disable the node, place each
    pod that must move (largest dominant share first, then key) on the first feasible node in *name* order, preferring
-   nodes that are not candidates themselves; earlier accepted nodes stay disabled and their pods keep consuming
+   nodes that are not candidates themselves (a GPU pod, with `Policy.gpu_placement`, on the node where fragmentation
+   grows least, in that order on ties; fractions must fit one GPU, see engine/placement/devices.py); earlier accepted
+   nodes stay disabled and their pods keep consuming
    capacity, and pods that landed on a later candidate move again with it — so the pods of any subset of the unneeded
    nodes fit on the rest together. Destinations are Ready, usable, not-deleting nodes only (never upcoming nodes).
    Placement never depends on input order.

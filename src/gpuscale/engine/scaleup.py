@@ -8,7 +8,8 @@ Steps, each a function below:
    not Ready, Ready with GPUs not yet registered — counted as their pool's template), are covered: no new node.
 3. `estimate`: for each pool not backed off and under its limits, pack the remaining units first-fit-decreasing (by
    dominant share, GPUs included) onto new template nodes appended to the what-if table, so gangs may combine free
-   capacity with new nodes.
+   capacity with new nodes. Fractional GPUs are packed per GPU, and with `Policy.gpu_placement` single GPU pods go to
+   the template node where fragmentation grows least instead of the first that fits (docs/gpu-sharing.md).
 4. the expander chain picks one option; its pods are removed and the loop repeats with the other pools, so mixed
    demand (CPU pods and GPU pods) is served in one decision.
 5. whatever is left is unplaceable, with each pool's reason.
