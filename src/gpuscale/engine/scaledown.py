@@ -26,9 +26,9 @@ Steps, in this order:
    pod that must move (largest dominant share first, then key) on the first feasible node in *name* order, preferring
    nodes that are not candidates themselves (a GPU pod, with `Policy.gpu_placement`, on the node where fragmentation
    grows least, in that order on ties; fractions must fit one GPU, see engine/placement/devices.py); earlier accepted
-   nodes stay disabled and their pods keep consuming
-   capacity, and pods that landed on a later candidate move again with it — so the pods of any subset of the unneeded
-   nodes fit on the rest together. Destinations are Ready, usable, not-deleting nodes only (never upcoming nodes).
+   nodes stay disabled and their pods keep consuming capacity, and pods that landed on a later candidate move again
+   with it — so the pods of any subset of the unneeded nodes fit on the rest together. Destinations are Ready,
+   usable, not-deleting nodes only (never upcoming nodes).
    Placement never depends on input order.
 5. **Unneeded clock.** New unneeded nodes are marked with `now`; marked nodes no longer unneeded are cleared.
 6. **Selection**, in the order of step 4: a node unneeded long enough is removed unless the gate withholds it, its pool
