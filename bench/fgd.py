@@ -31,7 +31,9 @@ from gpuscale.report.pack import pack_json
 from gpuscale.sim.openb import bundled
 from gpuscale.sim.pack import run_pack
 
-TRACES_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "alibaba-gpu-v2023" / "csv"
+TRACES_DIR = Path(os.environ.get("GPUSCALE_TRACES", Path(__file__).resolve().parents[1].parent / "shared" / "traces")
+                  ) / "alibaba-gpu-v2023" / "csv"
+"""`../shared/traces` beside the repo, or `$GPUSCALE_TRACES` (a worktree elsewhere)."""
 DEFAULT_TRACE = "openb_pod_list_default"
 PAPER_DEFAULT = {  # mean (median) unallocated GPU % at 100 % arrived; frag % of all GPUs at 90 % arrived
     "random": (13.70, 13.75, 14.48), "dotprod": (9.38, 9.45, 9.43), "clustering": (8.35, 8.42, 8.45),

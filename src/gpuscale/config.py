@@ -195,7 +195,7 @@ _PRESETS: Mapping[str, Mapping[str, Any]] = {
     "ca-defaults": {"new_gpu_pod_delay_s": 30.0, "least_waste_counts_gpus": False, "protect_gpu_jobs": False,
                     "expanders": (ExpanderName.LEAST_WASTE,),
                     "scale_down_delay_after_add_scope": CooldownScope.CLUSTER,
-                    "scale_down_gpu_unneeded_time_s": None},
+                    "scale_down_gpu_unneeded_time_s": None, "gpu_placement": None},
 }
 
 def preset_policy(name: str, limits: Limits | None = None, buffers: tuple[Buffer, ...] = ()) -> Policy:
@@ -211,6 +211,7 @@ _POLICY_NAMES: Mapping[str, str] = {
     "expendable_pods_priority_cutoff": "expendable_priority_cutoff",
     "expander_random_seed": "random_seed",
     "least_waste_counts_gpus": "least_waste_counts_gpus",
+    "gpu_placement": "gpu_placement",
     "max_nodes_per_scale_up": "max_nodes_per_scale_up",
     "max_node_provision_time": "max_node_provision_time_s",
     "max_gpu_init_time": "max_gpu_init_time_s",
@@ -254,6 +255,7 @@ class ConfigFile(_Strict):
     priorities: dict[int, tuple[str, ...]] | None = None
     expander_random_seed: int | None = None
     least_waste_counts_gpus: bool | None = None
+    gpu_placement: Literal["gpuscale", "fgd", "first-fit"] | None = None
     max_nodes_per_scale_up: int | None = Field(default=None, ge=1)
     max_node_provision_time: Duration | None = None
     max_gpu_init_time: Duration | None = None
@@ -444,6 +446,8 @@ def _policy(parsed: ConfigFile, pools: Sequence[NodePool]) -> Policy:
         value = getattr(parsed, name)
         if value is not None:
             options[attribute] = value
+    if options.get("gpu_placement") == "first-fit":
+        options["gpu_placement"] = None
     priorities = _priorities(parsed.priorities or {})
     if parsed.expander is not None:
         options["expanders"] = _expanders(parsed.expander, bool(priorities))

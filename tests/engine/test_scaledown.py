@@ -154,13 +154,14 @@ def test_gpu_milli_counts_as_thousandths_of_a_gpu() -> None:
     spare = node("h", gpus=4, pool="gpu", extra={GPU_MILLI: 4000})
     keep_h = pod("h-user", "h", cpu="100m", gpus=2)
 
-    def share(milli: int) -> Pod:
-        base = pod(f"m{milli}", "g", cpu="100m")
+    def share(milli: int, name: str) -> Pod:
+        base = pod(name, "g", cpu="100m")
         return replace(base, requests=base.requests + Resources.of({GPU_MILLI: milli}))
 
-    low = run([gpu, spare], [share(1500), keep_h])  # 1.5 of 4 GPUs
+    low = run([gpu, spare], [share(750, "a"), share(750, "b"), keep_h])  # 1.5 of 4 GPUs
     assert removed(low) == ["g"] and low.removals[0].reasons[0].numbers["gpu"] == 0.375
-    high = run([gpu, spare], [share(1500), share(500), pod("whole", "g", gpus=1), keep_h])  # 3 of 4
+    high = run([gpu, spare], [share(750, "a"), share(750, "b"), share(500, "c"), pod("whole", "g", gpus=1),
+                              keep_h])  # 3 of 4
     assert "g" not in removed(high)
 
 

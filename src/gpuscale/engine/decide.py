@@ -109,7 +109,8 @@ class _World:
 
 
 def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
-                resolved: Mapping[str, tuple[str | None, NodePool | None, NodePhase]]) -> _World:
+                resolved: Mapping[str, tuple[str | None, NodePool | None, NodePhase]],
+                gpu_placement: str | None = None) -> _World:
     nodes: list[Node] = []
     capacity: list[Resources] = []
     row_pool: list[str | None] = []
@@ -137,7 +138,8 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     pending_names = {r for p in cluster.pending_pods() for r in p.requests.names()}
     affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
     placed = [p for p in cluster.pods if p.consumes_capacity()]
-    table = NodeTable.build(nodes, capacity, placed, pending_names, with_topology=affinity)
+    table = NodeTable.build(nodes, capacity, placed, pending_names, with_topology=affinity, placement=gpu_placement,
+                            workload=cluster.pending_pods())
     return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
                   upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted),
                   free_pods_before=table.free_pods.copy())
@@ -232,7 +234,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     resolved = _resolve(cluster, snapshot, by_name)
     timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, resolved)
     state = timeouts.state
-    world = build_world(cluster, snapshot, by_name, timeouts, resolved)
+    world = build_world(cluster, snapshot, by_name, timeouts, resolved, policy.gpu_placement)
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
                        totals=world.totals, state=state, policy=policy, now=now)
     busy = _busy_rows(world, up.table, cluster.pods)

@@ -70,6 +70,9 @@ class Policy:
     least_waste_counts_gpus: bool = True
     """CA's least-waste ignores GPUs (#2215); ours counts them. The `ca-defaults` preset turns this off."""
     max_nodes_per_scale_up: int = 1000
+    gpu_placement: str | None = "gpuscale"
+    """Where the what-ifs put GPU pods on nodes with per-GPU accounting: `gpuscale` or `fgd` (fragmentation-aware,
+    engine/placement), or None for CA's first fit in node order (the `ca-defaults` preset)."""
     limits: Limits = field(default_factory=Limits)
     buffers: tuple[Buffer, ...] = ()
     max_node_provision_time_s: float = 900.0

@@ -24,9 +24,11 @@ Steps, in this order:
 4. **Removal simulation, cumulative** (CA's unneeded-node search), candidates in removal order: empty first, then least
    utilization, fewer pods to move, node name. On a fork of the running what-if table: disable the node, place each
    pod that must move (largest dominant share first, then key) on the first feasible node in *name* order, preferring
-   nodes that are not candidates themselves; earlier accepted nodes stay disabled and their pods keep consuming
-   capacity, and pods that landed on a later candidate move again with it — so the pods of any subset of the unneeded
-   nodes fit on the rest together. Destinations are Ready, usable, not-deleting nodes only (never upcoming nodes).
+   nodes that are not candidates themselves (a GPU pod, with `Policy.gpu_placement`, on the node where fragmentation
+   grows least, in that order on ties; fractions must fit one GPU, see engine/placement/devices.py); earlier accepted
+   nodes stay disabled and their pods keep consuming capacity, and pods that landed on a later candidate move again
+   with it — so the pods of any subset of the unneeded nodes fit on the rest together. Destinations are Ready,
+   usable, not-deleting nodes only (never upcoming nodes).
    Placement never depends on input order.
 5. **Unneeded clock.** New unneeded nodes are marked with `now`; marked nodes no longer unneeded are cleared.
 6. **Selection**, in the order of step 4: a node unneeded long enough is removed unless the gate withholds it, its pool
@@ -287,14 +289,14 @@ class _Simulation:
                     return Reason(ReasonCode.NO_PLACE_TO_MOVE,
                                   f"node {candidate.node.name}: pod {pod.key} fits on no other node",
                                   {"pods_to_move": len(pods)})
-                destination = int(np.argmin(np.where(feasible, self.rank, _FAR)))
-            trial.place(destination, pod)
+                destination, gpus = trial.choose(pod, feasible, self.rank)
+            trial.place(destination, pod, gpus)
             placed.append((pod, destination))
-            vector = trial.request_vector(pod.requests)
-            if not (vector is not None and trial.free_pods[destination] >= 1
-                    and bool((trial.free[destination] >= vector).all())):
+            if not trial.fits_row(destination, pod):
                 feasible[destination] = False
                 destination = -1
+            elif gpus is not None:
+                destination = -1  # a fragmentation-aware choice is made again for the next pod
         self.work = trial
         if row is not None:
             self.received.pop(row, None)

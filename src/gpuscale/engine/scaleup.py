@@ -8,7 +8,8 @@ Steps, each a function below:
    not Ready, Ready with GPUs not yet registered — counted as their pool's template), are covered: no new node.
 3. `estimate`: for each pool not backed off and under its limits, pack the remaining units first-fit-decreasing (by
    dominant share, GPUs included) onto new template nodes appended to the what-if table, so gangs may combine free
-   capacity with new nodes.
+   capacity with new nodes. Fractional GPUs are packed per GPU, and with `Policy.gpu_placement` single GPU pods go to
+   the template node where fragmentation grows least instead of the first that fits (docs/gpu-sharing.md).
 4. the expander chain picks one option; its pods are removed and the loop repeats with the other pools, so mixed
    demand (CPU pods and GPU pods) is served in one decision.
 5. whatever is left is unplaceable, with each pool's reason.
@@ -145,10 +146,15 @@ class Placement:
     leftover: list[Unit] = field(default_factory=list)
 
 
-def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray | None = None) -> Placement:
+def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray | None = None,
+                aware: bool = False) -> Placement:
     """Place units first-fit on `table` (mutated for singles; gangs go through a fork committed only when whole).
 
     `single_rows` restricts single pods to those rows (new template rows during estimation); gangs may use any row.
+    `aware`: single GPU pods go where fragmentation grows least (the table's placement policy) instead of first fit.
+    Estimation on new template rows uses it — how a pool's nodes pack the pods decides how many are needed — while
+    covering pods with existing capacity does not: the scheduler decides where they go, and scoring every existing
+    node for every pending pod would double a decision's cost for no change in what is ordered.
     """
     result = Placement(table)
     with_labels = table.topology is not None
@@ -167,8 +173,8 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
                 exhausted.add(key)
                 result.leftover.append(unit)
                 continue
-            row = int(np.argmax(mask))
-            result.table.place(row, pod)
+            row, gpus = result.table.choose(pod, mask, aware=aware)
+            result.table.place(row, pod, gpus)
             result.rows[pod.key] = row
             result.placed.append(unit)
             continue
@@ -208,7 +214,7 @@ def estimate(pool: NodePool, units: Sequence[Unit], table: NodeTable, room: Head
     extended = table.extend(templates, [pool.allocatable] * upper)
     new_rows = np.zeros(len(extended), dtype=bool)
     new_rows[start:] = True
-    placement = place_units(extended, hostable, single_rows=new_rows)
+    placement = place_units(extended, hostable, single_rows=new_rows, aware=True)
     if not placement.placed:
         return None
     used = {row for row in placement.rows.values() if row >= start}

@@ -8,20 +8,36 @@ checks (inter-pod affinity) on the few candidates only when some pod uses affini
 
 Columns are fixed at construction: the union of every resource name any node offers or any pod requests. A request
 naming a resource outside the columns fits nowhere.
+
+Nodes that share GPUs by fraction (`gpuscale.io/gpu-milli` in allocatable) also get per-GPU accounting
+(`engine.placement.devices.GpuDevices`): a fractional pod fits only where one device has its milli free, a whole-GPU
+pod only where enough devices are completely free. The columns keep the API's per-resource totals (what scale-down's
+utilization reads); the devices are the extra constraint. With a placement policy (`fgd`, `gpuscale`), `choose`
+picks among feasible nodes by fragmentation for GPU pods, measured against the GPU pods the table was built with.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from gpuscale.engine.placement.devices import (
+    FragChooser,
+    GpuDevices,
+    GpuNeed,
+    annotated_devices,
+    gpu_need,
+    pod_shape,
+)
+from gpuscale.engine.placement.shapes import PodShape
 from gpuscale.engine.scheduling import Topology, static_failures
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
-from gpuscale.model.resources import PODS, Resources
+from gpuscale.model.resources import CPU, PODS, Resources
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -56,31 +72,77 @@ class _Shared:
     group_members: list[list[int]]
     static_cache: dict[SchedulingConstraints, BoolArray]
     request_cache: dict[Resources, IntArray | None]
+    placement: str | None = None
+    """Fragmentation-aware policy for GPU pods (`fgd`, `gpuscale`), or None: first fit."""
+    workload: Counter[PodShape] = field(default_factory=Counter)
+    """GPU pod shapes (bound and pending) that fragmentation is measured against."""
+    chooser: FragChooser | None = None
+    need_cache: dict[Resources, GpuNeed | None] = field(default_factory=dict)
+    shape_cache: dict[Resources, PodShape | None] = field(default_factory=dict)
+    score_cache: dict[PodShape, tuple[IntArray, IntArray]] = field(default_factory=dict)
+    """Per shape, each row's fragmentation score and the row version it was computed at (see `NodeTable.version`)."""
+    clock: list[int] = field(default_factory=lambda: [0])
+    """Source of row versions, shared by every fork: a version is never reused, so a cached score is valid in any
+    fork whose row still has that version."""
+
+    def tick(self) -> int:
+        self.clock[0] += 1
+        return self.clock[0]
+
+    def need(self, requests: Resources) -> GpuNeed | None:
+        if requests not in self.need_cache:
+            self.need_cache[requests] = gpu_need(requests)
+        return self.need_cache[requests]
+
+    def shape(self, requests: Resources) -> PodShape | None:
+        if requests not in self.shape_cache:
+            self.shape_cache[requests] = pod_shape(requests)
+        return self.shape_cache[requests]
 
 
 class NodeTable:
     """Free capacity of a set of nodes (real, upcoming or hypothetical), for what-if placement."""
 
-    __slots__ = ("_s", "enabled", "free", "free_pods", "topology")
+    __slots__ = ("_s", "devices", "enabled", "free", "free_pods", "topology", "version")
 
     def __init__(self, shared: _Shared, free: IntArray, free_pods: IntArray, enabled: BoolArray,
-                 topology: Topology | None) -> None:
+                 topology: Topology | None, devices: GpuDevices | None = None,
+                 version: IntArray | None = None) -> None:
         self._s = shared
         self.free = free
         self.free_pods = free_pods
         self.enabled = enabled
         self.topology = topology
+        self.devices = devices
+        """Per-GPU free milli of rows with `gpuscale.io/gpu-milli`; None when no row has any."""
+        self.version = np.zeros(len(free), dtype=np.int64) if version is None else version
+        """Bumped (to a fresh value of the shared clock) whenever a row's free capacity changes."""
 
     @staticmethod
     def build(nodes: Sequence[Node], capacity: Sequence[Resources], placed: Iterable[Pod],
-              extra_names: Iterable[str] = (), with_topology: bool = False) -> NodeTable:
+              extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
+              workload: Iterable[Pod] = ()) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
-        minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests)."""
+        minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
+        `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
+        workload fragmentation is measured against."""
         placed = list(placed)
-        names = sorted({*extra_names, *(r for c in capacity for r in c.names()),
-                        *(r for p in placed for r in p.requests.names())} - {PODS})
-        column_of = {n: i for i, n in enumerate(names)}
         index = {n.name: i for i, n in enumerate(nodes)}
+        # One pass in Python only maps each pod to (row, distinct request); the sums per row are NumPy's.
+        kinds: dict[Resources, int] = {}
+        bound_rows: list[int] = []
+        bound_kinds: list[int] = []
+        bound: list[Pod] = []
+        for pod in placed:
+            kind = kinds.setdefault(pod.requests, len(kinds))
+            at = index.get(pod.node_name or "")
+            if at is not None:
+                bound_rows.append(at)
+                bound_kinds.append(kind)
+                bound.append(pod)
+        names = sorted({*extra_names, *(r for c in capacity for r in c.names()),
+                        *(r for k in kinds for r in k.names())} - {PODS})
+        column_of = {n: i for i, n in enumerate(names)}
         free = np.zeros((len(nodes), len(names)), dtype=np.int64)
         free_pods = np.zeros(len(nodes), dtype=np.int64)
         for i, cap in enumerate(capacity):
@@ -89,13 +151,40 @@ class NodeTable:
                     free_pods[i] = amount
                 else:
                     free[i, column_of[name]] = amount
-        for pod in placed:
-            at = index.get(pod.node_name or "")
-            if at is None:
-                continue
-            free_pods[at] -= 1
-            for name, amount in pod.requests.items:
-                free[at, column_of[name]] -= amount
+        vectors = np.zeros((len(kinds), len(names)), dtype=np.int64)
+        for requests, kind in kinds.items():
+            for name, amount in requests.items:
+                vectors[kind, column_of[name]] = amount
+        rows = np.array(bound_rows, dtype=np.int64)
+        of_kind = np.array(bound_kinds, dtype=np.int64)
+        if len(rows):
+            order = np.argsort(rows, kind="stable")
+            by_row = rows[order]
+            starts = np.flatnonzero(np.concatenate([[True], by_row[1:] != by_row[:-1]]))
+            free[by_row[starts]] -= np.add.reduceat(vectors[of_kind[order]], starts, axis=0)
+            free_pods -= np.bincount(rows, minlength=len(nodes))
+        devices: GpuDevices | None = GpuDevices.of(capacity)
+        if not devices:
+            devices = None
+        shared = _Shared(list(nodes), index, names, column_of, [], [], {}, {}, placement)
+        if devices is not None:
+            needs = [shared.need(requests) for requests in kinds]
+            gpu_kind = np.array([need is not None for need in needs], dtype=bool)
+            if len(rows):
+                loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
+                devices.load(rows[loaded], [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None],
+                             [bound[i] for i in loaded])
+            if placement is not None:
+                counted: Counter[Resources] = Counter()
+                for requests, n in zip(kinds, np.bincount(of_kind, minlength=len(kinds)).tolist(), strict=True):
+                    if n and shared.need(requests) is not None:
+                        counted[requests] += n
+                for pod in workload:
+                    if shared.need(pod.requests) is not None:
+                        counted[pod.requests] += 1
+                for requests, n in counted.items():
+                    if (shape := shared.shape(requests)) is not None:
+                        shared.workload[shape] += n
         groups: dict[tuple[object, ...], int] = {}
         group_of: list[int] = []
         members: list[list[int]] = []
@@ -105,9 +194,9 @@ class NodeTable:
                 members.append([])
             members[g].append(i)
             group_of.append(g)
-        shared = _Shared(list(nodes), index, names, column_of, group_of, members, {}, {})
+        shared.group_of, shared.group_members = group_of, members
         topology = Topology(nodes, placed) if with_topology else None
-        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), topology)
+        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), topology, devices)
 
     # ------------------------------------------------------------------------------------------------ structure
     @property
@@ -123,7 +212,8 @@ class NodeTable:
 
     def fork(self) -> NodeTable:
         topology = self.topology.copy() if self.topology is not None else None
-        return NodeTable(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology)
+        return NodeTable(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology,
+                         self.devices.copy() if self.devices is not None else None, self.version.copy())
 
     def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources]) -> NodeTable:
         """A new table with extra, empty nodes appended (a pool's template nodes for scale-up estimation).
@@ -152,13 +242,18 @@ class NodeTable:
             members[g].append(start + k)
             group_of.append(g)
             index[node.name] = start + k
-        shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache)
+        shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache,
+                         s.placement, s.workload, s.chooser, s.need_cache, s.shape_cache, {}, s.clock)
         topology = self.topology.copy() if self.topology is not None else None
         if topology is not None:
             for node in nodes:
                 topology.add_node(node)
+        devices = (self.devices.extended(capacity) if self.devices is not None
+                   else GpuDevices.of([*([Resources()] * start), *capacity]))
         return NodeTable(shared, np.vstack([self.free, extra_free]), np.concatenate([self.free_pods, extra_pods]),
-                         np.concatenate([self.enabled, np.ones(len(nodes), dtype=bool)]), topology)
+                         np.concatenate([self.enabled, np.ones(len(nodes), dtype=bool)]), topology,
+                         devices if devices else None,
+                         np.concatenate([self.version, np.zeros(len(nodes), dtype=np.int64)]))
 
     # ----------------------------------------------------------------------------------------------- feasibility
     def request_vector(self, requests: Resources) -> IntArray | None:
@@ -205,12 +300,24 @@ class NodeTable:
         columns = np.flatnonzero(row)
         if len(columns):
             mask &= (self.free[:, columns] >= row[columns]).all(axis=1)
+        if self.devices is not None and (need := self._s.need(pod.requests)) is not None:
+            rows = np.flatnonzero(mask)
+            if len(rows):
+                mask[rows] = self.devices.fits(need, rows)
         if self.topology is not None and (self.topology.relevant or pod.constraints.pod_affinity
                                           or pod.constraints.pod_anti_affinity):
             for i in np.flatnonzero(mask).tolist():
                 if self.topology.failures(pod, self._s.nodes[i]):
                     mask[i] = False
         return mask
+
+    def fits_row(self, index: int, pod: Pod) -> bool:
+        """Whether the pod's requests still fit one row's free capacity and devices (no filters re-run)."""
+        vector = self.request_vector(pod.requests)
+        if vector is None or self.free_pods[index] < 1 or not bool((self.free[index] >= vector).all()):
+            return False
+        need = self._s.need(pod.requests) if self.devices is not None else None
+        return need is None or self.devices is None or self.devices.can_take(index, need)
 
     def first_fit(self, pod: Pod) -> int | None:
         """Index of the first feasible node in table order, or `None`."""
@@ -219,21 +326,84 @@ class NodeTable:
             return None
         return int(np.argmax(mask))
 
+    def choose(self, pod: Pod, mask: BoolArray, rank: IntArray | None = None,
+               aware: bool = True) -> tuple[int, tuple[int, ...] | None]:
+        """The row (of `mask`, which must have one) to place `pod` on, and the devices to use there (None: the
+        default best fit). With a placement policy and `aware`, a GPU pod goes where fragmentation grows least,
+        ties to the lowest `rank` (default: table order); otherwise, and for other pods, the lowest rank wins."""
+        shared = self._s
+        if (aware and shared.placement is not None and self.devices is not None
+                and shared.need(pod.requests) is not None):
+            shape = shared.shape(pod.requests)
+            if shape is not None:
+                if shared.chooser is None:
+                    shared.chooser = FragChooser(shared.placement, shared.workload)
+                rows = np.flatnonzero(mask)
+                cpu = shared.column_of.get(CPU)
+                cpu_free = self.free[:, cpu] if cpu is not None else np.zeros(len(self), dtype=np.int64)
+                scores = self._frag_scores(shared.chooser, shape, cpu_free, rows)
+                if scores is not None:
+                    ranks = rows if rank is None else rank[rows]
+                    best = np.flatnonzero(scores == scores.max())
+                    row = int(rows[best[np.argmin(ranks[best])]])
+                    return row, shared.chooser.pick(shape, cpu_free, self.devices, row) or None
+        if rank is None:
+            return int(np.argmax(mask)), None
+        return int(np.argmin(np.where(mask, rank, np.iinfo(np.int64).max))), None
+
+    def _frag_scores(self, chooser: FragChooser, shape: PodShape, cpu_free: IntArray,
+                     rows: IntArray) -> IntArray | None:
+        """Scores of `shape` on `rows`, recomputed only for rows whose version moved since they were cached (a
+        placement changes one row, so most of a decision's choices rescore a handful of rows)."""
+        assert self.devices is not None
+        cached = self._s.score_cache.get(shape)
+        if cached is None:
+            cached = self._s.score_cache[shape] = (np.zeros(len(self), dtype=np.int64),
+                                                   np.full(len(self), -1, dtype=np.int64))
+        score, stamp = cached
+        stale = rows[stamp[rows] != self.version[rows]]
+        if len(stale):
+            fresh = chooser.scores(shape, cpu_free, self.devices, stale)
+            if fresh is None:
+                return None
+            score[stale] = fresh
+            stamp[stale] = self.version[stale]
+        return score[rows]
+
     # ----------------------------------------------------------------------------------------------- mutation
-    def place(self, index: int, pod: Pod) -> None:
+    def place(self, index: int, pod: Pod, gpus: Sequence[int] | None = None) -> None:
+        """Bind a pod to a row: its requests leave the row's free capacity and, on a device-accounted row, `gpus`
+        (default: the best fit) lose its share."""
         row = self.request_vector(pod.requests)
         assert row is not None, "placing a pod whose request names a resource outside the table"
         self.free[index] -= row
         self.free_pods[index] -= 1
+        self.version[index] = self._s.tick()
+        if self.devices is not None and self.devices.count[index]:
+            need = self._s.need(pod.requests)
+            if need is not None:
+                picked = tuple(gpus) if gpus else self.devices.best_fit(index, need)
+                assert picked, "placing a GPU pod on a row whose devices cannot take it"
+                self.devices.take(index, need, picked)
         if self.topology is not None:
             self.topology.add(pod, self._s.nodes[index])
 
     def unplace(self, index: int, pod: Pod) -> None:
-        """Give back a pod's requests (a pod leaving a node in a drain what-if)."""
+        """Give back a pod's requests (a pod leaving a node in a drain what-if). Its devices are those of its
+        `gpuscale.io/gpu-index` annotation, else the fullest devices (the table does not remember picks)."""
         row = self.request_vector(pod.requests)
         assert row is not None
         self.free[index] += row
         self.free_pods[index] += 1
+        self.version[index] = self._s.tick()
+        if self.devices is not None and self.devices.count[index]:
+            need = self._s.need(pod.requests)
+            if need is not None:
+                held = annotated_devices(pod)
+                if held is None or len(held) != need.count:
+                    order = np.argsort(self.devices.free[index, : int(self.devices.count[index])], kind="stable")
+                    held = tuple(int(d) for d in order[:need.count])
+                self.devices.give(index, need, held)
 
     def disable(self, index: int) -> None:
         """Take a node out of consideration (it is being removed in this what-if)."""

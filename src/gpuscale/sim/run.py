@@ -62,6 +62,8 @@ class TwinPolicy:
     policy: Policy
     settings: LoopSettings = field(default_factory=LoopSettings)
     scoring: Scoring = Scoring.LEAST_ALLOCATED
+    gpu_placement: str | None = None
+    """Fragmentation-aware placement of GPU pods in the scheduler (`gpuscale`, `fgd`; None: `scoring` only)."""
 
 
 class EventLog:
@@ -89,7 +91,8 @@ def simulate(setup: TwinSetup, policy: TwinPolicy,
     world_ref: list[World] = []
     scheduler = SimScheduler(sim, cluster, columns, policy.scoring,
                              on_bound=lambda pod, node: world_ref[0].bound(pod, node),
-                             on_unschedulable=lambda pod: world_ref[0].metrics.unschedulable(pod, sim.now))
+                             on_unschedulable=lambda pod: world_ref[0].metrics.unschedulable(pod, sim.now),
+                             gpu_placement=policy.gpu_placement)
     stockouts: list[tuple[str, float]] = []
     cloud = SimCloud(sim, cluster, {p.pool.name: p for p in setup.pools}, rng, setup.spells,
                      on_stockout=lambda pool, t: stockouts.append((pool, t)))

@@ -257,6 +257,8 @@ def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup
 PRESET_SCORING = {"ca-defaults": Scoring.LEAST_ALLOCATED, "gpuscale": Scoring.GPU_BINPACK}
 """The scheduler scoring each preset runs the twin's cluster with: kube-scheduler's default for `ca-defaults`, and the
 GPU bin-packing profile gpuscale recommends (docs/twin.md) for `gpuscale`."""
+PRESET_GPU_PLACEMENT = {"ca-defaults": None, "gpuscale": "gpuscale"}
+"""Fragmentation-aware placement of GPU pods in the twin's scheduler (docs/gpu-sharing.md): off for `ca-defaults`."""
 
 
 def policy_named(name: str, config: Config) -> TwinPolicy:
@@ -266,10 +268,11 @@ def policy_named(name: str, config: Config) -> TwinPolicy:
     if name == "ca-defaults":
         # CA as users run it: its defaults, no warm buffer, the scenario's limits.
         return TwinPolicy(name=name, policy=preset_policy(name, config.policy.limits), settings=LoopSettings(),
-                          scoring=PRESET_SCORING[name])
+                          scoring=PRESET_SCORING[name], gpu_placement=PRESET_GPU_PLACEMENT[name])
     if name == "gpuscale":
         return TwinPolicy(name=name, policy=preset_policy(name, config.policy.limits, config.policy.buffers),
-                          settings=settings, scoring=PRESET_SCORING[name])
+                          settings=settings, scoring=PRESET_SCORING[name],
+                          gpu_placement=PRESET_GPU_PLACEMENT[name])
     if name == "scenario":
         return TwinPolicy(name=name, policy=config.policy, settings=settings)
     path = Path(name)

@@ -5,6 +5,11 @@
   `not-ready` taint in a real cluster); GPUs exist for a pod only once the device plugin put them in allocatable.
 - Scoring: `least-allocated` (kube's default NodeResourcesFit strategy), `most-allocated`, or `gpu-binpack` (most
   allocated GPUs first); ties go to the node first in name order, so runs are reproducible.
+- GPU sharing by fraction (`gpuscale.io/gpu-milli` nodes): per-GPU accounting (`engine.placement.devices`) — a
+  fraction needs one device with room, whole GPUs need free devices — and the device picked is written on the bound
+  pod as `gpuscale.io/gpu-index` (what a sharing extender records; the autoscaler reads it back). With
+  `gpu_placement` (`gpuscale` or `fgd`), GPU pods go where fragmentation grows least (measured against the GPU pods
+  bound and pending), the configured scoring breaking ties; CPU pods always use the configured scoring.
 - Gangs (pods of one pod group) are placed all-or-nothing once all members exist, on a trial copy of the arrays.
 - Preemption: a pod that fits nowhere may evict lower-priority pods on one node — the node where the victims' highest
   priority is lowest, then the fewest victims — as DefaultPreemption does. Gang members do not preempt.
@@ -19,6 +24,7 @@ the rest of that shape is not tried again in the same pass).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import StrEnum
@@ -26,6 +32,16 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from gpuscale.engine.placement.devices import (
+    DEVICE_ANNOTATION,
+    FragChooser,
+    GpuDevices,
+    GpuNeed,
+    annotated_devices,
+    gpu_need,
+    pod_shape,
+)
+from gpuscale.engine.placement.shapes import PodShape
 from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
@@ -47,7 +63,8 @@ class SimScheduler:
     def __init__(self, sim: Simulation, cluster: SimCluster, columns: Sequence[str],
                  scoring: Scoring = Scoring.LEAST_ALLOCATED,
                  on_bound: Callable[[Pod, Node], None] = lambda pod, node: None,
-                 on_unschedulable: Callable[[Pod], None] = lambda pod: None) -> None:
+                 on_unschedulable: Callable[[Pod], None] = lambda pod: None,
+                 gpu_placement: str | None = None) -> None:
         self._sim = sim
         self._cluster = cluster
         self.columns = [c for c in dict.fromkeys(columns) if c != PODS]
@@ -65,6 +82,12 @@ class SimScheduler:
         self._static: dict[SchedulingConstraints, BoolArray] = {}
         self._request_rows: dict[Resources, IntArray | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
+        self._devices: GpuDevices | None = None
+        self._needs: dict[Resources, GpuNeed | None] = {}
+        self._shapes: dict[Resources, PodShape | None] = {}
+        self._gpu_placement = gpu_placement
+        self._bound_shapes: Counter[PodShape] = Counter()
+        """GPU pod shapes bound now: with the pending ones, the workload fragmentation is measured against."""
         self.attempts = 0
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
@@ -73,12 +96,14 @@ class SimScheduler:
     # -------------------------------------------------------------------------------------- CapacityListener
     def pod_placed(self, pod: Pod) -> None:
         self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
+        self._count_shape(pod, 1)
         if not self._stale:
             row = self._row.get(pod.node_name or "")
             vec = self._vector(pod.requests)
             if row is not None and vec is not None:
                 self._free[row] -= vec
                 self._free_pods[row] -= 1
+                self._hold(row, pod, take=True)
 
     def pod_removed(self, pod: Pod) -> None:
         left = self._bound_priorities.get(pod.priority, 0) - 1
@@ -86,12 +111,14 @@ class SimScheduler:
             self._bound_priorities[pod.priority] = left
         else:
             self._bound_priorities.pop(pod.priority, None)
+        self._count_shape(pod, -1)
         if not self._stale:
             row = self._row.get(pod.node_name or "")
             vec = self._vector(pod.requests)
             if row is not None and vec is not None:
                 self._free[row] += vec
                 self._free_pods[row] += 1
+                self._hold(row, pod, take=False)
         self.request_pass()
 
     def pod_pending(self, pod: Pod) -> None:
@@ -110,6 +137,34 @@ class SimScheduler:
             for constraints, mask in self._static.items():
                 mask[row] = not static_failures(constraints, node)
         self.request_pass()
+
+    # ------------------------------------------------------------------------------------------------ devices
+    def _need(self, requests: Resources) -> GpuNeed | None:
+        if requests not in self._needs:
+            self._needs[requests] = gpu_need(requests)
+        return self._needs[requests]
+
+    def _shape(self, requests: Resources) -> PodShape | None:
+        if requests not in self._shapes:
+            self._shapes[requests] = pod_shape(requests) if self._need(requests) is not None else None
+        return self._shapes[requests]
+
+    def _count_shape(self, pod: Pod, delta: int) -> None:
+        if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
+            self._bound_shapes[shape] += delta
+
+    def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
+        """A bound pod takes (or gives back) the devices its `gpuscale.io/gpu-index` annotation names."""
+        devices = self._devices
+        if devices is None or not devices.count[row] or (need := self._need(pod.requests)) is None:
+            return
+        held = annotated_devices(pod)
+        if held is None:  # bound by something other than this scheduler: rebuild from all pods of the node
+            self._stale = True
+        elif take:
+            devices.take(row, need, held)
+        else:
+            devices.give(row, need, held)
 
     # ------------------------------------------------------------------------------------------------ arrays
     def _vector(self, requests: Resources) -> IntArray | None:
@@ -139,6 +194,11 @@ class SimScheduler:
                 elif name in self._col:
                     self._alloc[i, self._col[name]] = amount
         self._free = self._alloc.copy()
+        devices: GpuDevices | None = GpuDevices.of([n.allocatable for n in nodes])
+        self._devices = devices if devices else None
+        rows: list[int] = []
+        needs: list[GpuNeed] = []
+        held: list[Pod] = []
         for i, name in enumerate(self._names):
             for key in self._cluster.pods_on.get(name, ()):
                 pod = self._cluster.pods[key]
@@ -146,6 +206,12 @@ class SimScheduler:
                 if vec is not None:
                     self._free[i] -= vec
                 self._free_pods[i] -= 1
+                if self._devices is not None and self._devices.count[i] and (need := self._need(pod.requests)):
+                    rows.append(i)
+                    needs.append(need)
+                    held.append(pod)
+        if self._devices is not None:
+            self._devices.load(rows, needs, held)
         self._static = {}
         self._stale = False
 
@@ -198,7 +264,8 @@ class SimScheduler:
             self._cluster.put_pod(replace(pod, unschedulable=True))
             self._on_unschedulable(pod)
 
-    def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray) -> BoolArray:
+    def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
+                  devices: GpuDevices | None = None) -> BoolArray:
         vec = self._vector(pod.requests)
         if vec is None or pod.constraints.unsupported or not len(self._names):
             return np.zeros(len(self._names), dtype=bool)
@@ -206,12 +273,58 @@ class SimScheduler:
         mask = self._static_mask(pod.constraints) & (free_pods >= 1)
         if len(cols):
             mask = mask & (free[:, cols] >= vec[cols]).all(axis=1)
+        devices = devices or self._devices
+        if devices is not None and (need := self._need(pod.requests)) is not None:
+            rows = np.flatnonzero(mask)
+            if len(rows):
+                mask[rows] = devices.fits(need, rows)
         return mask
 
-    def _choose(self, pod: Pod, mask: BoolArray, free: IntArray) -> int:
+    def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
+                devices: GpuDevices | None = None) -> tuple[int, tuple[int, ...]]:
+        """The row for `pod` and, on a device-accounted row, its devices (fragmentation-aware or best fit)."""
+        devices = devices or self._devices
+        need = self._need(pod.requests) if devices is not None else None
+        row = self._score(pod, mask, free)
+        if need is None or devices is None:
+            return row, ()
+        shape = self._shape(pod.requests)
+        if self._gpu_placement is not None and shape is not None:
+            candidates = np.flatnonzero(mask)
+            rank = np.empty(len(self._names), dtype=np.int64)
+            rank[candidates] = self._kube_rank(pod, candidates, free)
+            cpu = self._col.get(CPU)
+            cpu_free = free[:, cpu] if cpu is not None else np.zeros(len(self._names), dtype=np.int64)
+            chosen = self._chooser().choose(shape, cpu_free, devices, candidates, rank[candidates])
+            if chosen is not None:
+                row = chosen[0]
+                if chosen[1]:
+                    return row, chosen[1]
+        return row, devices.best_fit(row, need) if devices.count[row] else ()
+
+    def _chooser(self) -> FragChooser:
+        assert self._gpu_placement is not None
+        workload = Counter(self._bound_shapes)
+        for key in self._cluster.pending:
+            if (shape := self._shape(self._cluster.pods[key].requests)) is not None:
+                workload[shape] += 1
+        return FragChooser(self._gpu_placement, workload)
+
+    def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray) -> IntArray:
+        """Rank of each candidate under the configured scoring (0 = its choice), ties in name order."""
+        score = self._kube_scores(pod, candidates, free)
+        order = np.lexsort((candidates, -score))
+        rank = np.empty(len(candidates), dtype=np.int64)
+        rank[order] = np.arange(len(candidates))
+        return rank
+
+    def _score(self, pod: Pod, mask: BoolArray, free: IntArray) -> int:
         candidates = np.flatnonzero(mask)
         if len(candidates) == 1:
             return int(candidates[0])
+        return int(candidates[int(np.argmax(self._kube_scores(pod, candidates, free)))])
+
+    def _kube_scores(self, pod: Pod, candidates: IntArray, free: IntArray) -> npt.NDArray[np.float64]:
         vec = self._vector(pod.requests)
         assert vec is not None
         if self._scoring is Scoring.GPU_BINPACK and self._gpu_cols:
@@ -222,22 +335,25 @@ class SimScheduler:
         after = (free[candidates][:, cols] - vec[cols]).astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             share_free = np.where(alloc > 0, after / alloc, 0.0)
-        score = share_free.mean(axis=1)
+        score: npt.NDArray[np.float64] = share_free.mean(axis=1)
         if self._scoring is not Scoring.LEAST_ALLOCATED:
             score = -score
-        return int(candidates[int(np.argmax(score))])
+        return score
 
     def _place(self, pod: Pod) -> bool:
         mask = self._feasible(pod, self._free, self._free_pods)
         if not mask.any():
             return False
-        self._bind(pod, self._choose(pod, mask, self._free))
+        self._bind(pod, *self._choose(pod, mask, self._free))
         return True
 
-    def _bind(self, pod: Pod, row: int) -> None:
+    def _bind(self, pod: Pod, row: int, gpus: tuple[int, ...] = ()) -> None:
         node = self._cluster.nodes[self._names[row]]
         self.attempts += 1
-        bound = replace(pod, node_name=node.name, unschedulable=False, nominated_node=None)
+        annotations = pod.annotations
+        if gpus:
+            annotations = {**annotations, DEVICE_ANNOTATION: ",".join(str(g) for g in gpus)}
+        bound = replace(pod, node_name=node.name, unschedulable=False, nominated_node=None, annotations=annotations)
         self._cluster.put_pod(bound)  # the listener updates the arrays
         self._on_bound(bound, node)
 
@@ -249,21 +365,24 @@ class SimScheduler:
         if existing < expected:
             return
         free, free_pods = self._free.copy(), self._free_pods.copy()
-        rows: list[int] = []
+        devices = self._devices.copy() if self._devices is not None else None
+        rows: list[tuple[int, tuple[int, ...]]] = []
         for pod in members:
-            mask = self._feasible(pod, free, free_pods)
+            mask = self._feasible(pod, free, free_pods, devices)
             if not mask.any():
                 for member in members:
                     self._mark_unschedulable(member)
                 return
-            row = self._choose(pod, mask, free)
+            row, gpus = self._choose(pod, mask, free, devices)
             vec = self._vector(pod.requests)
             assert vec is not None
             free[row] -= vec
             free_pods[row] -= 1
-            rows.append(row)
-        for pod, row in zip(members, rows, strict=True):
-            self._bind(pod, row)
+            if devices is not None and gpus and (need := self._need(pod.requests)) is not None:
+                devices.take(row, need, gpus)
+            rows.append((row, gpus))
+        for pod, (row, gpus) in zip(members, rows, strict=True):
+            self._bind(pod, row, gpus)
 
     def _preempt(self, pod: Pod) -> bool:
         """Evict lower-priority pods from one node so `pod` fits there; returns whether it was placed."""
@@ -290,7 +409,7 @@ class SimScheduler:
                     free += v
                 free_pods += 1
                 chosen.append(victim)
-            if not ((free >= vec).all() and free_pods >= 1):
+            if not ((free >= vec).all() and free_pods >= 1) or not self._devices_after(row, pod, chosen):
                 continue
             rank = (max(v.priority for v in chosen), len(chosen), name, chosen)
             if best is None or rank[:3] < best[:3]:
@@ -300,5 +419,23 @@ class SimScheduler:
         for victim in best[3]:
             self._cluster.delete_pod(victim.key)
             self._cluster.on_terminated(victim, Termination.PREEMPTED)
-        self._bind(pod, self._row[best[2]])
+        row = self._row[best[2]]
+        need = self._need(pod.requests)
+        if self._stale:
+            self._rebuild()
+        devices = self._devices
+        gpus = devices.best_fit(row, need) if devices is not None and need and devices.count[row] else ()
+        self._bind(pod, row, gpus)
         return True
+
+    def _devices_after(self, row: int, pod: Pod, victims: Sequence[Pod]) -> bool:
+        """Whether `pod` fits the row's devices once `victims` gave theirs back (rows without devices: yes)."""
+        need = self._need(pod.requests)
+        if self._devices is None or need is None or not self._devices.count[row]:
+            return True
+        trial = GpuDevices(self._devices.count[row: row + 1], self._devices.free[row: row + 1].copy())
+        for victim in victims:
+            held, victim_need = annotated_devices(victim), self._need(victim.requests)
+            if held is not None and victim_need is not None:
+                trial.give(0, victim_need, held)
+        return trial.can_take(0, need)

@@ -15,7 +15,7 @@ categories. FGD's scores floor 100·σ(ΔF/1000), and ΔF is often exactly zero,
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,8 +73,14 @@ def typical_classes(pods: Sequence[PodShape], popularity_pct: int = 95, step: in
     `step` at a time until their cumulative count reaches `popularity_pct` % of all pods.
     """
     counts = Counter((p.cpu_milli, p.gpu_milli, p.gpu_count, p.model_key) for p in pods)
+    return typical_classes_of(counts, popularity_pct, step)
+
+
+def typical_classes_of(counts: Mapping[tuple[int, int, int, str], int], popularity_pct: int = 95,
+                       step: int = 1) -> tuple[TypicalClass, ...]:
+    """`typical_classes` from pod counts per class (cpu, per-GPU milli, GPU count, model key)."""
     ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-    total = float(len(pods))
+    total = float(sum(counts.values()))
     expected = float(popularity_pct) * total / 100.0
     taken, cum = 0, 0.0
     shares: list[float] = []

@@ -56,6 +56,30 @@ class ClusterState:
     def from_states(cls, states: Sequence[NodeState], ranks: Sequence[int] | None = None) -> ClusterState:
         return cls(states, range(len(states)) if ranks is None else ranks)
 
+    @classmethod
+    def view(cls, cpu_free: IntArray, gpu_free: IntArray, gpu_count: IntArray) -> ClusterState:
+        """Nodes given as arrays (free milli-CPU, free milli per device, devices), one GPU model, ranks in order,
+        no GpuClustering tags: what the autoscaler's tables hand the FGD-style scorers (they read nothing else)."""
+        state = cls.__new__(cls)
+        n, width = gpu_free.shape
+        state.specs = ()
+        state.n = n
+        state.width = width
+        state.models = ("",)
+        state.model = np.zeros(n, dtype=np.int64)
+        state.rank = np.arange(n, dtype=np.int64)
+        state.gpu_count = gpu_count
+        state.cpu_free = cpu_free
+        state.mem_free = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        state.pods_free = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        state.gpu_free = gpu_free
+        state.gpu_left = gpu_free.sum(axis=1)
+        state.full_free = (gpu_free == MILLI).sum(axis=1)
+        state.tags = np.zeros((n, width + 1), dtype=np.int64)
+        state.version = np.zeros(n, dtype=np.int64)
+        state._model_masks = {}
+        return state
+
     def model_mask(self, models: tuple[str, ...]) -> BoolArray:
         """Nodes whose GPU model a pod with this model list may use (cached per list)."""
         mask = self._model_masks.get(models)
