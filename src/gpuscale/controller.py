@@ -25,9 +25,11 @@ from gpuscale.config import Config
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.kube.cache import WatchCache
 from gpuscale.kube.events import KubeEvents
+from gpuscale.kube.provreq import RequestCache, served
 from gpuscale.kube.writer import KubeWriter
 from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
 from gpuscale.loop.report import TickReport
+from gpuscale.loop.provreq import DryRunRequests, ProvisioningRequests, SkipSyntheticPods
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
 from gpuscale.providers.kwok import KwokProvider, KwokSettings
 
@@ -121,15 +123,23 @@ class Controller:
     events: EventSink
     autoscaler: Autoscaler
     settings: LoopSettings
+    requests: RequestCache | None = None
+    """ProvisioningRequests and PodTemplates, when the API server serves the CRD."""
 
     def close(self) -> None:
         self.cache.close()
+        if self.requests is not None:
+            self.requests.close()
 
 
 def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: bool = False,
                      kwok: KwokSettings | None = None, settings: LoopSettings | None = None,
-                     start_cache: bool = True, decide: DecideFn | None = None) -> Controller:
-    """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`."""
+                     start_cache: bool = True, decide: DecideFn | None = None,
+                     provisioning_requests: bool | None = None, booking_s: float = 600.0) -> Controller:
+    """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`.
+
+    ProvisioningRequests are handled when `provisioning_requests` is True, or when it is None (the default) and the API
+    server serves the CRD; their capacity is booked for `booking_s` after Provisioned (docs/kueue.md)."""
     cache = WatchCache(api_client)
     real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
     writer: ClusterWriter
@@ -140,13 +150,20 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     else:
         writer, events, provider = KubeWriter(api_client), KubeEvents(api_client), real_provider
     loop_settings = settings or LoopSettings.from_config(config)
-    autoscaler = Autoscaler(reader=cache, writer=writer, provider=provider, events=events, clock=WallClock(),
-                            pools=config.pools, policy=config.policy, settings=loop_settings,
+    requests = RequestCache(api_client) if (
+        provisioning_requests if provisioning_requests is not None else served(api_client)) else None
+    extension = None if requests is None else ProvisioningRequests(
+        DryRunRequests(requests) if dry_run else requests, booking_s)
+    autoscaler = Autoscaler(reader=cache, writer=writer, provider=provider,
+                            events=SkipSyntheticPods(events) if extension else events, clock=WallClock(),
+                            pools=config.pools, policy=config.policy, settings=loop_settings, extension=extension,
                             **({"decide": decide} if decide is not None else {}))
     if start_cache:
         cache.start()
+        if requests is not None:
+            requests.start()
     return Controller(cache=cache, writer=writer, provider=provider, events=events, autoscaler=autoscaler,
-                      settings=loop_settings)
+                      settings=loop_settings, requests=requests)
 
 
 # --- the loop

@@ -76,7 +76,11 @@ class _RawWatch(watch.Watch):
 
 
 class WatchCache:
-    """`ClusterReader` over list+watch of nodes, pods and PDBs. `start()` launches the threads; `close()` stops them."""
+    """`ClusterReader` over list+watch of nodes, pods and PDBs. `start()` launches the threads; `close()` stops them.
+
+    A subclass may watch other kinds by overriding `kinds` and `_list_call` (see `kube/provreq.py`)."""
+
+    kinds: tuple[str, ...] = KINDS
 
     def __init__(self, api_client: client.ApiClient, *, watch_timeout_s: int = 60, max_backoff_s: float = 10.0,
                  page_size: int = 500) -> None:
@@ -86,7 +90,7 @@ class WatchCache:
         self._max_backoff_s = max_backoff_s
         self._page_size = page_size
         self._lock = threading.Lock()
-        self._stores = {kind: _Store(kind) for kind in KINDS}
+        self._stores = {kind: _Store(kind) for kind in self.kinds}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watches: dict[str, _RawWatch] = {}
@@ -95,7 +99,7 @@ class WatchCache:
     # --- lifecycle
 
     def start(self) -> WatchCache:
-        for kind in KINDS:
+        for kind in self.kinds:
             thread = threading.Thread(target=self._run, args=(kind,), name=f"gpuscale-watch-{kind}", daemon=True)
             self._threads.append(thread)
             thread.start()
