@@ -198,3 +198,31 @@ def test_check_capacity_answers_without_scaling_and_counts_bookings(
     assert (refused["status"], refused["reason"]) == ("False", "CapacityIsNotFound"), refused
     assert driver.scale_ups() == []
     assert len(driver.pool_nodes()[A100]) == 1
+
+
+@pytest.fixture
+def create_and_clean(api_client: client.ApiClient) -> Iterator[Callable[..., dict[str, Any]]]:
+    """Creates custom objects (`group, version, namespace or None, plural, body`); deletes the cluster-scoped ones
+    afterwards (namespaced ones go with the test's namespace)."""
+    custom = client.CustomObjectsApi(api_client)
+    cluster_scoped: list[tuple[str, str, str, str]] = []
+
+    def create(group: str, version: str, namespace: str | None, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        kind = {"resourceflavors": "ResourceFlavor", "provisioningrequestconfigs": "ProvisioningRequestConfig",
+                "admissionchecks": "AdmissionCheck", "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue",
+                "workloads": "Workload"}.get(plural, "")
+        body = {"apiVersion": f"{group}/{version}", "kind": kind, **body}
+        if namespace is None:
+            cluster_scoped.append((group, version, plural, body["metadata"]["name"]))
+            result: dict[str, Any] = custom.create_cluster_custom_object(group, version, plural, body)
+        else:
+            result = custom.create_namespaced_custom_object(group, version, namespace, plural, body)
+        return result
+
+    yield create
+    for group, version, plural, name in reversed(cluster_scoped):
+        try:
+            custom.delete_cluster_custom_object(group, version, plural, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
