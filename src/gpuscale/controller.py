@@ -28,8 +28,8 @@ from gpuscale.kube.events import KubeEvents
 from gpuscale.kube.provreq import RequestCache, served
 from gpuscale.kube.writer import KubeWriter
 from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
-from gpuscale.loop.report import TickReport
 from gpuscale.loop.provreq import DryRunRequests, ProvisioningRequests, SkipSyntheticPods
+from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
 from gpuscale.providers.kwok import KwokProvider, KwokSettings
 

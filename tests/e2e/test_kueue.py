@@ -11,6 +11,7 @@ the objects Kueue's ProvisioningRequest admission check creates, named as Kueue 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,8 +19,8 @@ from typing import Any
 
 from harness import wait_for
 from kubernetes import client
-from test_controller import A100, Driver, make_driver, seed_config  # noqa: F401  (make_driver is a fixture)
-from test_provisioning_request import (
+from test_controller import A100, SEED_CONFIG, Driver, make_driver, seed_config  # noqa: F401  (a fixture)
+from test_provisioning_request import (  # noqa: F401  (create_and_clean is a fixture)
     CRD,
     condition_true,
     conditions,
@@ -27,7 +28,9 @@ from test_provisioning_request import (
     gpu_spec,
     install_crds,
 )
+from typer.testing import CliRunner
 
+from gpuscale.cli import app
 from gpuscale.config import Config
 from gpuscale.engine.provreq import BEST_EFFORT_ATOMIC
 from gpuscale.engine.reasons import ReasonCode
@@ -70,9 +73,18 @@ def kueue_setup(custom: client.CustomObjectsApi, namespace: str, create: Callabl
                                                   "spec": {"clusterQueue": f"team-a-{suffix}"}})
 
 
+def explain_live(control_plane: Any, target: str) -> dict[str, Any]:
+    """`gpuscale explain --kubeconfig` against the live control plane."""
+    result = CliRunner().invoke(app, ["explain", target, "--kubeconfig", str(control_plane.kubeconfig_path),
+                                      "--config", str(SEED_CONFIG), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
 def test_kueue_provisioning_admission_check_is_answered_by_gpuscale(
-        api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str,
-        make_driver: Callable[[Config], Driver], create_and_clean: Callable[..., Any]) -> None:
+        control_plane: Any, api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str,
+        make_driver: Callable[[Config], Driver], create_and_clean: Callable[..., Any]) -> None:  # noqa: F811
     install_crds(api_client, [CRD, *KUEUE_CRDS])
     custom = client.CustomObjectsApi(api_client)
     suffix = namespace.removeprefix("e2e-")
@@ -115,6 +127,7 @@ def test_kueue_provisioning_admission_check_is_answered_by_gpuscale(
     assert len(driver.pool_nodes()[A100]) == 2
     seen = conditions(api_client, namespace, request)
     assert seen["Accepted"]["status"] == "True" and "Failed" not in seen
+    assert explain_live(control_plane, f"{namespace}/{request}")["hold"] == "none"
     # Kueue's check would now turn Ready; the request is still owned by its Workload.
     owners = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, request)["metadata"][
         "ownerReferences"]
@@ -122,8 +135,8 @@ def test_kueue_provisioning_admission_check_is_answered_by_gpuscale(
 
 
 def test_suspended_jobs_and_gated_pods_never_trigger_scale_up(
-        api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str,
-        make_driver: Callable[[Config], Driver]) -> None:
+        control_plane: Any, api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str,
+        make_driver: Callable[[Config], Driver]) -> None:  # noqa: F811
     batch = client.BatchV1Api(api_client)
     batch.create_namespaced_job(namespace, {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "suspended", "labels": {
@@ -148,6 +161,7 @@ def test_suspended_jobs_and_gated_pods_never_trigger_scale_up(
         driver.tick()
     assert driver.scale_ups() == [] and driver.pool_nodes() == {}
     assert not core_v1.list_namespaced_pod(namespace, label_selector="job-name=suspended").items
+    assert explain_live(control_plane, f"{namespace}/gated")["hold"] == "gated"
 
     # Kueue admits the workload: it removes the gate; now the pod is Unschedulable and triggers one A100 node.
     core_v1.patch_namespaced_pod("gated", namespace, {"spec": {"schedulingGates": None}})

@@ -117,7 +117,7 @@ def consumer_pods(core_v1: client.CoreV1Api, namespace: str) -> Iterator[list[st
 
 
 def test_atomic_request_for_four_8_gpu_pods_provisions_four_nodes(
-        provreq_crd: None, make_driver: Callable[[Config], Driver], make_request: Callable[..., str],
+        provreq_crd: None, make_driver: Callable[[Config], Driver], make_request: Callable[..., str],  # noqa: F811
         api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str, consumer_pods: list[str]) -> None:
     driver = make_driver(seed_config())
     name = make_request("train-4x8", BEST_EFFORT_ATOMIC, 4)
@@ -158,7 +158,7 @@ def test_atomic_request_for_four_8_gpu_pods_provisions_four_nodes(
 
 
 def test_atomic_request_beyond_pool_max_fails_and_orders_nothing(
-        provreq_crd: None, make_driver: Callable[[Config], Driver], make_request: Callable[..., str],
+        provreq_crd: None, make_driver: Callable[[Config], Driver], make_request: Callable[..., str],  # noqa: F811
         api_client: client.ApiClient, namespace: str) -> None:
     config = seed_config()
     config = replace(config, pools=tuple(replace(p, max_size=3) if p.name == A100 else p for p in config.pools))
@@ -174,7 +174,7 @@ def test_atomic_request_beyond_pool_max_fails_and_orders_nothing(
 
 
 def test_check_capacity_answers_without_scaling_and_counts_bookings(
-        provreq_crd: None, make_driver: Callable[[Config], Driver], make_request: Callable[..., str],
+        provreq_crd: None, make_driver: Callable[[Config], Driver], make_request: Callable[..., str],  # noqa: F811
         api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str) -> None:
     driver = make_driver(seed_config())
     first = make_request("check-a", CHECK_CAPACITY, 1)

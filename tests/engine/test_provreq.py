@@ -33,8 +33,8 @@ from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.pod import Pod
-from tests.engine.test_scaleup import A100, GPU_TOL, NOW, SEED_POOLS, pool_node
 from tests.builders import make_pod
+from tests.engine.test_scaleup import A100, GPU_TOL, NOW, SEED_POOLS, pool_node
 
 POLICY = Policy(new_pod_delay_s=0.0, new_gpu_pod_delay_s=0.0)
 A100_POOL = SEED_POOLS[1]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -134,7 +134,8 @@ class RequestCache(WatchCache):
 
     def write_conditions(self, request: str, conditions: Sequence[Condition], now_s: float) -> None:
         namespace, _, name = request.partition("/")
-        current = self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        current = cast(dict[str, Any],
+                       self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
         meta = current.get("metadata") or {}
         body = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
                 "status": {"conditions": merged_conditions((current.get("status") or {}).get("conditions") or [],

@@ -9,10 +9,10 @@ Side effects happen only through the ports (`loop/ports.py`). One tick:
    per pod; (d) write and clear deletion-candidate taints; (e) advance drains started on earlier ticks, then start
    this plan's removals.
 A tick never raises for provider or API trouble: each action is attempted on its own, and every failure lands in the
-`TickReport` as data.
-An optional `TickExtension` (ProvisioningRequests: `loop/provreq.py`) sees the snapshot right after observe (it may
-add to it, or raise `NotSynced`) and the finished report after act (its own writes' errors join the report). This module is the loop's outermost layer, the only place that catches broadly. An exception
+`TickReport` as data. This module is the loop's outermost layer, the only place that catches broadly. An exception
 from `decide` is a bug in gpuscale, not trouble outside it: it propagates.
+An optional `TickExtension` (ProvisioningRequests: `loop/provreq.py`) sees the snapshot right after observe (it may
+add to it, or raise `NotSynced`) and the finished report after act (its own writes' errors join the report).
 """
 
 from __future__ import annotations
