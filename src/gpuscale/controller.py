@@ -126,6 +126,10 @@ class Controller:
     requests: RequestCache | None = None
     """ProvisioningRequests and PodTemplates, when the API server serves the CRD."""
 
+    def wait_synced(self, timeout_s: float) -> bool:
+        """Block until every cache has listed (start-up and tests); False on timeout."""
+        return self.cache.wait_synced(timeout_s) and (self.requests is None or self.requests.wait_synced(timeout_s))
+
     def close(self) -> None:
         self.cache.close()
         if self.requests is not None:
@@ -198,7 +202,7 @@ def run_loop(controller: Controller, *, once: bool = False, sync_timeout_s: floa
     0 if that tick was synced and error-free, 1 otherwise."""
     stop = stop or threading.Event()
     emit = emit or (lambda fields: log.info(json.dumps(fields, sort_keys=True)))
-    if not controller.cache.wait_synced(sync_timeout_s):
+    if not controller.wait_synced(sync_timeout_s):
         emit({"msg": "cache not synced", "timeout_s": sync_timeout_s, "status": controller.cache.status()})
         if once:
             return 1
