@@ -1,4 +1,4 @@
-"""`gpuscale explain`: from a dump holding Kueue Workloads, ProvisioningRequests and PodTemplates; text, JSON, errors."""
+"""`gpuscale explain` on a dump with Kueue Workloads, ProvisioningRequests and PodTemplates: text, JSON, errors."""
 
 from __future__ import annotations
 
@@ -87,5 +87,5 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
                         (("team-a/ghost", "--cluster", str(path)), "no such pod or ProvisioningRequest"),
                         (("team-a/x",), "give exactly one"),
                         (("team-a/x", "--cluster", str(tmp_path / "missing.yaml")), "missing.yaml")):
-        code, out, err = run(*args)
+        code, _, err = run(*args)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err

@@ -191,6 +191,8 @@ def prepare(cluster: Cluster, requests: Sequence[ProvisioningRequest], pools: Ma
     synthetic gangs; hide pending pods that consume a live request. Deterministic: requests are taken in order of
     provisioning time, then creation, then key."""
     live = {r.key: r for r in requests if r.ours and r.problem is None and not r.finished}
+    if not live:
+        return Prepared(cluster=cluster)  # the common case: no table built, nothing changed
     bound_consumers: dict[str, int] = {}
     hidden: list[str] = []
     kept: list[Pod] = []
@@ -202,7 +204,10 @@ def prepare(cluster: Cluster, requests: Sequence[ProvisioningRequest], pools: Ma
                 continue
             bound_consumers[consumed] = bound_consumers.get(consumed, 0) + 1
         kept.append(pod)
-    table = usable_table(cluster, pools, node_pools)
+    placing = [r for r in live.values() if booking_active(r, now, booking_s) or (
+        r.class_name == CHECK_CAPACITY and not r.is_true(PROVISIONED))]
+    # Only bookings and check-capacity answers place pods on existing nodes; atomic gangs go to `decide` as they are.
+    table = usable_table(cluster, pools, node_pools) if placing else NodeTable.build([], [], [])
     added: list[Pod] = []
     booked: dict[str, int] = {}
     capacity: dict[str, str] = {}
