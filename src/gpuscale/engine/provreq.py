@@ -25,7 +25,8 @@ from gpuscale.engine.nodes import NodePhase, phase, pool_of
 from gpuscale.engine.plan import Plan
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.scaleup import Unit, place_units
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.scheduling import static_failures
+from gpuscale.engine.table import NodeTable, names_nodes_individually, node_group_key
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
@@ -154,17 +155,31 @@ class Prepared:
     """Pending pods kept out of scale-up because they consume a pending or booked request."""
 
 
-def usable_table(cluster: Cluster, pools: Mapping[str, NodePool], node_pools: Mapping[str, str]) -> NodeTable:
-    """Usable nodes only (Ready, GPUs registered, not being deleted) with their real free capacity."""
+def usable_table(cluster: Cluster, pools: Mapping[str, NodePool], node_pools: Mapping[str, str],
+                 templates: Sequence[Pod] = ()) -> NodeTable:
+    """Usable nodes only (Ready, GPUs registered, not being deleted) with their real free capacity. With `templates`,
+    only nodes whose taints, labels and cordon admit one of them (checked once per node group): the others can host
+    none of the pods placed on this table, and leaving them out keeps the table small at 5,000 nodes."""
+    verdicts: dict[tuple[object, ...], bool] = {}
+    per_node = any(names_nodes_individually(t.constraints) for t in templates)
     nodes: list[Node] = []
     for node in cluster.nodes:
         name = pool_of(node, node_pools)
-        if phase(node, pools.get(name) if name else None) is NodePhase.USABLE:
-            nodes.append(node)
+        if phase(node, pools.get(name) if name else None) is not NodePhase.USABLE:
+            continue
+        if templates:
+            key = (node.name,) if per_node else node_group_key(node)
+            if key not in verdicts:
+                verdicts[key] = any(not static_failures(t.constraints, node) for t in templates)
+            if not verdicts[key]:
+                continue
+        nodes.append(node)
+    kept = {n.name for n in nodes}
     names = {r for n in nodes for r in n.allocatable.names()}
-    return NodeTable.build(nodes, [n.allocatable for n in nodes], [p for p in cluster.pods if p.consumes_capacity()],
-                           names, with_topology=any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity
-                                                    for p in cluster.pods))
+    return NodeTable.build(nodes, [n.allocatable for n in nodes],
+                           [p for p in cluster.pods if p.node_name in kept and p.consumes_capacity()], names,
+                           with_topology=any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity
+                                             for p in cluster.pods))
 
 
 def _book(table: NodeTable, pods: Sequence[Pod], group: str) -> tuple[Pod, ...] | None:
@@ -207,7 +222,8 @@ def prepare(cluster: Cluster, requests: Sequence[ProvisioningRequest], pools: Ma
     placing = [r for r in live.values() if booking_active(r, now, booking_s) or (
         r.class_name == CHECK_CAPACITY and not r.is_true(PROVISIONED))]
     # Only bookings and check-capacity answers place pods on existing nodes; atomic gangs go to `decide` as they are.
-    table = usable_table(cluster, pools, node_pools) if placing else NodeTable.build([], [], [])
+    templates = list({s.template.constraints: s.template for r in placing for s in r.pod_sets}.values())
+    table = usable_table(cluster, pools, node_pools, templates) if placing else NodeTable.build([], [], [])
     added: list[Pod] = []
     booked: dict[str, int] = {}
     capacity: dict[str, str] = {}
