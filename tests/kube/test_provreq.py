@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from kubernetes import client
+
 from gpuscale.engine.provreq import ACCEPTED, BEST_EFFORT_ATOMIC, FAILED, PROVISIONED, Condition
-from gpuscale.kube.provreq import merged_conditions, request_from_k8s
+from gpuscale.kube.provreq import POD_TEMPLATE, PROVREQ, RequestCache, merged_conditions, request_from_k8s
+from gpuscale.loop.ports import NotSynced
 from gpuscale.model.resources import NVIDIA_GPU
+from tests.kube.test_cache import lister
 
 T = 1_800_000_000.0
 
@@ -61,3 +66,22 @@ def test_merge_keeps_transition_time_unless_the_status_changes() -> None:
     assert by_type["Accepted"]["message"] == "new words"
     assert by_type["Provisioned"]["lastTransitionTime"] == "2027-01-15T08:00:00Z"
     assert by_type["Provisioned"]["observedGeneration"] == 2
+
+
+def test_request_cache_is_gated_until_both_kinds_list_and_follows_events() -> None:
+    cache = RequestCache(client.ApiClient())
+    calls: list[dict[str, Any]] = []
+    obj = pr([{"podTemplateRef": {"name": "ppt-wl-check-1-main"}, "count": 2}])
+    obj["metadata"]["resourceVersion"] = "1"
+    cache._list_call = lister({PROVREQ: [[obj]], POD_TEMPLATE: [[]]}, calls)  # type: ignore[method-assign]
+    cache._relist(PROVREQ)
+    with pytest.raises(NotSynced, match="PodTemplate"):
+        cache.requests()
+    cache._relist(POD_TEMPLATE)
+    [request] = cache.requests()
+    assert request.problem is not None and request.problem.reason == "PodTemplateNotFound"
+    cache._apply(POD_TEMPLATE, {"type": "ADDED", "object": template("ppt-wl-check-1-main")})
+    [request] = cache.requests()
+    assert request.problem is None and request.pod_count() == 2
+    cache._apply(PROVREQ, {"type": "DELETED", "object": obj})
+    assert cache.requests() == ()
