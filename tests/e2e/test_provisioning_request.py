@@ -6,13 +6,14 @@ it and ticked in-process; conditions are read back from the API server.
   run on them without a second scale-up;
 - the same with the A100 pool's max_size 3: Failed with the limit as the reason, nothing ordered;
 - check-capacity: answered without scaling; a second request for the same capacity is refused while the first one
-  holds its booking.
+  holds its booking, and the booking expires after `booking_s`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,20 @@ import yaml
 from harness import wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from test_controller import A100, Driver, make_driver, seed_config  # noqa: F401  (make_driver is a fixture)
+from test_controller import (  # noqa: F401  (make_driver is a fixture)
+    A100,
+    KWOK,
+    TICK_EVERY_S,
+    Driver,
+    make_driver,
+    seed_config,
+)
 
 from gpuscale.config import Config
+from gpuscale.controller import build_controller
 from gpuscale.engine.provreq import BEST_EFFORT_ATOMIC, CHECK_CAPACITY, CONSUME_ANNOTATIONS
 from gpuscale.kube.provreq import GROUP, PLURAL, VERSION
+from gpuscale.loop.tick import LoopSettings
 from gpuscale.model.resources import NVIDIA_GPU
 
 REPO = Path(__file__).resolve().parents[2]
@@ -226,3 +236,33 @@ def create_and_clean(api_client: client.ApiClient) -> Iterator[Callable[..., dic
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+def test_booking_expires_on_the_real_api_server(
+        provreq_crd: None, make_driver: Callable[[Config], Driver], make_request: Callable[..., str],  # noqa: F811
+        api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str) -> None:
+    """A check-capacity answer books the node for `booking_s` (3 s here), then `BookingExpired=True`; the expiry is
+    computed from the `lastTransitionTime` gpuscale wrote, read back from the API server."""
+    driver = make_driver(seed_config())
+    expiring = build_controller(api_client, seed_config(), kwok=KWOK, booking_s=3.0,
+                                settings=replace(LoopSettings.from_config(seed_config()), scan_interval_s=TICK_EVERY_S))
+    try:
+        assert expiring.wait_synced(30)
+        quick = Driver(expiring, core_v1)
+        expiring.provider.increase(A100, 1)
+        wait_for(lambda: [n for n in driver.pool_nodes().get(A100, []) if _ready_with_gpus(n)], 60,
+                 desc="an A100 node Ready with GPUs")
+        name = make_request("check-expiry", CHECK_CAPACITY, 1)
+        found = quick.tick_until(lambda: condition_true(api_client, namespace, name, "Provisioned"), 30,
+                                 "Provisioned=True")
+        expired = quick.tick_until(lambda: condition_true(api_client, namespace, name, "BookingExpired"), 30,
+                                   "BookingExpired=True")
+        assert expired["reason"] == "BookingExpired"
+        assert _seconds(expired["lastTransitionTime"]) - _seconds(found["lastTransitionTime"]) >= 3
+        assert quick.scale_ups() == []
+    finally:
+        expiring.close()
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
