@@ -25,7 +25,7 @@ from gpuscale.config import Config
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.kube.cache import WatchCache
 from gpuscale.kube.events import KubeEvents
-from gpuscale.kube.provreq import RequestCache, served
+from gpuscale.kube.provreq import RequestCache
 from gpuscale.kube.writer import KubeWriter
 from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
 from gpuscale.loop.provreq import DryRunRequests, ProvisioningRequests, SkipSyntheticPods
@@ -139,11 +139,11 @@ class Controller:
 def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: bool = False,
                      kwok: KwokSettings | None = None, settings: LoopSettings | None = None,
                      start_cache: bool = True, decide: DecideFn | None = None,
-                     provisioning_requests: bool | None = None, booking_s: float = 600.0) -> Controller:
+                     provisioning_requests: bool = True, booking_s: float = 600.0) -> Controller:
     """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`.
 
-    ProvisioningRequests are handled when `provisioning_requests` is True, or when it is None (the default) and the API
-    server serves the CRD; their capacity is booked for `booking_s` after Provisioned (docs/kueue.md)."""
+    ProvisioningRequests are handled unless `provisioning_requests` is False (while the CRD is not installed there are
+    simply none); their capacity is booked for `booking_s` after Provisioned (docs/kueue.md)."""
     cache = WatchCache(api_client)
     real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
     writer: ClusterWriter
@@ -154,8 +154,7 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     else:
         writer, events, provider = KubeWriter(api_client), KubeEvents(api_client), real_provider
     loop_settings = settings or LoopSettings.from_config(config)
-    requests = RequestCache(api_client) if (
-        provisioning_requests if provisioning_requests is not None else served(api_client)) else None
+    requests = RequestCache(api_client) if provisioning_requests else None
     extension = None if requests is None else ProvisioningRequests(
         DryRunRequests(requests) if dry_run else requests, booking_s)
     autoscaler = Autoscaler(reader=cache, writer=writer, provider=provider,

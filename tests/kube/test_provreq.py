@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from gpuscale.engine.provreq import ACCEPTED, BEST_EFFORT_ATOMIC, FAILED, PROVISIONED, Condition
 from gpuscale.kube.provreq import POD_TEMPLATE, PROVREQ, RequestCache, merged_conditions, request_from_k8s
@@ -85,3 +86,25 @@ def test_request_cache_is_gated_until_both_kinds_list_and_follows_events() -> No
     assert request.problem is None and request.pod_count() == 2
     cache._apply(PROVREQ, {"type": "DELETED", "object": obj})
     assert cache.requests() == ()
+
+
+def test_an_absent_crd_counts_as_no_requests_and_is_rechecked() -> None:
+    cache = RequestCache(client.ApiClient(), absent_recheck_s=0.0)
+    served = {"yes": False}
+    calls: list[dict[str, Any]] = []
+    found = lister({PROVREQ: [[pr([{"podTemplateRef": {"name": "t"}, "count": 1}])]], POD_TEMPLATE: [[]]}, calls)
+
+    def list_call(kind: str) -> Any:
+        if kind == PROVREQ and not served["yes"]:
+            def not_found(**kwargs: Any) -> Any:
+                raise ApiException(status=404, reason="Not Found")
+            return not_found
+        return found(kind)
+
+    cache._list_call = list_call  # type: ignore[method-assign]
+    cache._relist(PROVREQ)
+    cache._relist(POD_TEMPLATE)
+    assert cache.absent and cache.requests() == () and cache.synced()
+    served["yes"] = True  # the CRD gets installed: the next recheck lists it
+    cache._watch(PROVREQ)
+    assert not cache.absent and [r.name for r in cache.requests()] == ["wl-check-1"]

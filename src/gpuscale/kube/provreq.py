@@ -110,13 +110,44 @@ def merged_conditions(existing: Sequence[Mapping[str, Any]], updates: Sequence[C
 
 
 class RequestCache(WatchCache):
-    """List+watch of ProvisioningRequests and PodTemplates; `RequestSource` for the loop."""
+    """List+watch of ProvisioningRequests and PodTemplates; `RequestSource` for the loop.
+
+    When the API server does not serve ProvisioningRequests (404: the CRD is not installed) the kind counts as listed
+    and empty — no CRD, no requests — and is listed again every `absent_recheck_s`, so installing the CRD later is
+    picked up without a restart."""
 
     kinds = (PROVREQ, POD_TEMPLATE)
 
-    def __init__(self, api_client: client.ApiClient, **kwargs: Any) -> None:
+    def __init__(self, api_client: client.ApiClient, *, absent_recheck_s: float = 30.0, **kwargs: Any) -> None:
         super().__init__(api_client, **kwargs)
         self._custom = client.CustomObjectsApi(api_client)
+        self._absent_recheck_s = absent_recheck_s
+        self.absent = False
+        """The last list of ProvisioningRequests answered 404."""
+
+    def _relist(self, kind: str) -> None:
+        if kind != PROVREQ:
+            super()._relist(kind)
+            return
+        try:
+            super()._relist(kind)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            with self._lock:
+                store = self._stores[kind]
+                store.objects, store.converted, store.resource_version = {}, {}, None
+                store.synced, store.relisting, store.last_error = True, False, "not served (CRD not installed)"
+            self.absent = True
+            return
+        self.absent = False
+
+    def _watch(self, kind: str) -> None:
+        if kind == PROVREQ and self.absent:
+            if not self._stop.wait(self._absent_recheck_s):
+                self._relist(kind)
+            return
+        super()._watch(kind)
 
     def _list_call(self, kind: str) -> Callable[..., Any]:
         if kind == PROVREQ:
@@ -142,15 +173,3 @@ class RequestCache(WatchCache):
                                                            conditions, now_s, meta.get("generation"))}}
         self._custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, body,
                                                            _content_type="application/merge-patch+json")
-
-
-def served(api_client: client.ApiClient) -> bool:
-    """Whether the API server serves ProvisioningRequests (the CRD is installed)."""
-    try:
-        client.CustomObjectsApi(api_client).list_cluster_custom_object(GROUP, VERSION, PLURAL, limit=1)
-    except ApiException as err:
-        if err.status == 404:
-            return False
-        raise
-    return True
-
