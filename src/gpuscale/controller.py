@@ -124,7 +124,7 @@ class Controller:
     autoscaler: Autoscaler
     settings: LoopSettings
     requests: RequestCache | None = None
-    """ProvisioningRequests and PodTemplates, when the API server serves the CRD."""
+    """ProvisioningRequests and PodTemplates (None when `provisioning_requests=False`)."""
 
     def wait_synced(self, timeout_s: float) -> bool:
         """Block until every cache has listed (start-up and tests); False on timeout."""

@@ -1,11 +1,10 @@
 """ProvisioningRequests in the control loop: a tick extension around `decide` (the decisions are in
 `engine/provreq.py`; this module only sequences them and talks to ports).
 
-`observe` runs right after the snapshot is read, inside the tick's synced gate: it reads the requests (a source that
-is not synced raises `NotSynced`, so the tick acts on nothing), books capacity, answers check-capacity requests and
-adds the synthetic gangs. `act` runs after the tick's actions and writes the conditions, knowing which scale-ups the
-provider refused. `SkipSyntheticPods` keeps pod events for synthetic pods (which exist only in the snapshot) away from
-the API.
+`read` runs with the snapshot, inside the tick's synced gate: a source that is not synced raises `NotSynced`, so the
+tick acts on nothing. `observe` then books capacity, answers check-capacity requests and adds the synthetic gangs.
+`act` runs after the tick's actions and writes the conditions, knowing which scale-ups the provider refused.
+`SkipSyntheticPods` keeps pod events for synthetic pods (which exist only in the snapshot) away from the API.
 """
 
 from __future__ import annotations
@@ -41,7 +40,8 @@ class RequestSource(Protocol):
 
 
 class ProvisioningRequests:
-    """The tick extension: `observe(snapshot, pools, now)` before the decision, `act(report, now)` after."""
+    """The tick extension: `read()` and `observe(snapshot, pools, now)` before the decision, `act(report, now)`
+    after."""
 
     def __init__(self, source: RequestSource, booking_s: float = DEFAULT_BOOKING_S) -> None:
         self.source = source
@@ -49,8 +49,11 @@ class ProvisioningRequests:
         self._requests: tuple[ProvisioningRequest, ...] = ()
         self._prepared: Prepared | None = None
 
-    def observe(self, snapshot: Snapshot, pools: Mapping[str, NodePool], now: float) -> Snapshot:
+    def read(self) -> None:
         self._requests = self.source.requests()
+        self._prepared = None
+
+    def observe(self, snapshot: Snapshot, pools: Mapping[str, NodePool], now: float) -> Snapshot:
         self._prepared = prepare(snapshot.cluster, self._requests, pools, snapshot.node_pools, now, self.booking_s)
         return replace(snapshot, cluster=self._prepared.cluster)
 

@@ -11,8 +11,9 @@ Side effects happen only through the ports (`loop/ports.py`). One tick:
 A tick never raises for provider or API trouble: each action is attempted on its own, and every failure lands in the
 `TickReport` as data. This module is the loop's outermost layer, the only place that catches broadly. An exception
 from `decide` is a bug in gpuscale, not trouble outside it: it propagates.
-An optional `TickExtension` (ProvisioningRequests: `loop/provreq.py`) sees the snapshot right after observe (it may
-add to it, or raise `NotSynced`) and the finished report after act (its own writes' errors join the report).
+An optional `TickExtension` (ProvisioningRequests: `loop/provreq.py`) reads its inputs with the cluster (a partial
+view ends the tick the same way), may add to the snapshot before `decide`, and sees the finished report after act (its
+own writes' errors join the report).
 """
 
 from __future__ import annotations
@@ -49,8 +50,12 @@ NODE, POD = "Node", "Pod"
 
 
 class TickExtension(Protocol):
+    def read(self) -> None:
+        """Read the extension's own inputs with the cluster; raises `NotSynced` when its view is partial."""
+        ...
+
     def observe(self, snapshot: Snapshot, pools: Mapping[str, NodePool], now: float) -> Snapshot:
-        """The snapshot `decide` should see; raises `NotSynced` when the extension's own view is partial."""
+        """The snapshot `decide` should see (pure: an exception here is a bug and propagates, like one in `decide`)."""
         ...
 
     def act(self, report: TickReport, now: float) -> list[ActionError]:
@@ -124,12 +129,14 @@ class Autoscaler:
             snapshot = Snapshot(cluster=self.reader.snapshot(), upcoming=tuple(self.provider.upcoming()),
                                 node_pools=dict(self.provider.node_pools()))
             if self.extension is not None:
-                snapshot = self.extension.observe(snapshot, self._pools, now)
+                self.extension.read()
         except Exception as err:  # outermost layer: a view we could not fully read is never acted on
             what = "NotSynced" if isinstance(err, NotSynced) else type(err).__name__
             return TickReport(now_s=now, synced=False,
                               errors=(ActionError(action=Action.OBSERVE, target="cluster", error=what,
                                                   message=str(err)),))
+        if self.extension is not None:
+            snapshot = self.extension.observe(snapshot, self._pools, now)
         plan = self._decide(snapshot, self.pools, self.state, self.policy, now)
         self.state = plan.state
         acts = _Acts()
