@@ -21,15 +21,18 @@ from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextC
 
 from gpuscale.config import load_config, parse_duration
 from gpuscale.engine.decide import decide
+from gpuscale.engine.explain import explain as explain_target
 from gpuscale.engine.fit import explain_fit
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Snapshot
 from gpuscale.engine.state import EngineState
-from gpuscale.kube.dump import load_cluster
+from gpuscale.kube.dump import load_cluster, load_objects
+from gpuscale.kube.queue import explain_input, live_objects
 from gpuscale.lifecycle.trace import PodTrace, dump_lines, parse_lines
 from gpuscale.loop.events import pool_sizes
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.taints import Taint, TaintEffect
+from gpuscale.report.explain import explain_json, print_explanation
 from gpuscale.report.fit import fit_json, print_fit
 from gpuscale.report.html import render_html
 from gpuscale.report.pack import pack_json, print_pack
@@ -148,6 +151,46 @@ def plan(
         sys.stdout.write("\n")
     else:
         print_plan(result, Console(soft_wrap=True), pool_sizes(view))
+
+
+@app.command()
+@user_errors
+def explain(
+    target: Annotated[str, typer.Argument(help="A pending pod or a ProvisioningRequest, as namespace/name.")],
+    config: Annotated[Path, typer.Option("--config", help="gpuscale configuration: pools and autoscaling options.")],
+    cluster: Annotated[Path | None, typer.Option(
+        "--cluster", help="Cluster dump (as for `fit`/`plan`; may also hold Workloads, ProvisioningRequests and "
+                          "PodTemplates).")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Read a live cluster instead of a dump.")]
+    = None,
+    output: FormatOpt = OutputFormat.TEXT,
+    now: Annotated[float | None, typer.Option(
+        "--now", metavar="UNIX_SECONDS", help="Decision time; default: the wall clock.")] = None,
+) -> None:
+    """The one reason a pending pod or a ProvisioningRequest is held back now — quota, gate, constraint, limits,
+    stockout or capacity — and what would release it (docs/cli.md)."""
+    if (cluster is None) == (kubeconfig is None):
+        raise InputError("explain", "--cluster/--kubeconfig", "give exactly one of them")
+    if "/" not in target or target.startswith("/") or target.endswith("/"):
+        raise InputError("explain", "TARGET", f"expected namespace/name, got {target!r}")
+    settings = load_config(config)
+    if cluster is not None:
+        data = explain_input(load_objects(cluster), str(cluster))
+    else:
+        from kubernetes import config as kube_config
+
+        api = kube_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+        try:
+            data = explain_input(live_objects(api), str(kubeconfig))
+        finally:
+            api.close()
+    result = explain_target(data.cluster, target, pools=settings.pools, policy=settings.policy,
+                            now=time.time() if now is None else now, requests=data.requests, holds=data.holds)
+    if output is OutputFormat.JSON:
+        json.dump(explain_json(result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_explanation(result, Console(soft_wrap=True))
 
 
 ScenarioArg = Annotated[str, typer.Argument(

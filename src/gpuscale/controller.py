@@ -29,15 +29,24 @@ from gpuscale.config import Config
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.kube.cache import WatchCache
 from gpuscale.kube.events import KubeEvents
-from gpuscale.kube.fence import FencedEvents, FencedProvider, FencedWriter, ObservedReader, last_snapshot
+from gpuscale.kube.fence import (
+    FencedEvents,
+    FencedProvider,
+    FencedRequests,
+    FencedWriter,
+    ObservedReader,
+    last_snapshot,
+)
 from gpuscale.kube.lease import LeaderElector, LeaseSettings, default_identity
 from gpuscale.kube.metrics import Metrics, MetricsServer
+from gpuscale.kube.provreq import RequestCache
 from gpuscale.kube.status import STATUS_NAME, History, StatusPublisher, build_status
 from gpuscale.kube.trace_metrics import register_metrics, traces_route
 from gpuscale.kube.tracer import Tracer
 from gpuscale.kube.writer import KubeWriter
 from gpuscale.loop import events as ev
 from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
+from gpuscale.loop.provreq import DryRunRequests, ProvisioningRequests, SkipSyntheticPods
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
 from gpuscale.providers.clusterapi import ClusterAPIProvider
@@ -167,6 +176,12 @@ class Controller:
     started_s: float = field(default_factory=time.monotonic)
     last_tick_s: float | None = None
     """Monotonic time of the last synced tick (for /healthz)."""
+    requests: RequestCache | None = None
+    """ProvisioningRequests and PodTemplates (None when `provisioning_requests=False`)."""
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        """Block until every cache has listed (start-up and tests); False on timeout."""
+        return self.cache.wait_synced(timeout_s) and (self.requests is None or self.requests.wait_synced(timeout_s))
 
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
@@ -225,17 +240,23 @@ class Controller:
         self.cache.close()
         if self.tracer is not None:
             self.tracer.flush()
+        if self.requests is not None:
+            self.requests.close()
 
 
 def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: bool = False,
                      kwok: KwokSettings | None = None, settings: LoopSettings | None = None,
                      start_cache: bool = True, decide: DecideFn | None = None,
                      options: RunOptions | None = None, tracer: Tracer | None = None,
-                     provider_name: str = "kwok") -> Controller:
+                     provider_name: str = "kwok", provisioning_requests: bool = True,
+                     booking_s: float = 600.0) -> Controller:
     """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`; the
     leader elector and the status publisher start here too when `options` asks for them. A `tracer` listens to
     the cache (plus an Event watch outside the synced gate) and to every tick. `provider_name="clusterapi"`: the pools
-    are the Cluster API node groups it discovers (providers/clusterapi.py)."""
+    are the Cluster API node groups it discovers (providers/clusterapi.py).
+
+    ProvisioningRequests are handled unless `provisioning_requests` is False (while the CRD is not installed there are
+    simply none); their capacity is booked for `booking_s` after Provisioned (docs/kueue.md)."""
     options = options or RunOptions(status_name=None)
     identity = options.identity or default_identity()
     cache = WatchCache(api_client, watch_events=tracer is not None)
@@ -268,10 +289,14 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     provider = FencedProvider(inner_provider, allowed)
     reader = ObservedReader(cache)
     loop_settings = settings or LoopSettings.from_config(config)
+    requests = RequestCache(api_client) if provisioning_requests else None
 
     def new_autoscaler() -> Autoscaler:
-        return Autoscaler(reader=reader, writer=writer, provider=provider, events=events, clock=WallClock(),
-                          pools=pools, policy=config.policy, settings=loop_settings,
+        extension = None if requests is None else ProvisioningRequests(
+            DryRunRequests(requests) if dry_run else FencedRequests(requests, allowed), booking_s)
+        return Autoscaler(reader=reader, writer=writer, provider=provider,
+                          events=SkipSyntheticPods(events) if extension else events, clock=WallClock(),
+                          pools=pools, policy=config.policy, settings=loop_settings, extension=extension,
                           **({"decide": decide} if decide is not None else {}))
 
     metrics = Metrics(pools)
@@ -280,7 +305,7 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     controller = Controller(cache=cache, writer=inner_writer, provider=inner_provider, events=inner_events,
                             autoscaler=new_autoscaler(), settings=loop_settings, config=config, reader=reader,
                             fenced_provider=provider, metrics=metrics, elector=elector, identity=identity,
-                            new_autoscaler=new_autoscaler, tracer=tracer)
+                            new_autoscaler=new_autoscaler, tracer=tracer, requests=requests)
     metrics.leader.set_function(lambda: 1.0 if controller.is_leader() else 0.0)  # read at scrape time
     if options.status_name is not None and not dry_run:
         controller.status = StatusPublisher(
@@ -289,6 +314,8 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
             on_result=lambda ok: metrics.status_writes.labels(result="ok" if ok else "error").inc()).start()
     if start_cache:
         cache.start()
+        if requests is not None:
+            requests.start()
     if elector is not None:
         elector.start()
     return controller
@@ -340,7 +367,7 @@ def run_loop(controller: Controller, *, once: bool = False, sync_timeout_s: floa
 
 def _loop(controller: Controller, *, once: bool, sync_timeout_s: float, stop: threading.Event,
           emit: Callable[[dict[str, Any]], None]) -> int:
-    if not controller.cache.wait_synced(sync_timeout_s):
+    if not controller.wait_synced(sync_timeout_s):
         emit({"msg": "cache not synced", "timeout_s": sync_timeout_s, "status": controller.cache.status()})
         if once:
             return 1

@@ -139,7 +139,7 @@ def make_driver(api_client: client.ApiClient,
         controller = build_controller(api_client, config, kwok=KWOK,
                                       settings=replace(LoopSettings.from_config(config), scan_interval_s=TICK_EVERY_S))
         built.append(controller)
-        assert controller.cache.wait_synced(30), controller.cache.status()
+        assert controller.wait_synced(30), controller.cache.status()
         return Driver(controller, core_v1)
 
     yield make

@@ -106,7 +106,11 @@ class _RawWatch(watch.Watch):
 
 
 class WatchCache:
-    """`ClusterReader` over list+watch of nodes, pods and PDBs. `start()` launches the threads; `close()` stops them."""
+    """`ClusterReader` over list+watch of nodes, pods and PDBs. `start()` launches the threads; `close()` stops them.
+
+    A subclass may watch other kinds by overriding `kinds` and `_list_call` (see `kube/provreq.py`)."""
+
+    kinds: tuple[str, ...] = KINDS
 
     def __init__(self, api_client: client.ApiClient, *, watch_timeout_s: int = 60, max_backoff_s: float = 10.0,
                  page_size: int = 500, watch_events: bool = False) -> None:
@@ -116,8 +120,8 @@ class WatchCache:
         self._max_backoff_s = max_backoff_s
         self._page_size = page_size
         self._lock = threading.Lock()
-        self._stores = {kind: _Store(kind) for kind in KINDS}
-        self._kinds = (*KINDS, EVENT) if watch_events else KINDS
+        self._stores = {kind: _Store(kind) for kind in self.kinds}
+        self._kinds = (*self.kinds, EVENT) if watch_events else self.kinds
         self._events = _Store(EVENT)
         self._listeners: list[Listener] = []
         self._stop = threading.Event()
@@ -293,8 +297,9 @@ class WatchCache:
         with self._lock:
             previous = self._store(kind).converted
         # Outside the lock: `previous` is only read (.get), and snapshot() may add to it meanwhile — harmless.
-        # Events are only handed to listeners: neither kept nor converted.
-        converted = {} if kind == EVENT else {
+        # Events are only handed to listeners: neither kept nor converted; kinds a subclass reads raw (requests,
+        # PodTemplates) are kept, not converted.
+        converted = {} if kind not in _CONVERTERS else {
             key: _converted(kind, key, obj, previous.get(key)) for key, obj in items.items()}
         with self._lock:
             store = self._store(kind)

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from gpuscale.engine.plan import Snapshot, UpcomingNode
+from gpuscale.engine.provreq import Condition, ProvisioningRequest
 from gpuscale.loop.ports import ClusterReader, ClusterWriter, EventSink, EventType, EvictionOutcome, NodeProvider
+from gpuscale.loop.provreq import RequestSource
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.errors import GpuscaleError
 
@@ -111,3 +113,17 @@ def last_snapshot(reader: ObservedReader, provider: FencedProvider) -> Snapshot 
     if reader.last is None:
         return None
     return Snapshot(cluster=reader.last, upcoming=provider.last_upcoming, node_pools=provider.last_node_pools)
+
+
+class FencedRequests:
+    """A `RequestSource` whose ProvisioningRequest condition writes are the leader's only; reads pass through."""
+
+    def __init__(self, inner: RequestSource, allowed: Allowed) -> None:
+        self.inner, self._allowed = inner, allowed
+
+    def requests(self) -> tuple[ProvisioningRequest, ...]:
+        return self.inner.requests()
+
+    def write_conditions(self, request: str, conditions: Sequence[Condition], now_s: float) -> None:
+        _check(self._allowed, f"conditions of ProvisioningRequest {request}")
+        self.inner.write_conditions(request, conditions, now_s)

@@ -24,6 +24,7 @@ class Action(StrEnum):
     UNMARK_TO_BE_DELETED = "unmark-to-be-deleted"
     EVICT = "evict"
     EMIT_EVENT = "emit-event"
+    UPDATE_PROVISIONING_REQUEST = "update-provisioning-request"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,14 +11,17 @@ Side effects happen only through the ports (`loop/ports.py`). One tick:
 A tick never raises for provider or API trouble: each action is attempted on its own, and every failure lands in the
 `TickReport` as data. This module is the loop's outermost layer, the only place that catches broadly. An exception
 from `decide` is a bug in gpuscale, not trouble outside it: it propagates.
+An optional `TickExtension` (ProvisioningRequests: `loop/provreq.py`) reads its inputs with the cluster (a partial
+view ends the tick the same way), may add to the snapshot before `decide`, and sees the finished report after act (its
+own writes' errors join the report).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Self
+from typing import Protocol, Self
 
 from gpuscale.config import Config
 from gpuscale.engine.decide import decide as engine_decide
@@ -44,6 +47,20 @@ from gpuscale.model.pool import NodePool
 
 DecideFn = Callable[[Snapshot, Sequence[NodePool], EngineState, Policy, float], Plan]
 NODE, POD = "Node", "Pod"
+
+
+class TickExtension(Protocol):
+    def read(self) -> None:
+        """Read the extension's own inputs with the cluster; raises `NotSynced` when its view is partial."""
+        ...
+
+    def observe(self, snapshot: Snapshot, pools: Mapping[str, NodePool], now: float) -> Snapshot:
+        """The snapshot `decide` should see (pure: an exception here is a bug and propagates, like one in `decide`)."""
+        ...
+
+    def act(self, report: TickReport, now: float) -> list[ActionError]:
+        """After the tick's actions: the extension's own writes; returns their failures."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +109,8 @@ class Autoscaler:
 
     def __init__(self, *, reader: ClusterReader, writer: ClusterWriter, provider: NodeProvider, events: EventSink,
                  clock: Clock, pools: Sequence[NodePool], policy: Policy,
-                 settings: LoopSettings | None = None, decide: DecideFn = engine_decide) -> None:
+                 settings: LoopSettings | None = None, decide: DecideFn = engine_decide,
+                 extension: TickExtension | None = None) -> None:
         self.reader, self.writer, self.provider, self.events, self.clock = reader, writer, provider, events, clock
         self.pools = tuple(pools)
         self.policy = policy
@@ -100,6 +118,7 @@ class Autoscaler:
         self.state = EngineState()
         self.drains = DrainTracker()
         self._decide = decide
+        self.extension = extension
         self._pools = {p.name: p for p in self.pools}
         self._not_triggered = ev.EventLimiter(self.settings.not_triggered_event_interval_s)
         self._synced_once = False
@@ -109,11 +128,15 @@ class Autoscaler:
         try:
             snapshot = Snapshot(cluster=self.reader.snapshot(), upcoming=tuple(self.provider.upcoming()),
                                 node_pools=dict(self.provider.node_pools()))
+            if self.extension is not None:
+                self.extension.read()
         except Exception as err:  # outermost layer: a view we could not fully read is never acted on
             what = "NotSynced" if isinstance(err, NotSynced) else type(err).__name__
             return TickReport(now_s=now, synced=False,
                               errors=(ActionError(action=Action.OBSERVE, target="cluster", error=what,
                                                   message=str(err)),))
+        if self.extension is not None:
+            snapshot = self.extension.observe(snapshot, self._pools, now)
         plan = self._decide(snapshot, self.pools, self.state, self.policy, now)
         self.state = plan.state
         acts = _Acts()
@@ -127,7 +150,12 @@ class Autoscaler:
         self._progress_drains(snapshot, now, acts)
         for removal in plan.scale_down:
             self._remove(removal, now, acts)
-        return acts.report(now, plan)
+        report = acts.report(now, plan)
+        if self.extension is not None:
+            more = self.extension.act(report, now)
+            if more:
+                report = replace(report, errors=report.errors + tuple(more))
+        return report
 
     # --- act helpers: each attempt is isolated, a failure is recorded and the tick goes on
 
