@@ -78,7 +78,8 @@ def test_every_option_reaches_the_policy() -> None:
         max_drain_parallelism=2, max_total_unready_percentage=30, ok_total_unready_count=5,
         skip_nodes_with_system_pods=False, skip_nodes_with_local_storage=False, protect_gpu_jobs=False,
         max_nodes_total=100, cores_total=2000, memory_total="8Ti", gpu_total={"nvidia-tesla-a100": 64},
-        max_usd_per_hour=500, warm_capacity=[{"pool": "gpu-inference-t4", "idle_nodes": 1, "free_gpus": 2}],
+        max_usd_per_hour=500, warm_capacity=[{"pool": "gpu-inference-t4", "idle_nodes": 1, "free_gpus": 2,
+                                              "free_gpus_ratio": 0.05}],
         scan_interval="15s", max_graceful_termination_sec="5m",
     )
     p = config.policy
@@ -101,7 +102,7 @@ def test_every_option_reaches_the_policy() -> None:
     assert p.limits.max_memory_bytes_total == 8 * 2**40
     assert p.limits.max_gpus_by_model == {"NVIDIA-A100-SXM4-40GB": 64}
     assert p.limits.max_usd_per_hour == 500
-    assert p.buffers == (Buffer(pool="gpu-inference-t4", idle_nodes=1, free_gpus=2),)
+    assert p.buffers == (Buffer(pool="gpu-inference-t4", idle_nodes=1, free_gpus=2, free_gpus_ratio=0.05),)
     assert (config.scan_interval_s, config.max_graceful_termination_s) == (15, 300)
 
 
@@ -154,7 +155,15 @@ def test_per_pool_provision_time() -> None:
     ({"memory_total": "4Tb"}, "memory_total: expected MAX or MIN:MAX"),
     ({"gpu_total": {"nvidia-h100-80gb": 8}}, "gpu_total.nvidia-h100-80gb: no pool has GPU type 'nvidia-h100-80gb'"),
     ({"warm_capacity": [{"pool": "gpu-h100", "idle_nodes": 1}]}, "warm_capacity[0].pool: no pool named 'gpu-h100'"),
-    ({"warm_capacity": [{"pool": "cpu-general"}]}, "warm_capacity[0]: give idle_nodes or free_gpus"),
+    ({"warm_capacity": [{"pool": "cpu-general"}]}, "warm_capacity[0]: give idle_nodes, free_gpus or free_gpus_ratio"),
+    ({"warm_capacity": [{"pool": "gpu-inference-t4", "free_gpus_ratio": 1.5}]},
+     "warm_capacity[0].free_gpus_ratio: Input should be less than or equal to 1"),
+    ({"warm_capacity": [{"pool": "gpu-inference-t4", "free_gpus_ratio": -0.05}]},
+     "warm_capacity[0].free_gpus_ratio: Input should be greater than or equal to 0"),
+    ({"warm_capacity": [{"pool": "gpu-inference-t4", "free_gpus_ratio": "some"}]},
+     "warm_capacity[0].free_gpus_ratio: Input should be a valid number"),
+    ({"warm_capacity": [{"pool": "cpu-general", "free_gpus_ratio": 0.1}]},
+     "warm_capacity[0].free_gpus_ratio: pool 'cpu-general' has no GPUs"),
     ({"warm_capacity": [{"pool": "cpu-general", "free_gpus": 1}]}, "warm_capacity[0].free_gpus: pool 'cpu-general'"),
     ({"warm_capacity": [{"pool": "gpu-training-a100", "idle_nodes": 9}]}, "warm_capacity[0].idle_nodes: 9 idle"),
     ({"warm_capacity": [{"pool": "gpu-inference-t4", "idle_nodes": 1, "spare": 2}]},

@@ -184,6 +184,7 @@ class WarmCapacityConfig(_Strict):
     pool: str
     idle_nodes: int = Field(default=0, ge=0)
     free_gpus: int = Field(default=0, ge=0)
+    free_gpus_ratio: Fraction01 = 0.0
 
 
 Preset = Literal["gpuscale", "ca-defaults"]
@@ -427,17 +428,19 @@ def _buffers(items: Sequence[WarmCapacityConfig], pools: Sequence[NodePool]) -> 
         if item.pool in seen:
             raise _SettingError(f"warm_capacity[{i}].pool", f"pool {item.pool!r} has two buffers")
         seen.add(item.pool)
-        if not item.idle_nodes and not item.free_gpus:
-            raise _SettingError(f"warm_capacity[{i}]", "give idle_nodes or free_gpus (or both)")
+        if not item.idle_nodes and not item.free_gpus and not item.free_gpus_ratio:
+            raise _SettingError(f"warm_capacity[{i}]", "give idle_nodes, free_gpus or free_gpus_ratio")
         if item.idle_nodes > pool.max_size:
             raise _SettingError(f"warm_capacity[{i}].idle_nodes",
                                 f"{item.idle_nodes} idle nodes exceed the pool's max_size {pool.max_size}")
-        if item.free_gpus and not pool.is_gpu_pool():
-            raise _SettingError(f"warm_capacity[{i}].free_gpus", f"pool {item.pool!r} has no GPUs")
+        for key in ("free_gpus", "free_gpus_ratio"):
+            if getattr(item, key) and not pool.is_gpu_pool():
+                raise _SettingError(f"warm_capacity[{i}].{key}", f"pool {item.pool!r} has no GPUs")
         if item.free_gpus > pool.max_size * pool.allocatable.gpu_count():
             raise _SettingError(f"warm_capacity[{i}].free_gpus",
                                 f"{item.free_gpus} free GPUs exceed what the pool can hold at max_size")
-    return tuple(Buffer(pool=b.pool, idle_nodes=b.idle_nodes, free_gpus=b.free_gpus) for b in items)
+    return tuple(Buffer(pool=b.pool, idle_nodes=b.idle_nodes, free_gpus=b.free_gpus,
+                        free_gpus_ratio=b.free_gpus_ratio) for b in items)
 
 
 def _policy(parsed: ConfigFile, pools: Sequence[NodePool]) -> Policy:

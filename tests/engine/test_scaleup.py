@@ -7,13 +7,13 @@ from dataclasses import replace
 import pytest
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.plan import Plan, Snapshot, UpcomingNode
+from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Plan, Snapshot, UpcomingNode
 from gpuscale.engine.policy import Buffer, ExpanderName, Limits, Policy, PriorityRule
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
 from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.node import POOL_LABEL, Node
-from gpuscale.model.pod import Pod, PodGroupRef
+from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import Taint, TaintEffect
@@ -321,3 +321,72 @@ def test_warm_buffer_does_not_count_a_node_a_pending_pod_will_take_as_idle() -> 
     plan = run((training_pod(),), nodes=(idle,), policy=policy)  # the pod lands on it: the buffer needs a new node
     assert codes(plan.covered) == {ReasonCode.FITS_EXISTING}
     assert scale_ups(plan) == {"gpu-training-a100": 1} and codes(plan.scale_up) == {ReasonCode.BUFFER}
+
+
+# ------------------------------------------------------------------------------------- warm capacity ∝ use
+T4_POOL = SEED_POOLS[2]
+
+
+def t4_serving(count: int, *, start: int = 0) -> tuple[tuple[Node, ...], tuple[Pod, ...]]:
+    """`count` T4 nodes, each running one 1-GPU inference replica."""
+    nodes = tuple(pool_node(T4_POOL, f"t4-{i}") for i in range(start, start + count))
+    pods = tuple(replace(make_pod(f"chat-{n.name}", cpu="3", memory="10Gi", gpus=1, tolerations=(GPU_TOL,),
+                                  node_selector=T4, node=n.name), phase=PodPhase.RUNNING) for n in nodes)
+    return nodes, pods
+
+
+def idle_t4(name: str, since: float = NOW - 3600) -> Node:
+    """An empty T4 node unneeded for an hour: scale-down removes it unless the buffer keeps it."""
+    return pool_node(T4_POOL, name, taints=(GPU_TAINT, Taint(key=DELETION_CANDIDATE_TAINT, value=str(since),
+                                                             effect=TaintEffect.PREFER_NO_SCHEDULE)))
+
+
+def test_buffer_target_is_proportional_to_use_rounded_to_the_nearest_gpu_with_a_floor() -> None:
+    buffer = Buffer(pool="p", free_gpus=1, free_gpus_ratio=0.1)
+    assert [buffer.free_gpus_target(n) for n in (0, 5, 14, 15, 30, 34, 35)] == [1, 1, 1, 2, 3, 3, 4]
+    night = Buffer(pool="p", free_gpus_ratio=0.05)
+    assert [night.free_gpus_target(n) for n in (0, 2, 9, 10)] == [0, 0, 0, 1]
+    assert Buffer(pool="p", free_gpus_ratio=0.15).free_gpus_target(10) == 2  # 1.5000000000000002 → 2, not noise
+
+
+@pytest.mark.parametrize(("serving", "warm"), [(0, 0), (2, 0), (9, 0), (10, 1), (29, 1), (30, 2), (40, 2)])
+def test_proportional_buffer_follows_gpus_in_use(serving: int, warm: int) -> None:
+    policy = Policy(buffers=(Buffer(pool="gpu-inference-t4", free_gpus_ratio=0.05),), scale_down_enabled=False)
+    nodes, pods = t4_serving(serving)
+    plan = run(pods, nodes=nodes, pools=(replace(T4_POOL, max_size=60),), policy=policy)
+    assert scale_ups(plan) == ({"gpu-inference-t4": warm} if warm else {})
+    if warm:
+        assert plan.scale_up[0].reasons[0].numbers["gpus_in_use"] == serving
+
+
+def test_proportional_buffer_counts_pods_this_decision_places_as_in_use() -> None:
+    policy = Policy(buffers=(Buffer(pool="gpu-inference-t4", free_gpus_ratio=0.1),), scale_down_enabled=False)
+    nodes, pods = t4_serving(8)
+    waiting = tuple(pending(f"chat-new-{i}", cpu="3", memory="10Gi", gpus=1, tolerations=(GPU_TOL,),
+                            node_selector=T4) for i in range(7))
+    plan = run((*pods, *waiting), nodes=nodes, pools=(replace(T4_POOL, max_size=60),), policy=policy)
+    # 7 nodes for the pods, then 15 GPUs in use want 1.5 → 2 free (8 running alone would want 1): 2 more nodes
+    assert scale_ups(plan) == {"gpu-inference-t4": 9}
+
+
+def test_proportional_buffer_never_exceeds_max_size_or_a_gpu_limit() -> None:
+    policy = Policy(buffers=(Buffer(pool="gpu-inference-t4", free_gpus_ratio=0.5),), scale_down_enabled=False)
+    nodes, pods = t4_serving(8)
+    plan = run(pods, nodes=nodes, policy=policy)  # wants 4 more, max_size 10 leaves room for 2
+    assert scale_ups(plan) == {"gpu-inference-t4": 2}
+    assert codes(plan.scale_up) == {ReasonCode.BUFFER, ReasonCode.LIMIT_REACHED}
+    limited = replace(policy, limits=Limits(max_gpus_by_model={"nvidia-tesla-t4": 9}))
+    assert scale_ups(run(pods, nodes=nodes, policy=limited)) == {"gpu-inference-t4": 1}
+
+
+def test_scale_down_keeps_the_idle_gpus_the_proportional_buffer_needs() -> None:
+    policy = Policy(buffers=(Buffer(pool="gpu-inference-t4", free_gpus_ratio=0.1),))
+    nodes, pods = t4_serving(20)
+    idle = tuple(idle_t4(f"t4-idle-{i}") for i in range(3))
+    plan = run(pods, nodes=(*nodes, *idle), pools=(replace(T4_POOL, max_size=60),), policy=policy)
+    assert len(plan.scale_down) == 1  # 20 in use want 2 of the 3 idle GPUs: one node goes
+    assert len([v for v in plan.blocked if v.node.startswith("t4-idle")]) == 2 and plan.scale_up == ()
+    assert ReasonCode.BUFFER in codes(plan.blocked)
+    nodes, pods = t4_serving(5)  # use fell: 0.5 → 1 warm GPU, two idle nodes go
+    plan = run(pods, nodes=(*nodes, *idle), policy=policy)
+    assert len(plan.scale_down) == 2 and plan.scale_up == ()

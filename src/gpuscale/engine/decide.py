@@ -18,7 +18,7 @@ import numpy as np
 from gpuscale.engine.limits import Totals, headroom, totals_of
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase, pool_of
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
-from gpuscale.engine.policy import Policy
+from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.scaledown import ScaleDownResult, plan_scale_down, unneeded_since_from_taints
 from gpuscale.engine.scaleup import plan_scale_up
@@ -106,6 +106,8 @@ class _World:
     totals: Totals
     free_pods_before: np.ndarray
     """Free pod slots per row before this decision placed anything (scale-up mutates the table in place)."""
+    gpu_capacity: np.ndarray
+    """GPUs (and GPU slices) each row offers once usable: with the free ones, what a warm buffer counts as in use."""
 
 
 def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
@@ -142,7 +144,8 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
                             workload=cluster.pending_pods())
     return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
                   upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted),
-                  free_pods_before=table.free_pods.copy())
+                  free_pods_before=table.free_pods.copy(),
+                  gpu_capacity=np.array([_gpu_units(c) for c in capacity], dtype=np.int64))
 
 
 def _sorted_cluster(cluster: Cluster) -> Cluster:
@@ -156,33 +159,57 @@ def _gpu_units(resources: Resources) -> int:
     return sum(a for n, a in resources.items if is_gpu_resource(n))
 
 
-def buffer_scale_ups(world_table: NodeTable, row_pool: Sequence[str | None], busy_rows: set[int],
-                     pools: Mapping[str, NodePool], totals: Totals, policy: Policy) -> tuple[list[ScaleUp], Totals]:
-    """Warm capacity: grow a pool until it has `idle_nodes` nodes without workload pods and `free_gpus` free GPUs,
-    counting nodes still starting and nodes ordered in this decision."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Warm:
+    """A buffered pool as this decision leaves it: its rows (existing, upcoming and just ordered), how many hold no
+    workload, its free GPUs, and the free GPUs its buffer asks for given the GPUs in use."""
+
+    rows: tuple[int, ...]
+    idle: int
+    free_gpus: int
+    in_use: int
+    target_gpus: int
+
+
+def _warm(buffer: Buffer, pool: NodePool, table: NodeTable, world: _World, busy: set[int]) -> _Warm:
+    known = len(world.row_pool)
+    rows = [i for i, name in enumerate(world.row_pool) if name == buffer.pool and table.enabled[i]]
+    rows += [i for i in range(known, len(table)) if table.nodes[i].pool == buffer.pool]
+    gpu_columns = [n for n in table.columns if is_gpu_resource(n)]
+    free = sum(max(table.free_of(i, n), 0) for i in rows for n in gpu_columns)
+    ordered = sum(a for n, a in pool.allocatable.items if n in gpu_columns)
+    capacity = sum(int(world.gpu_capacity[i]) if i < known else ordered for i in rows)
+    in_use = max(capacity - free, 0)
+    return _Warm(rows=tuple(rows), idle=sum(1 for i in rows if i not in busy), free_gpus=free, in_use=in_use,
+                 target_gpus=buffer.free_gpus_target(in_use))
+
+
+def buffer_scale_ups(table: NodeTable, world: _World, busy: set[int], pools: Mapping[str, NodePool],
+                     totals: Totals, policy: Policy) -> tuple[list[ScaleUp], Totals]:
+    """Warm capacity: grow a pool until it has `idle_nodes` nodes without workload pods and its free-GPU target
+    (`free_gpus`, or `free_gpus_ratio` of the GPUs in use) free, counting nodes still starting and nodes ordered in
+    this decision; never past the pool's max_size or a limit."""
     result: list[ScaleUp] = []
     for buffer in sorted(policy.buffers, key=lambda b: b.pool):
         pool = pools.get(buffer.pool)
         if pool is None:
             continue
-        rows = [i for i, name in enumerate(row_pool) if name == buffer.pool and world_table.enabled[i]]
-        rows += [i for i in range(len(row_pool), len(world_table)) if world_table.nodes[i].pool == buffer.pool]
-        idle = sum(1 for i in rows if i not in busy_rows)
-        free_gpus = sum(max(world_table.free_of(i, n), 0) for i in rows for n in world_table.columns
-                        if is_gpu_resource(n))
-        want = max(buffer.idle_nodes - idle, 0)
+        warm = _warm(buffer, pool, table, world, busy)
+        want = max(buffer.idle_nodes - warm.idle, 0)
         per_node = _gpu_units(pool.allocatable)
-        if buffer.free_gpus > free_gpus and per_node:
-            want = max(want, -(-(buffer.free_gpus - free_gpus) // per_node))
+        if warm.target_gpus > warm.free_gpus and per_node:
+            want = max(want, -(-(warm.target_gpus - warm.free_gpus) // per_node))
         if want <= 0:
             continue
         room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
         count = min(want, room.nodes)
         if count <= 0:
             continue
-        reasons = [Reason(ReasonCode.BUFFER, f"warm capacity for {pool.name}: {idle} idle node(s), {free_gpus} free "
-                                             f"GPU(s); target {buffer.idle_nodes} idle, {buffer.free_gpus} free GPUs",
-                          {"idle_nodes": idle, "free_gpus": free_gpus})]
+        reasons = [Reason(ReasonCode.BUFFER, f"warm capacity for {pool.name}: {warm.idle} idle node(s), "
+                                             f"{warm.free_gpus} free GPU(s), {warm.in_use} in use; target "
+                                             f"{buffer.idle_nodes} idle, {warm.target_gpus} free GPUs",
+                          {"idle_nodes": warm.idle, "free_gpus": warm.free_gpus, "gpus_in_use": warm.in_use,
+                           "target_free_gpus": warm.target_gpus})]
         if count < want:
             reasons.append(Reason(ReasonCode.LIMIT_REACHED, f"capped by {room.binding}"))
         result.append(ScaleUp(pool=pool.name, nodes=count, pods=(), reasons=tuple(reasons)))
@@ -238,13 +265,13 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
                        totals=world.totals, state=state, policy=policy, now=now)
     busy = _busy_rows(world, up.table, cluster.pods)
-    buffers, _ = buffer_scale_ups(up.table, world.row_pool, busy, by_name, up.totals, policy)
+    buffers, _ = buffer_scale_ups(up.table, world, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])
     down = _scale_down(cluster, up.table, by_name, resolved, state, policy, now)
     removals = down.removals
     blocked = list(down.blocked)
     if policy.buffers:
-        removals, kept = _respect_buffers(removals, world, busy, by_name, policy)
+        removals, kept = _respect_buffers(removals, up.table, world, busy, by_name, policy)
         blocked += kept
     return Plan(
         scale_up=scale_ups, scale_down=removals, blocked=tuple(blocked), unneeded=down.unneeded,
@@ -253,21 +280,32 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     )
 
 
-def _respect_buffers(removals: Sequence[Removal], world: _World, busy: set[int],
+def _respect_buffers(removals: Sequence[Removal], table: NodeTable, world: _World, busy: set[int],
                      pools: Mapping[str, NodePool], policy: Policy) -> tuple[tuple[Removal, ...],
                                                                             list[NodeVerdict]]:
-    """Keep enough idle nodes in buffered pools: an empty node that is part of the warm buffer is not removed."""
-    idle_left = {b.pool: sum(1 for i, name in enumerate(world.row_pool) if name == b.pool and i not in busy)
-                 for b in policy.buffers}
-    want = {b.pool: b.idle_nodes for b in policy.buffers}
+    """Keep the warm buffer: an empty node of a buffered pool is not removed while the pool would then have fewer
+    idle nodes than `idle_nodes` or fewer free GPUs than its target (else the next loop would order it again)."""
+    warm = {b.pool: (b, _warm(b, pools[b.pool], table, world, busy)) for b in policy.buffers if b.pool in pools}
+    idle_left = {name: w.idle for name, (_, w) in warm.items()}
+    free_left = {name: w.free_gpus for name, (_, w) in warm.items()}
     kept: list[Removal] = []
     blocked: list[NodeVerdict] = []
     for removal in removals:
-        if removal.pool in want and not removal.evict and idle_left[removal.pool] <= want[removal.pool]:
-            blocked.append(NodeVerdict(node=removal.node, reasons=(Reason(
-                ReasonCode.BUFFER, f"kept as warm capacity for {removal.pool} ({want[removal.pool]} idle node(s))"),)))
+        entry = warm.get(removal.pool)
+        if entry is None or removal.evict:
+            kept.append(removal)
             continue
-        if removal.pool in idle_left and not removal.evict:
-            idle_left[removal.pool] -= 1
+        buffer, state = entry
+        row = table.index_of(removal.node)
+        gpus = 0 if row is None else sum(max(table.free_of(row, n), 0) for n in table.columns if is_gpu_resource(n))
+        short_idle = buffer.idle_nodes and idle_left[removal.pool] <= buffer.idle_nodes
+        short_gpus = gpus and free_left[removal.pool] - gpus < state.target_gpus
+        if short_idle or short_gpus:
+            blocked.append(NodeVerdict(node=removal.node, reasons=(Reason(
+                ReasonCode.BUFFER, f"kept as warm capacity for {removal.pool} ({buffer.idle_nodes} idle node(s), "
+                                   f"{state.target_gpus} free GPU(s) for {state.in_use} in use)"),)))
+            continue
+        idle_left[removal.pool] -= 1
+        free_left[removal.pool] -= gpus
         kept.append(removal)
     return tuple(kept), blocked

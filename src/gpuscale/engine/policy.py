@@ -6,6 +6,7 @@ bytes) as CA's `--cores-total` / `--memory-total` count them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -42,11 +43,22 @@ class Limits:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Buffer:
-    """Warm capacity kept ready in one pool: whole idle nodes, or free GPUs (whichever is configured, both if both)."""
+    """Warm capacity kept ready in one pool: whole idle nodes, or free GPUs (whichever is configured, both if both).
+
+    `free_gpus_ratio` makes the free-GPU target proportional to use, like cluster-proportional overprovisioning:
+    a pool's demand grows by a share of what it already runs within one node start-up (an HPA on a daily curve),
+    so a busy inference pool keeps a few GPUs warm and a pool that is nearly idle at night keeps `free_gpus`."""
 
     pool: str
     idle_nodes: int = 0
     free_gpus: int = 0
+    free_gpus_ratio: float = 0.0
+
+    def free_gpus_target(self, in_use: int) -> int:
+        """GPUs to keep free when `in_use` GPUs of the pool are requested: max(`free_gpus`, ratio × in_use rounded to
+        the nearest GPU, halves up). Not rounded up: a whole idle GPU for a tenth of one expected (⌈0.05 × 2⌉ = 1)
+        is a fixed buffer at night, which costs more idle GPU-hours than the cold starts it saves (docs/twin.md)."""
+        return max(self.free_gpus, math.floor(round(self.free_gpus_ratio * in_use, 9) + 0.5))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
