@@ -35,8 +35,9 @@ def scenario(days: float, gpus: float) -> dict[str, object]:
              "allocatable": {"cpu": "32", "memory": "128Gi", "pods": 110}},
             gpu_pool("a100", "nvidia-tesla-a100", 8, "96", "680Gi", 29.39, 200, {}),
             gpu_pool("t4", "nvidia-tesla-t4", 1, "16", "60Gi", 0.75, 600, {}),
+            # Scenario allocatable values are quantities: `gpuscale.io/gpu-milli: 1` is one GPU (1,000 milli).
             gpu_pool("t4-shared", "nvidia-tesla-t4-shared", 1, "16", "60Gi", 0.75, 600,
-                     {"gpuscale.io/gpu-milli": 1000}),
+                     {"gpuscale.io/gpu-milli": 1}),
         ]},
         "workload": {
             "helios": {"vc": "vc3sl", "scale_to_gpus": gpus},

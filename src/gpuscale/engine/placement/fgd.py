@@ -66,21 +66,23 @@ class FgdScorer:
     def device_frag(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
         """F of each node now (nodes) and after a fractional pod lands on each device (nodes × devices).
 
-        Values for devices that cannot take the pod are meaningless; mask them with `gpu_free >= gpu_milli`.
+        Values for devices that cannot take the pod are meaningless (they equal `before`, so ΔF = 0); mask them
+        with `gpu_free >= gpu_milli`. Only the devices that can take it are evaluated: the matrix is as wide as the
+        widest node, so most of its cells are devices a node does not have.
         """
         t = self.table
         free = state.gpu_free[nodes]
         cpu, idle, model = state.cpu_free[nodes], state.gpu_left[nodes], state.model[nodes]
         fit_count, small = t.stats(free)
         before = t.frag(cpu, idle, model, fit_count, small)
-        g = free[:, :, None]
+        row, dev = np.nonzero(free >= pod.gpu_milli)
+        g = free[row, dev][:, None]
         g_after = g - pod.gpu_milli
-        fit_after = fit_count[:, None, :] - (g >= t.milli) + (g_after >= t.milli)
-        small_after = small[:, None, :] - np.where(g < t.milli, g, 0) + np.where(g_after < t.milli, g_after, 0)
-        shape = free.shape
-        after = t.frag(np.broadcast_to((cpu - pod.cpu_milli)[:, None], shape),
-                       np.broadcast_to((idle - pod.gpu_milli)[:, None], shape),
-                       np.broadcast_to(model[:, None], shape), fit_after, small_after)
+        fit_after = fit_count[row] - (g >= t.milli) + (g_after >= t.milli)
+        small_after = small[row] - np.where(g < t.milli, g, 0) + np.where(g_after < t.milli, g_after, 0)
+        after = np.repeat(before[:, None], free.shape[1], axis=1)
+        after[row, dev] = t.frag(cpu[row] - pod.cpu_milli, idle[row] - pod.gpu_milli, model[row], fit_after,
+                                 small_after)
         return before, after
 
     def whole_frag(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
