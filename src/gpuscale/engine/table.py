@@ -29,9 +29,8 @@ from gpuscale.engine.placement.devices import (
     FragChooser,
     GpuDevices,
     GpuNeed,
+    RequestKinds,
     annotated_devices,
-    gpu_need,
-    pod_shape,
 )
 from gpuscale.engine.placement.shapes import PodShape
 from gpuscale.engine.scheduling import Topology, static_failures
@@ -77,8 +76,7 @@ class _Shared:
     workload: Counter[PodShape] = field(default_factory=Counter)
     """GPU pod shapes (bound and pending) that fragmentation is measured against."""
     chooser: FragChooser | None = None
-    need_cache: dict[Resources, GpuNeed | None] = field(default_factory=dict)
-    shape_cache: dict[Resources, PodShape | None] = field(default_factory=dict)
+    kinds: RequestKinds = field(default_factory=RequestKinds)
     score_cache: dict[PodShape, tuple[IntArray, IntArray]] = field(default_factory=dict)
     """Per shape, each row's fragmentation score and the row version it was computed at (see `NodeTable.version`)."""
     clock: list[int] = field(default_factory=lambda: [0])
@@ -90,14 +88,10 @@ class _Shared:
         return self.clock[0]
 
     def need(self, requests: Resources) -> GpuNeed | None:
-        if requests not in self.need_cache:
-            self.need_cache[requests] = gpu_need(requests)
-        return self.need_cache[requests]
+        return self.kinds.need(requests)
 
     def shape(self, requests: Resources) -> PodShape | None:
-        if requests not in self.shape_cache:
-            self.shape_cache[requests] = pod_shape(requests)
-        return self.shape_cache[requests]
+        return self.kinds.shape(requests)
 
 
 class NodeTable:
@@ -243,7 +237,7 @@ class NodeTable:
             group_of.append(g)
             index[node.name] = start + k
         shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache,
-                         s.placement, s.workload, s.chooser, s.need_cache, s.shape_cache, {}, s.clock)
+                         s.placement, s.workload, s.chooser, s.kinds, {}, s.clock)
         topology = self.topology.copy() if self.topology is not None else None
         if topology is not None:
             for node in nodes:

@@ -37,9 +37,8 @@ from gpuscale.engine.placement.devices import (
     FragChooser,
     GpuDevices,
     GpuNeed,
+    RequestKinds,
     annotated_devices,
-    gpu_need,
-    pod_shape,
 )
 from gpuscale.engine.placement.shapes import PodShape
 from gpuscale.engine.scheduling import static_failures
@@ -83,8 +82,7 @@ class SimScheduler:
         self._request_rows: dict[Resources, IntArray | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
         self._devices: GpuDevices | None = None
-        self._needs: dict[Resources, GpuNeed | None] = {}
-        self._shapes: dict[Resources, PodShape | None] = {}
+        self._kinds = RequestKinds()
         self._gpu_placement = gpu_placement
         self._bound_shapes: Counter[PodShape] = Counter()
         """GPU pod shapes bound now: with the pending ones, the workload fragmentation is measured against."""
@@ -140,14 +138,10 @@ class SimScheduler:
 
     # ------------------------------------------------------------------------------------------------ devices
     def _need(self, requests: Resources) -> GpuNeed | None:
-        if requests not in self._needs:
-            self._needs[requests] = gpu_need(requests)
-        return self._needs[requests]
+        return self._kinds.need(requests)
 
     def _shape(self, requests: Resources) -> PodShape | None:
-        if requests not in self._shapes:
-            self._shapes[requests] = pod_shape(requests) if self._need(requests) is not None else None
-        return self._shapes[requests]
+        return self._kinds.shape(requests)
 
     def _count_shape(self, pod: Pod, delta: int) -> None:
         if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:

@@ -95,6 +95,28 @@ def pod_shape(requests: Resources) -> PodShape | None:
         return None
 
 
+class RequestKinds:
+    """`gpu_need` and `pod_shape` of each distinct request, computed once: pods repeat a handful of request shapes,
+    and both the engine's `NodeTable` and the twin's scheduler ask per pod."""
+
+    __slots__ = ("_needs", "_shapes")
+
+    def __init__(self) -> None:
+        self._needs: dict[Resources, GpuNeed | None] = {}
+        self._shapes: dict[Resources, PodShape | None] = {}
+
+    def need(self, requests: Resources) -> GpuNeed | None:
+        if requests not in self._needs:
+            self._needs[requests] = gpu_need(requests)
+        return self._needs[requests]
+
+    def shape(self, requests: Resources) -> PodShape | None:
+        """The scorers' view of a GPU pod; None for a pod that needs no GPU device (or that no scorer can take)."""
+        if requests not in self._shapes:
+            self._shapes[requests] = pod_shape(requests) if self.need(requests) is not None else None
+        return self._shapes[requests]
+
+
 class GpuDevices:
     """Free milli per device of every row (rows × width); rows with `count` 0 have no devices."""
 
