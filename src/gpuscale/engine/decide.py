@@ -16,14 +16,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuscale.engine.limits import Totals, headroom, totals_of
-from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase, pool_of
+from gpuscale.engine.memo import DecideMemo, NodeFacts, facts_of, gpu_units
+from gpuscale.engine.nodes import NodePhase
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.scaledown import ScaleDownResult, plan_scale_down, unneeded_since_from_taints
 from gpuscale.engine.scaleup import plan_scale_up
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.table import NodeTable, node_group_key
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
@@ -44,19 +45,8 @@ def _provision_limit(pool: NodePool | None, policy: Policy) -> float:
     return float(override) if override is not None else policy.max_node_provision_time_s
 
 
-def _resolve(cluster: Cluster, snapshot: Snapshot,
-             pools: Mapping[str, NodePool]) -> dict[str, tuple[str | None, NodePool | None, NodePhase]]:
-    """Each node's pool name, pool and lifecycle phase, computed once per decision."""
-    resolved: dict[str, tuple[str | None, NodePool | None, NodePhase]] = {}
-    for node in cluster.nodes:
-        name = pool_of(node, snapshot.node_pools)
-        pool = pools.get(name) if name else None
-        resolved[node.name] = (name, pool, phase(node, pool))
-    return resolved
-
-
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
-                  now: float, resolved: Mapping[str, tuple[str | None, NodePool | None, NodePhase]]) -> _Timeouts:
+                  now: float, facts: Mapping[str, NodeFacts]) -> _Timeouts:
     """Upcoming nodes past their deadline: requested/registered but not Ready within `max_node_provision_time_s`
     (per-pool override), or Ready without their GPUs within `max_gpu_init_time_s`."""
     timed_out: list[TimedOut] = []
@@ -69,7 +59,8 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
                                                      f"registered within {limit:g}s"),)))
             failed.setdefault(request.pool, FailureKind.PROVISION_TIMEOUT)
     for node in snapshot.cluster.nodes:
-        _, pool, current = resolved[node.name]
+        fact = facts[node.name]
+        pool, current = fact.pool, fact.phase
         if pool is None:
             continue
         if current is NodePhase.REGISTERED and node.created_s is not None:
@@ -111,41 +102,46 @@ class _World:
 
 
 def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
-                resolved: Mapping[str, tuple[str | None, NodePool | None, NodePhase]],
-                gpu_placement: str | None = None) -> _World:
+                facts: Mapping[str, NodeFacts], gpu_placement: str | None = None) -> _World:
     nodes: list[Node] = []
     capacity: list[Resources] = []
     row_pool: list[str | None] = []
     upcoming: list[bool] = []
     counted: list[tuple[NodePool | None, int]] = []
+    group_keys: list[tuple[object, ...]] = []
+    gpus: list[int] = []
     for node in cluster.nodes:
-        name, pool, current = resolved[node.name]
-        if current is NodePhase.DELETING or node.name in timeouts.expired_nodes:
+        fact = facts[node.name]
+        if fact.phase is NodePhase.DELETING or node.name in timeouts.expired_nodes:
             continue
-        counted.append((pool, 1))
-        usable = current is NodePhase.USABLE
-        nodes.append(node if usable else as_it_will_be(node))
-        capacity.append(node.allocatable if usable or pool is None else node.allocatable.max(pool.allocatable))
-        row_pool.append(name)
-        upcoming.append(current is not NodePhase.USABLE)
+        counted.append((fact.pool, 1))
+        nodes.append(fact.row_node)
+        capacity.append(fact.capacity)
+        row_pool.append(fact.pool_name)
+        upcoming.append(fact.phase is not NodePhase.USABLE)
+        group_keys.append(fact.group_key)
+        gpus.append(fact.gpu_units)
     for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
         pool = pools.get(request.pool)
         if pool is None or request.request_id in timeouts.expired_requests:
             continue
         counted.append((pool, 1))
-        nodes.append(pool.template(f"upcoming-{request.request_id}"))
+        template = pool.template(f"upcoming-{request.request_id}")
+        nodes.append(template)
         capacity.append(pool.allocatable)
+        group_keys.append(node_group_key(template))
+        gpus.append(gpu_units(pool.allocatable))
         row_pool.append(pool.name)
         upcoming.append(True)
     pending_names = {r for p in cluster.pending_pods() for r in p.requests.names()}
     affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
     placed = [p for p in cluster.pods if p.consumes_capacity()]
     table = NodeTable.build(nodes, capacity, placed, pending_names, with_topology=affinity, placement=gpu_placement,
-                            workload=cluster.pending_pods())
+                            workload=cluster.pending_pods(), group_keys=group_keys)
     return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
                   upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted),
                   free_pods_before=table.free_pods.copy(),
-                  gpu_capacity=np.array([_gpu_units(c) for c in capacity], dtype=np.int64))
+                  gpu_capacity=np.array(gpus, dtype=np.int64))
 
 
 def _sorted_cluster(cluster: Cluster) -> Cluster:
@@ -153,10 +149,6 @@ def _sorted_cluster(cluster: Cluster) -> Cluster:
                    pods=tuple(sorted(cluster.pods, key=lambda p: (p.namespace, p.name))),
                    pdbs=tuple(sorted(cluster.pdbs, key=lambda b: b.key)),
                    pod_groups=tuple(sorted(cluster.pod_groups, key=lambda g: g.key)))
-
-
-def _gpu_units(resources: Resources) -> int:
-    return sum(a for n, a in resources.items if is_gpu_resource(n))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,7 +188,7 @@ def buffer_scale_ups(table: NodeTable, world: _World, busy: set[int], pools: Map
             continue
         warm = _warm(buffer, pool, table, world, busy)
         want = max(buffer.idle_nodes - warm.idle, 0)
-        per_node = _gpu_units(pool.allocatable)
+        per_node = gpu_units(pool.allocatable)
         if warm.target_gpus > warm.free_gpus and per_node:
             want = max(want, -(-(warm.target_gpus - warm.free_gpus) // per_node))
         if want <= 0:
@@ -243,31 +235,34 @@ def _busy_rows(world: _World, table: NodeTable, pods: Sequence[Pod]) -> set[int]
 
 
 def _scale_down(cluster: Cluster, table: NodeTable, pools: Mapping[str, NodePool],
-                resolved: Mapping[str, tuple[str | None, NodePool | None, NodePhase]], state: EngineState,
+                facts: Mapping[str, NodeFacts], state: EngineState,
                 policy: Policy, now: float) -> ScaleDownResult:
     """Scale-down on the table where pending pods covered by existing capacity already sit on their future nodes."""
-    pool_of = {name: entry[0] for name, entry in resolved.items() if entry[0] is not None}
+    pool_of = {name: f.pool_name for name, f in facts.items() if f.pool_name is not None}
     return plan_scale_down(nodes=cluster.nodes, table=table, pods_by_node=cluster.pods_by_node(), pools=pools,
                            pool_of=pool_of, pdbs=cluster.pdbs, policy=policy, state=state, now=now,
                            unneeded_since=unneeded_since_from_taints(cluster.nodes),
-                           phases={name: entry[2] for name, entry in resolved.items()})
+                           phases={name: f.phase for name, f in facts.items()},
+                           amounts=lambda node: facts[node.name].amounts)
 
 
-def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy, now: float) -> Plan:
-    """The whole decision for one loop. Deterministic; independent of input order."""
+def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy, now: float,
+           memo: DecideMemo | None = None) -> Plan:
+    """The whole decision for one loop. Deterministic; independent of input order. `memo` (kept by the caller from
+    one decision to the next) only saves work: the plan is the same without it."""
     cluster = _sorted_cluster(snapshot.cluster)
     by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
     ordered_pools = list(by_name.values())
-    resolved = _resolve(cluster, snapshot, by_name)
-    timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, resolved)
+    facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo)
+    timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts)
     state = timeouts.state
-    world = build_world(cluster, snapshot, by_name, timeouts, resolved, policy.gpu_placement)
+    world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement)
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
                        totals=world.totals, state=state, policy=policy, now=now)
     busy = _busy_rows(world, up.table, cluster.pods)
     buffers, _ = buffer_scale_ups(up.table, world, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])
-    down = _scale_down(cluster, up.table, by_name, resolved, state, policy, now)
+    down = _scale_down(cluster, up.table, by_name, facts, state, policy, now)
     removals = down.removals
     blocked = list(down.blocked)
     if policy.buffers:

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -166,16 +166,24 @@ def _ratio(used: npt.NDArray[np.int64], total: npt.NDArray[np.int64]) -> FloatAr
     return out
 
 
+Amounts = Callable[[Node], tuple[int, int, int, int]]
+"""cpu, memory, whole GPUs and GPU milli of a node's allocatable (`allocatable_amounts`, or a memo of it)."""
+
+
 def _amounts(res: Resources) -> tuple[int, int, int, int]:
     return res.get(CPU), res.get(MEMORY), res.gpu_count(), res.get(GPU_MILLI)
 
 
+def allocatable_amounts(node: Node) -> tuple[int, int, int, int]:
+    return _amounts(node.allocatable)
+
+
 def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | None]], table: NodeTable,
-                  pods_by_node: Mapping[str, Sequence[Pod]],
-                  policy: Policy) -> list[tuple[float, float, bool, dict[str, float]]]:
+                  pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
+                  amounts: Amounts) -> list[tuple[float, float, bool, dict[str, float]]]:
     """(utilization, threshold, gpu node, numbers) per evaluated node, in order."""
     n = len(evaluated)
-    alloc = np.array([_amounts(node.allocatable) for node, _, _, _ in evaluated], dtype=np.int64).reshape(n, 4)
+    alloc = np.array([amounts(node) for node, _, _, _ in evaluated], dtype=np.int64).reshape(n, 4)
     used = np.zeros((n, 4), dtype=np.int64)
     in_rows = [(i, row) for i, (_, _, ready, row) in enumerate(evaluated) if ready and row is not None]
     from_table = [i for i, _ in in_rows]
@@ -210,7 +218,7 @@ def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | N
 
 def _underutilized(nodes: Sequence[Node], phases: Mapping[str, NodePhase], pools: Mapping[str, NodePool],
                    pool_of: Mapping[str, str], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
-                   policy: Policy, now: float) -> tuple[list[_Candidate], list[NodeVerdict]]:
+                   policy: Policy, now: float, amounts: Amounts) -> tuple[list[_Candidate], list[NodeVerdict]]:
     """Candidates (strictly below threshold, known pool) and underutilized nodes of no known pool, by name."""
     evaluated: list[tuple[Node, NodePool | None, bool, int | None]] = []
     for node in sorted(nodes, key=lambda n: n.name):
@@ -221,7 +229,7 @@ def _underutilized(nodes: Sequence[Node], phases: Mapping[str, NodePhase], pools
     candidates: list[_Candidate] = []
     unknown: list[NodeVerdict] = []
     for (node, pool, ready, row), (value, threshold, gpu, numbers) in zip(
-            evaluated, _utilizations(evaluated, table, pods_by_node, policy), strict=True):
+            evaluated, _utilizations(evaluated, table, pods_by_node, policy, amounts), strict=True):
         if value >= threshold:
             continue
         numbers = {"utilization": value, "threshold": threshold, **numbers}
@@ -242,7 +250,7 @@ class _Simulation:
     """The running what-if of step 4: destinations and the pods moved so far."""
 
     def __init__(self, table: NodeTable, nodes: Sequence[Node], phases: Mapping[str, NodePhase],
-                 candidate_rows: set[int]) -> None:
+                 candidate_rows: set[int], amounts: Amounts) -> None:
         self.work = table.fork()
         destination = np.zeros(len(table), dtype=bool)
         self.rank = np.full(len(table), _FAR, dtype=np.int64)
@@ -254,8 +262,8 @@ class _Simulation:
                 self.rank[row] = position + (len(usable) if row in candidate_rows else 0)
         self.work.enabled &= destination
         self.received: dict[int, list[Pod]] = {}
-        totals = sum((n.allocatable for n in usable), Resources())
-        self._totals = [(name, max(totals.get(name), 1)) for name in (CPU, MEMORY, GPU_MILLI)]
+        summed = np.array([amounts(n) for n in usable], dtype=np.int64).reshape(len(usable), 4).sum(axis=0)
+        self._totals = [(name, max(int(summed[slot]), 1)) for name, slot in ((CPU, 0), (MEMORY, 1), (GPU_MILLI, 3))]
         self._shares: dict[Resources, float] = {}
 
     def _share(self, requests: Resources) -> float:
@@ -386,7 +394,8 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
                     pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
                     pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
                     unneeded_since: Mapping[str, float], cap: SimulationCap | None = None,
-                    phases: Mapping[str, NodePhase] | None = None) -> ScaleDownResult:
+                    phases: Mapping[str, NodePhase] | None = None,
+                    amounts: Amounts = allocatable_amounts) -> ScaleDownResult:
     """The scale-down part of one decision (steps in the module docstring).
 
     `nodes`: every observed node; `table`: free capacity with a row per node (see step 2); `pods_by_node`: the pods
@@ -399,7 +408,7 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
     halt = _halt(nodes, policy, state, now)
     if phases is None:
         phases = {n.name: phase(n, pools.get(pool_of.get(n.name, ""))) for n in nodes}
-    candidates, blocked = _underutilized(nodes, phases, pools, pool_of, table, pods_by_node, policy, now)
+    candidates, blocked = _underutilized(nodes, phases, pools, pool_of, table, pods_by_node, policy, now, amounts)
     budget = PdbBudget(pdbs)
     drainable: list[_Candidate] = []
     for c in candidates:
@@ -410,7 +419,7 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
             drainable.append(_with_drain(c, drain))
     drainable.sort(key=_Candidate.order)
     rows = {c.row for c in drainable if c.row is not None}
-    simulation = _Simulation(table, nodes, phases, rows)
+    simulation = _Simulation(table, nodes, phases, rows, amounts)
     new_allowed = (cap or SimulationCap()).limit(len(nodes))
     unneeded: list[_Candidate] = []
     for c in drainable:

@@ -115,11 +115,12 @@ class NodeTable:
     @staticmethod
     def build(nodes: Sequence[Node], capacity: Sequence[Resources], placed: Iterable[Pod],
               extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
-              workload: Iterable[Pod] = ()) -> NodeTable:
+              workload: Iterable[Pod] = (), group_keys: Sequence[tuple[object, ...]] | None = None) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
-        workload fragmentation is measured against."""
+        workload fragmentation is measured against. `group_keys[i]` is `node_group_key(nodes[i])` if the caller
+        has it already."""
         placed = list(placed)
         index = {n.name: i for i, n in enumerate(nodes)}
         # One pass in Python only maps each pod to (row, distinct request); the sums per row are NumPy's.
@@ -134,17 +135,23 @@ class NodeTable:
                 bound_rows.append(at)
                 bound_kinds.append(kind)
                 bound.append(pod)
-        names = sorted({*extra_names, *(r for c in capacity for r in c.names()),
+        # Nodes of one pool share their capacity object: each distinct one is read once.
+        distinct: dict[int, int] = {}
+        cap_of = np.array([distinct.setdefault(id(c), len(distinct)) for c in capacity], dtype=np.int64)
+        shapes = list({id(c): c for c in capacity}.values())
+        names = sorted({*extra_names, *(r for c in shapes for r in c.names()),
                         *(r for k in kinds for r in k.names())} - {PODS})
         column_of = {n: i for i, n in enumerate(names)}
-        free = np.zeros((len(nodes), len(names)), dtype=np.int64)
-        free_pods = np.zeros(len(nodes), dtype=np.int64)
-        for i, cap in enumerate(capacity):
+        shape_free = np.zeros((len(shapes), len(names)), dtype=np.int64)
+        shape_pods = np.zeros(len(shapes), dtype=np.int64)
+        for i, cap in enumerate(shapes):
             for name, amount in cap.items:
                 if name == PODS:
-                    free_pods[i] = amount
+                    shape_pods[i] = amount
                 else:
-                    free[i, column_of[name]] = amount
+                    shape_free[i, column_of[name]] = amount
+        free = shape_free[cap_of].reshape(len(nodes), len(names))
+        free_pods = shape_pods[cap_of].reshape(len(nodes))
         vectors = np.zeros((len(kinds), len(names)), dtype=np.int64)
         for requests, kind in kinds.items():
             for name, amount in requests.items:
@@ -182,8 +189,8 @@ class NodeTable:
         groups: dict[tuple[object, ...], int] = {}
         group_of: list[int] = []
         members: list[list[int]] = []
-        for i, node in enumerate(nodes):
-            g = groups.setdefault(node_group_key(node), len(groups))
+        for i, key in enumerate(group_keys if group_keys is not None else map(node_group_key, nodes)):
+            g = groups.setdefault(key, len(groups))
             if g == len(members):
                 members.append([])
             members[g].append(i)

@@ -25,6 +25,7 @@ from typing import Protocol, Self
 
 from gpuscale.config import Config
 from gpuscale.engine.decide import decide as engine_decide
+from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import TO_BE_DELETED_TAINT, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import ReasonCode
@@ -117,7 +118,8 @@ class Autoscaler:
         self.settings = settings or LoopSettings()
         self.state = EngineState()
         self.drains = DrainTracker()
-        self._decide = decide
+        # The engine's own decide gets a memo of per-node facts carried from tick to tick (same plans, less work).
+        self._decide: DecideFn = partial(engine_decide, memo=DecideMemo()) if decide is engine_decide else decide
         self.extension = extension
         self._pools = {p.name: p for p in self.pools}
         self._not_triggered = ev.EventLimiter(self.settings.not_triggered_event_interval_s)

@@ -1,0 +1,97 @@
+"""What one decision derives from each node, kept for the next decision while the node object is the same.
+
+Snapshots are built from frozen model values, and both the watch cache and the twin hand the *same* object back while
+an object is unchanged. So a fact derived from a node (its pool, lifecycle phase, usable capacity, node-group key,
+utilization amounts) stays valid for as long as the snapshot holds that very object (`is`), and a decision need only
+derive facts for the nodes that changed since the previous one. A memo never changes a result: `decide` with and
+without one gives the same plan (tests/engine/test_memo.py), it only skips recomputation.
+
+The memo is a cache owned by the caller (the control loop keeps one across ticks); it holds the node objects it keyed
+facts on, so an identity test can never match a recycled object, and forgets nodes that leave the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
+from gpuscale.engine.table import node_group_key
+from gpuscale.model.node import Node
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
+
+
+def gpu_units(resources: Resources) -> int:
+    """GPUs and GPU slices a resource vector names (every GPU resource name, counted once each)."""
+    return sum(a for n, a in resources.items if is_gpu_resource(n))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """One node as a decision sees it, derived once per node object."""
+
+    node: Node
+    provider_pool: str | None
+    """The provider's answer for this node, part of the key: a different answer derives the facts anew."""
+    pool_name: str | None
+    pool: NodePool | None
+    phase: NodePhase
+    row_node: Node
+    """The node as pods will see it once usable (start-up taints dropped for an upcoming node)."""
+    capacity: Resources
+    """Usable capacity: allocatable, raised to the pool template's while the node is still starting."""
+    gpu_units: int
+    """GPUs and slices `capacity` offers."""
+    group_key: tuple[object, ...]
+    """`node_group_key(row_node)`."""
+    amounts: tuple[int, int, int, int]
+    """cpu, memory, whole GPUs and GPU milli of the node's allocatable (scale-down's utilization)."""
+
+
+def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool]) -> NodeFacts:
+    name = provider_pool or node.pool  # engine.nodes.pool_of: the provider's answer first
+    pool = pools.get(name) if name else None
+    current = phase(node, pool)
+    usable = current is NodePhase.USABLE
+    row_node = node if usable else as_it_will_be(node)
+    capacity = node.allocatable if usable or pool is None else node.allocatable.max(pool.allocatable)
+    alloc = node.allocatable
+    return NodeFacts(node=node, provider_pool=provider_pool, pool_name=name, pool=pool, phase=current,
+                     row_node=row_node, capacity=capacity, gpu_units=gpu_units(capacity),
+                     group_key=node_group_key(row_node),
+                     amounts=(alloc.get(CPU), alloc.get(MEMORY), alloc.gpu_count(), alloc.get(GPU_MILLI)))
+
+
+class DecideMemo:
+    """Per-node facts carried from one decision to the next (see the module docstring)."""
+
+    __slots__ = ("_facts", "_pools")
+
+    def __init__(self) -> None:
+        self._facts: dict[str, NodeFacts] = {}
+        self._pools: dict[str, NodePool] = {}
+
+    def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str],
+              pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:
+        """Facts of every node, by name; derived again only for nodes (or pools) that changed."""
+        if pools != self._pools:  # pools compare by value: a reloaded but equal config keeps the memo
+            self._facts, self._pools = {}, dict(pools)
+        old = self._facts
+        fresh: dict[str, NodeFacts] = {}
+        for node in nodes:
+            provider_pool = node_pools.get(node.name)
+            known = old.get(node.name)
+            if known is None or known.node is not node or known.provider_pool != provider_pool:
+                known = derive(node, provider_pool, pools)
+            fresh[node.name] = known
+        self._facts = fresh
+        return fresh
+
+
+def facts_of(nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
+             memo: DecideMemo | None) -> dict[str, NodeFacts]:
+    """Facts of every node by name: from the memo when there is one, else derived afresh."""
+    if memo is not None:
+        return memo.facts(nodes, node_pools, pools)
+    return {n.name: derive(n, node_pools.get(n.name), pools) for n in nodes}
