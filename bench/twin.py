@@ -20,7 +20,7 @@ from gpuscale.sim.scenario import parse_scenario, policy_named
 GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
 
 
-def scenario(days: float, gpus: float) -> dict[str, object]:
+def scenario(days: float, gpus: float, shape: str = "t4x1") -> dict[str, object]:
     def gpu_pool(name: str, accel: str, count: int, cpu: str, memory: str, price: float, max_size: int,
                  resource: dict[str, int]) -> dict[str, object]:
         return {"name": name, "usd_per_hour": price, "max_size": max_size, "zones": ["zone-a", "zone-b"],
@@ -28,17 +28,24 @@ def scenario(days: float, gpus: float) -> dict[str, object]:
                 "gpu": {"model": accel, "count": count},
                 "allocatable": {"cpu": cpu, "memory": memory, "pods": 110, **resource}}
 
+    cpu = {"name": "cpu", "usd_per_hour": 0.835, "min_size": 1, "max_size": 400,
+           "allocatable": {"cpu": "32", "memory": "128Gi", "pods": 110}}
+    # Scenario allocatable values are quantities: `gpuscale.io/gpu-milli: 1` is one GPU (1,000 milli).
+    pools = {
+        # Many small nodes: 8×A100 for whole GPUs, 1×T4 nodes for whole GPUs and a time-sliced 1×T4 pool for fractions.
+        "t4x1": [cpu, gpu_pool("a100", "nvidia-tesla-a100", 8, "96", "680Gi", 29.39, 200, {}),
+                 gpu_pool("t4", "nvidia-tesla-t4", 1, "16", "60Gi", 0.75, 600, {}),
+                 gpu_pool("t4-shared", "nvidia-tesla-t4-shared", 1, "16", "60Gi", 0.75, 600,
+                          {"gpuscale.io/gpu-milli": 1})],
+        # The openb cluster's own two main node types (549 × 8-GPU G2, 387 × 2-GPU T4 of its 1,213 GPU nodes), both
+        # sharing GPUs by fraction as openb nodes do.
+        "openb": [cpu, gpu_pool("g2", "nvidia-tesla-a100", 8, "96", "384Gi", 29.39, 200, {"gpuscale.io/gpu-milli": 8}),
+                  gpu_pool("t4", "nvidia-tesla-t4", 2, "104", "512Gi", 1.50, 400, {"gpuscale.io/gpu-milli": 2})],
+    }[shape]
     return {
-        "name": f"bench-{days:g}d-{gpus:g}gpu", "duration": f"{days * 24:g}h", "seed": 7,
-        "config": {"pools": [
-            {"name": "cpu", "usd_per_hour": 0.835, "min_size": 1, "max_size": 400,
-             "allocatable": {"cpu": "32", "memory": "128Gi", "pods": 110}},
-            gpu_pool("a100", "nvidia-tesla-a100", 8, "96", "680Gi", 29.39, 200, {}),
-            gpu_pool("t4", "nvidia-tesla-t4", 1, "16", "60Gi", 0.75, 600, {}),
-            # Scenario allocatable values are quantities: `gpuscale.io/gpu-milli: 1` is one GPU (1,000 milli).
-            gpu_pool("t4-shared", "nvidia-tesla-t4-shared", 1, "16", "60Gi", 0.75, 600,
-                     {"gpuscale.io/gpu-milli": 1}),
-        ]},
+        "name": f"bench-{days:g}d-{gpus:g}gpu" + ("" if shape == "t4x1" else f"-{shape}"),
+        "duration": f"{days * 24:g}h", "seed": 7,
+        "config": {"pools": pools},
         "workload": {
             "helios": {"vc": "vc3sl", "scale_to_gpus": gpus},
             "services": [{"name": "chat", "peak_rps": 300, "rps_per_replica": 6, "max_replicas": 80}],
@@ -50,9 +57,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--gpus", type=float, default=1000.0)
+    parser.add_argument("--shape", choices=("t4x1", "openb"), default="t4x1",
+                        help="node shapes: many 1-GPU T4 nodes (default), or openb's 8-GPU and 2-GPU nodes")
     args = parser.parse_args()
     start = time.perf_counter()
-    setup, config = parse_scenario(scenario(args.days, args.gpus), "bench")
+    setup, config = parse_scenario(scenario(args.days, args.gpus, args.shape), "bench")
     built = time.perf_counter() - start
     start, cpu = time.perf_counter(), time.process_time()
     result = simulate(setup, policy_named("gpuscale", config))

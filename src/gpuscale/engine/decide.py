@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 import numpy as np
 
@@ -102,7 +103,8 @@ class _World:
 
 
 def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
-                facts: Mapping[str, NodeFacts], gpu_placement: str | None = None) -> _World:
+                facts: Mapping[str, NodeFacts], gpu_placement: str | None = None,
+                memo: DecideMemo | None = None) -> _World:
     nodes: list[Node] = []
     capacity: list[Resources] = []
     row_pool: list[str | None] = []
@@ -137,7 +139,8 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
     placed = [p for p in cluster.pods if p.consumes_capacity()]
     table = NodeTable.build(nodes, capacity, placed, pending_names, with_topology=affinity, placement=gpu_placement,
-                            workload=cluster.pending_pods(), group_keys=group_keys)
+                            workload=cluster.pending_pods(), group_keys=group_keys,
+                            device_memo=memo.devices if memo is not None else None)
     return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
                   upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted),
                   free_pods_before=table.free_pods.copy(),
@@ -145,8 +148,8 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
 
 
 def _sorted_cluster(cluster: Cluster) -> Cluster:
-    return replace(cluster, nodes=tuple(sorted(cluster.nodes, key=lambda n: n.name)),
-                   pods=tuple(sorted(cluster.pods, key=lambda p: (p.namespace, p.name))),
+    return replace(cluster, nodes=tuple(sorted(cluster.nodes, key=attrgetter("name"))),
+                   pods=tuple(sorted(cluster.pods, key=attrgetter("namespace", "name"))),
                    pdbs=tuple(sorted(cluster.pdbs, key=lambda b: b.key)),
                    pod_groups=tuple(sorted(cluster.pod_groups, key=lambda g: g.key)))
 
@@ -223,8 +226,8 @@ def _busy_rows(world: _World, table: NodeTable, pods: Sequence[Pod]) -> set[int]
     """Rows that hold workload after this decision: a non-DaemonSet pod runs there, or a pending pod or a new node's
     pod was placed there (its free pod slots dropped)."""
     known = len(world.rows)
-    busy = {i for i in range(len(table))
-            if table.free_pods[i] < (world.free_pods_before[i] if i < known else table.nodes[i].allocatable.get(PODS))}
+    busy = set(np.flatnonzero(table.free_pods[:known] < world.free_pods_before).tolist())
+    busy.update(i for i in range(known, len(table)) if table.free_pods[i] < table.nodes[i].allocatable.get(PODS))
     index = {n.name: i for i, n in enumerate(world.rows)}
     for pod in pods:
         if pod.consumes_capacity() and not (pod.owner and pod.owner.kind == "DaemonSet"):
@@ -256,7 +259,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo)
     timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts)
     state = timeouts.state
-    world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement)
+    world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo)
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
                        totals=world.totals, state=state, policy=policy, now=now)
     busy = _busy_rows(world, up.table, cluster.pods)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
+from gpuscale.engine.placement.devices import LoadMemo
 from gpuscale.engine.table import node_group_key
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
@@ -66,11 +67,13 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool])
 class DecideMemo:
     """Per-node facts carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_pools")
+    __slots__ = ("_facts", "_pools", "devices")
 
     def __init__(self) -> None:
         self._facts: dict[str, NodeFacts] = {}
         self._pools: dict[str, NodePool] = {}
+        self.devices = LoadMemo()
+        """Per-GPU states of device-accounted nodes (`NodeTable.build`)."""
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str],
               pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:

@@ -54,6 +54,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -221,7 +222,7 @@ def _underutilized(nodes: Sequence[Node], phases: Mapping[str, NodePhase], pools
                    policy: Policy, now: float, amounts: Amounts) -> tuple[list[_Candidate], list[NodeVerdict]]:
     """Candidates (strictly below threshold, known pool) and underutilized nodes of no known pool, by name."""
     evaluated: list[tuple[Node, NodePool | None, bool, int | None]] = []
-    for node in sorted(nodes, key=lambda n: n.name):
+    for node in sorted(nodes, key=attrgetter("name")):
         pool = pools.get(pool_of.get(node.name, ""))
         node_phase = phases[node.name]
         if node_phase is NodePhase.USABLE or (node_phase is NodePhase.REGISTERED and not _starting(node, policy, now)):
@@ -255,7 +256,7 @@ class _Simulation:
         destination = np.zeros(len(table), dtype=bool)
         self.rank = np.full(len(table), _FAR, dtype=np.int64)
         usable = [n for n in nodes if phases[n.name] is NodePhase.USABLE]
-        for position, node in enumerate(sorted(usable, key=lambda n: n.name)):
+        for position, node in enumerate(sorted(usable, key=attrgetter("name"))):
             row = table.index_of(node.name)
             if row is not None:
                 destination[row] = True

@@ -297,7 +297,7 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
     normalizer = Resources()
     for pool in pools:
         normalizer = normalizer.max(pool.allocatable)
-    for allocatable in {node.allocatable for node in table.nodes}:  # few distinct shapes, many nodes
+    for allocatable in {id(n.allocatable): n.allocatable for n in table.nodes}.values():  # few shapes, many nodes
         normalizer = normalizer.max(allocatable)
     units = order_units(candidates.units, normalizer - Resources.of({PODS: normalizer.get(PODS)}))
     existing = place_units(table, units)

@@ -29,6 +29,7 @@ from gpuscale.engine.placement.devices import (
     FragChooser,
     GpuDevices,
     GpuNeed,
+    LoadMemo,
     RequestKinds,
     annotated_devices,
 )
@@ -115,12 +116,13 @@ class NodeTable:
     @staticmethod
     def build(nodes: Sequence[Node], capacity: Sequence[Resources], placed: Iterable[Pod],
               extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
-              workload: Iterable[Pod] = (), group_keys: Sequence[tuple[object, ...]] | None = None) -> NodeTable:
+              workload: Iterable[Pod] = (), group_keys: Sequence[tuple[object, ...]] | None = None,
+              device_memo: LoadMemo | None = None) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
         workload fragmentation is measured against. `group_keys[i]` is `node_group_key(nodes[i])` if the caller
-        has it already."""
+        has it already; `device_memo` keeps per-GPU states from one build to the next (same result, less work)."""
         placed = list(placed)
         index = {n.name: i for i, n in enumerate(nodes)}
         # One pass in Python only maps each pod to (row, distinct request); the sums per row are NumPy's.
@@ -173,8 +175,12 @@ class NodeTable:
             gpu_kind = np.array([need is not None for need in needs], dtype=bool)
             if len(rows):
                 loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
-                devices.load(rows[loaded], [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None],
-                             [bound[i] for i in loaded])
+                load_needs = [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None]
+                if device_memo is None:
+                    devices.load(rows[loaded], load_needs, [bound[i] for i in loaded])
+                else:
+                    device_memo.load(devices, [n.name for n in nodes], rows[loaded].tolist(), load_needs,
+                                     [bound[i] for i in loaded])
             if placement is not None:
                 counted: Counter[Resources] = Counter()
                 for requests, n in zip(kinds, np.bincount(of_kind, minlength=len(kinds)).tolist(), strict=True):

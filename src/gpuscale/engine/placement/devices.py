@@ -128,7 +128,9 @@ class GpuDevices:
 
     @staticmethod
     def of(capacity: Sequence[Resources], width: int | None = None) -> GpuDevices:
-        count = np.array([device_count(c) for c in capacity], dtype=np.int64)
+        counts: dict[int, int] = {}  # nodes of one pool share their capacity object: count its devices once
+        count = np.array([counts[id(c)] if id(c) in counts else counts.setdefault(id(c), device_count(c))
+                          for c in capacity], dtype=np.int64)
         width = max(width or 0, int(count.max(initial=0)))
         free = np.where(np.arange(width) < count[:, None], MILLI, 0).astype(np.int64)
         return GpuDevices(count, free)
@@ -232,6 +234,40 @@ class GpuDevices:
             self.free[round_rows[ok], device[ok]] -= round_milli[ok]
             for row, amount in zip(round_rows[~ok].tolist(), round_milli[~ok].tolist(), strict=True):
                 self._spill(row, amount)
+
+
+class LoadMemo:
+    """Device states `GpuDevices.load` reconstructed, per node, reused by the next load while the node has as many
+    devices and the same bound GPU pods (the same objects, in the same order): a row's reconstruction depends on
+    nothing else, so only rows whose pods changed are loaded again."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[int, tuple[Pod, ...], IntArray]] = {}
+
+    def load(self, devices: GpuDevices, names: Sequence[str], rows: Sequence[int], needs: Sequence[GpuNeed],
+             pods: Sequence[Pod]) -> None:
+        """`devices.load(rows, needs, pods)` with `names[row]` naming each row's node."""
+        of_row: dict[int, list[int]] = {}
+        for i, row in enumerate(rows):
+            of_row.setdefault(row, []).append(i)
+        known, fresh = self._rows, {}
+        todo: list[int] = []
+        for row, members in of_row.items():
+            count, held = int(devices.count[row]), tuple(pods[i] for i in members)
+            hit = known.get(names[row])
+            if hit is not None and hit[0] == count and hit[1] == held:
+                devices.free[row, :count] = hit[2]
+                fresh[names[row]] = hit
+            else:
+                todo.extend(members)
+        if todo:
+            devices.load([rows[i] for i in todo], [needs[i] for i in todo], [pods[i] for i in todo])
+            for row in dict.fromkeys(rows[i] for i in todo):
+                count = int(devices.count[row])
+                fresh[names[row]] = (count, tuple(pods[i] for i in of_row[row]), devices.free[row, :count].copy())
+        self._rows = fresh
 
 
 FRAG_POLICIES = ("fgd", "gpuscale")
