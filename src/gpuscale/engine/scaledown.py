@@ -179,10 +179,26 @@ def allocatable_amounts(node: Node) -> tuple[int, int, int, int]:
     return _amounts(node.allocatable)
 
 
+@dataclass(frozen=True, slots=True)
+class _Utilization:
+    """Per evaluated node, in order: utilization, whether it is judged as a GPU node, and its ratios."""
+
+    value: FloatArray
+    gpu_node: npt.NDArray[np.bool_]
+    cpu: FloatArray
+    memory: FloatArray
+    gpu: FloatArray
+
+    def numbers(self, i: int) -> dict[str, float]:
+        if self.gpu_node[i]:
+            return {"gpu": float(self.gpu[i])}
+        return {"cpu": float(self.cpu[i]), "memory": float(self.memory[i])}
+
+
 def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | None]], table: NodeTable,
-                  pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
-                  amounts: Amounts) -> list[tuple[float, float, bool, dict[str, float]]]:
-    """(utilization, threshold, gpu node, numbers) per evaluated node, in order."""
+                  pods_by_node: Mapping[str, Sequence[Pod]], amounts: Amounts) -> _Utilization:
+    """Utilization of every evaluated node: GPU nodes (GPUs in allocatable, or a GPU pool) by GPU requests, others by
+    max(cpu, memory); one vectorised pass."""
     n = len(evaluated)
     alloc = np.array([amounts(node) for node, _, _, _ in evaluated], dtype=np.int64).reshape(n, 4)
     used = np.zeros((n, 4), dtype=np.int64)
@@ -206,15 +222,11 @@ def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | N
     gpu_cap = np.where(alloc[:, 2] > 0, 1000 * alloc[:, 2], alloc[:, 3])
     cpu, mem = _ratio(used[:, 0], alloc[:, 0]), _ratio(used[:, 1], alloc[:, 1])
     gpu = _ratio(1000 * used[:, 2] + used[:, 3], gpu_cap)
-    out = []
-    for i, (_, pool, _, _) in enumerate(evaluated):
-        if gpu_cap[i] > 0 or (pool is not None and pool.is_gpu_pool()):
-            out.append((float(gpu[i]), policy.scale_down_gpu_utilization_threshold, True, {"gpu": float(gpu[i])}))
-        else:
-            value = max(float(cpu[i]), float(mem[i]))
-            out.append((value, policy.scale_down_utilization_threshold, False,
-                        {"cpu": float(cpu[i]), "memory": float(mem[i])}))
-    return out
+    gpu_pools = {pool.name for _, pool, _, _ in evaluated if pool is not None and pool.is_gpu_pool()}
+    gpu_node = (gpu_cap > 0) | np.array([pool is not None and pool.name in gpu_pools for _, pool, _, _ in evaluated],
+                                        dtype=bool)
+    return _Utilization(value=np.where(gpu_node, gpu, np.maximum(cpu, mem)), gpu_node=gpu_node, cpu=cpu,
+                        memory=mem, gpu=gpu)
 
 
 def _underutilized(nodes: Sequence[Node], phases: Mapping[str, NodePhase], pools: Mapping[str, NodePool],
@@ -229,11 +241,15 @@ def _underutilized(nodes: Sequence[Node], phases: Mapping[str, NodePhase], pools
             evaluated.append((node, pool, node_phase is NodePhase.USABLE, table.index_of(node.name)))
     candidates: list[_Candidate] = []
     unknown: list[NodeVerdict] = []
-    for (node, pool, ready, row), (value, threshold, gpu, numbers) in zip(
-            evaluated, _utilizations(evaluated, table, pods_by_node, policy, amounts), strict=True):
-        if value >= threshold:
-            continue
-        numbers = {"utilization": value, "threshold": threshold, **numbers}
+    found = _utilizations(evaluated, table, pods_by_node, amounts)
+    thresholds = np.where(found.gpu_node, policy.scale_down_gpu_utilization_threshold,
+                          policy.scale_down_utilization_threshold)
+    for i in np.flatnonzero(found.value < thresholds).tolist():
+        node, pool, ready, row = evaluated[i]
+        gpu = bool(found.gpu_node[i])
+        value = float(found.value[i])
+        threshold = policy.scale_down_gpu_utilization_threshold if gpu else policy.scale_down_utilization_threshold
+        numbers = {"utilization": value, "threshold": threshold, **found.numbers(i)}
         what = "GPU requests are" if gpu else "max(cpu, memory) requests are"
         reason = Reason(ReasonCode.UNDERUTILIZED,
                         f"node {node.name}: {what} {value:.0%} of allocatable, below the {threshold:.0%} threshold",
