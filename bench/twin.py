@@ -13,6 +13,8 @@ import os
 import platform
 import time
 
+import gpuscale.sim.run as run_module
+from gpuscale.loop.tick import Autoscaler
 from gpuscale.report.twin import result_json
 from gpuscale.sim.run import simulate
 from gpuscale.sim.scenario import parse_scenario, policy_named
@@ -53,6 +55,27 @@ def scenario(days: float, gpus: float, shape: str = "t4x1") -> dict[str, object]
     }
 
 
+class _TimedAutoscaler(Autoscaler):
+    """The twin's autoscaler with the CPU time of its decisions counted (the floor analysis in docs/benchmarks.md)."""
+
+    decisions = 0
+    decide_cpu_s = 0.0
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        inner = self._decide
+
+        def timed(*args: object) -> object:
+            started = time.process_time()
+            try:
+                return inner(*args)  # type: ignore[arg-type]
+            finally:
+                _TimedAutoscaler.decisions += 1
+                _TimedAutoscaler.decide_cpu_s += time.process_time() - started
+
+        self._decide = timed  # type: ignore[assignment]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--days", type=float, default=7.0)
@@ -63,6 +86,7 @@ def main() -> None:
     start = time.perf_counter()
     setup, config = parse_scenario(scenario(args.days, args.gpus, args.shape), "bench")
     built = time.perf_counter() - start
+    run_module.Autoscaler = _TimedAutoscaler  # type: ignore[misc]
     start, cpu = time.perf_counter(), time.process_time()
     result = simulate(setup, policy_named("gpuscale", config))
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -73,6 +97,9 @@ def main() -> None:
     print(f"simulated {args.days:g} days in {wall:.1f}s wall ({cpu:.1f}s CPU): {len(result.pods)} pods, "
           f"{result.sim_events} events, "
           f"{result.sim_events / wall:,.0f} events/s, {len(result.pods) / wall:,.0f} pods/s")
+    decisions, decide_s = _TimedAutoscaler.decisions, _TimedAutoscaler.decide_cpu_s
+    print(f"engine: {decisions} decisions, {decide_s:.1f}s CPU ({1000 * decide_s / max(decisions, 1):.1f} ms each); "
+          f"the rest of the twin {cpu - decide_s:.1f}s CPU")
     print(f"cost ${report['cost_usd']:,.0f}; GPU-hours {report['gpu_hours']['provisioned']:,.0f} provisioned, "
           f"{report['gpu_hours']['allocated']:,.0f} allocated; p95 pending→running "
           f"{report['pending_to_running_s']['p95']}s; scale-ups {result.scale_ups}, never ran {result.never_ran}")
