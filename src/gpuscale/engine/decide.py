@@ -26,7 +26,7 @@ from gpuscale.engine.scaledown import ScaleDownResult, plan_scale_down, unneeded
 from gpuscale.engine.scaleup import plan_scale_up
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
 from gpuscale.engine.table import NodeTable, node_group_key
-from gpuscale.model.cluster import Cluster
+from gpuscale.model.cluster import Cluster, PodIndex
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
@@ -104,7 +104,7 @@ class _World:
 
 def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
                 facts: Mapping[str, NodeFacts], gpu_placement: str | None = None,
-                memo: DecideMemo | None = None) -> _World:
+                memo: DecideMemo | None = None, pods: PodIndex | None = None) -> _World:
     nodes: list[Node] = []
     capacity: list[Resources] = []
     row_pool: list[str | None] = []
@@ -135,11 +135,11 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
         gpus.append(gpu_units(pool.allocatable))
         row_pool.append(pool.name)
         upcoming.append(True)
-    pending_names = {r for p in cluster.pending_pods() for r in p.requests.names()}
+    pods = pods or cluster.index()
+    pending_names = {r for p in pods.pending for r in p.requests.names()}
     affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
-    placed = [p for p in cluster.pods if p.consumes_capacity()]
-    table = NodeTable.build(nodes, capacity, placed, pending_names, with_topology=affinity, placement=gpu_placement,
-                            workload=cluster.pending_pods(), group_keys=group_keys,
+    table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=affinity,
+                            placement=gpu_placement, workload=pods.pending, group_keys=group_keys,
                             device_memo=memo.devices if memo is not None else None)
     return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
                   upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted),
@@ -222,27 +222,26 @@ def _merge(scale_ups: Sequence[ScaleUp]) -> tuple[ScaleUp, ...]:
     return tuple(merged.values())
 
 
-def _busy_rows(world: _World, table: NodeTable, pods: Sequence[Pod]) -> set[int]:
+def _busy_rows(world: _World, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]]) -> set[int]:
     """Rows that hold workload after this decision: a non-DaemonSet pod runs there, or a pending pod or a new node's
     pod was placed there (its free pod slots dropped)."""
     known = len(world.rows)
     busy = set(np.flatnonzero(table.free_pods[:known] < world.free_pods_before).tolist())
     busy.update(i for i in range(known, len(table)) if table.free_pods[i] < table.nodes[i].allocatable.get(PODS))
     index = {n.name: i for i, n in enumerate(world.rows)}
-    for pod in pods:
-        if pod.consumes_capacity() and not (pod.owner and pod.owner.kind == "DaemonSet"):
-            i = index.get(pod.node_name or "")
-            if i is not None:
-                busy.add(i)
+    for name, pods in pods_by_node.items():
+        i = index.get(name)
+        if i is not None and any(not (p.owner and p.owner.kind == "DaemonSet") for p in pods):
+            busy.add(i)
     return busy
 
 
 def _scale_down(cluster: Cluster, table: NodeTable, pools: Mapping[str, NodePool],
-                facts: Mapping[str, NodeFacts], state: EngineState,
+                facts: Mapping[str, NodeFacts], pods_by_node: Mapping[str, Sequence[Pod]], state: EngineState,
                 policy: Policy, now: float) -> ScaleDownResult:
     """Scale-down on the table where pending pods covered by existing capacity already sit on their future nodes."""
     pool_of = {name: f.pool_name for name, f in facts.items() if f.pool_name is not None}
-    return plan_scale_down(nodes=cluster.nodes, table=table, pods_by_node=cluster.pods_by_node(), pools=pools,
+    return plan_scale_down(nodes=cluster.nodes, table=table, pods_by_node=pods_by_node, pools=pools,
                            pool_of=pool_of, pdbs=cluster.pdbs, policy=policy, state=state, now=now,
                            unneeded_since=unneeded_since_from_taints(cluster.nodes),
                            phases={name: f.phase for name, f in facts.items()},
@@ -259,13 +258,14 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo)
     timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts)
     state = timeouts.state
-    world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo)
+    pods = cluster.index()
+    world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo, pods)
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
                        totals=world.totals, state=state, policy=policy, now=now)
-    busy = _busy_rows(world, up.table, cluster.pods)
+    busy = _busy_rows(world, up.table, pods.by_node)
     buffers, _ = buffer_scale_ups(up.table, world, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])
-    down = _scale_down(cluster, up.table, by_name, facts, state, policy, now)
+    down = _scale_down(cluster, up.table, by_name, facts, pods.by_node, state, policy, now)
     removals = down.removals
     blocked = list(down.blocked)
     if policy.buffers:

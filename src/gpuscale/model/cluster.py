@@ -20,6 +20,16 @@ class PodGroupSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PodIndex:
+    pending: tuple[Pod, ...]
+    """Not bound, not finished, not being deleted."""
+    placed: tuple[Pod, ...]
+    """Bound and not finished: holding their requests on their node."""
+    by_node: dict[str, list[Pod]]
+    """`placed` per node name; every node of the cluster has an entry."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Cluster:
     nodes: tuple[Node, ...] = ()
     pods: tuple[Pod, ...] = ()
@@ -28,17 +38,28 @@ class Cluster:
     other_kinds: Mapping[str, int] = field(default_factory=dict)
     """Objects of kinds gpuscale does not read, counted by kind: kept visible, never silently dropped."""
 
+    def index(self) -> PodIndex:
+        """The pods sorted into pending, placed and placed-per-node in one pass (input order kept in each)."""
+        by_node: dict[str, list[Pod]] = {n.name: [] for n in self.nodes}
+        pending: list[Pod] = []
+        placed: list[Pod] = []
+        for pod in self.pods:
+            if pod.is_terminal():
+                continue
+            if pod.node_name is not None:
+                placed.append(pod)
+                by_node.setdefault(pod.node_name, []).append(pod)
+            elif not pod.deleting:
+                pending.append(pod)
+        return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node)
+
     def pods_by_node(self) -> dict[str, list[Pod]]:
         """Pods that hold capacity, per node name (bound and not Succeeded/Failed)."""
-        by_node: dict[str, list[Pod]] = {n.name: [] for n in self.nodes}
-        for pod in self.pods:
-            if pod.node_name is not None and not pod.is_terminal():
-                by_node.setdefault(pod.node_name, []).append(pod)
-        return by_node
+        return self.index().by_node
 
     def requested_by_node(self) -> dict[str, Resources]:
         return {name: sum((p.requests for p in pods), Resources()) for name, pods in self.pods_by_node().items()}
 
     def pending_pods(self) -> tuple[Pod, ...]:
         """Pods not bound to any node and not finished, in input order."""
-        return tuple(p for p in self.pods if p.node_name is None and not p.is_terminal() and not p.deleting)
+        return self.index().pending
