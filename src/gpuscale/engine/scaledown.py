@@ -222,7 +222,8 @@ def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | N
     gpu_cap = np.where(alloc[:, 2] > 0, 1000 * alloc[:, 2], alloc[:, 3])
     cpu, mem = _ratio(used[:, 0], alloc[:, 0]), _ratio(used[:, 1], alloc[:, 1])
     gpu = _ratio(1000 * used[:, 2] + used[:, 3], gpu_cap)
-    gpu_pools = {pool.name for _, pool, _, _ in evaluated if pool is not None and pool.is_gpu_pool()}
+    distinct = {id(pool): pool for _, pool, _, _ in evaluated if pool is not None}.values()
+    gpu_pools = {pool.name for pool in distinct if pool.is_gpu_pool()}
     gpu_node = (gpu_cap > 0) | np.array([pool is not None and pool.name in gpu_pools for _, pool, _, _ in evaluated],
                                         dtype=bool)
     return _Utilization(value=np.where(gpu_node, gpu, np.maximum(cpu, mem)), gpu_node=gpu_node, cpu=cpu,

@@ -67,11 +67,13 @@ def _verdict(pod: Pod, code: ReasonCode, message: str, **numbers: float) -> PodV
     return PodVerdict(pod=pod.key, reasons=(Reason(code, message, numbers),))
 
 
-def select_candidates(cluster: Cluster, policy: Policy, now: float) -> Candidates:
-    """Step 1: the pods scale-up works for, grouped into units, and the ones it waits on (with why)."""
+def select_candidates(cluster: Cluster, policy: Policy, now: float,
+                      pending: Sequence[Pod] | None = None) -> Candidates:
+    """Step 1: the pods scale-up works for, grouped into units, and the ones it waits on (with why). `pending` is
+    `cluster.pending_pods()` if the caller has it already."""
     result = Candidates()
     wanted: list[Pod] = []
-    for pod in sorted(cluster.pending_pods(), key=lambda p: p.key):
+    for pod in sorted(cluster.pending_pods() if pending is None else pending, key=lambda p: p.key):
         if pod.scheduling_gated:
             result.waiting.append(_verdict(pod, ReasonCode.SCHEDULING_GATED, "pod has scheduling gates"))
         elif pod.priority < policy.expendable_priority_cutoff:
@@ -292,8 +294,9 @@ class ScaleUpResult:
 
 
 def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArray, pools: Sequence[NodePool],
-                  totals: Totals, state: EngineState, policy: Policy, now: float) -> ScaleUpResult:
-    candidates = select_candidates(cluster, policy, now)
+                  totals: Totals, state: EngineState, policy: Policy, now: float,
+                  pending: Sequence[Pod] | None = None) -> ScaleUpResult:
+    candidates = select_candidates(cluster, policy, now, pending)
     normalizer = Resources()
     for pool in pools:
         normalizer = normalizer.max(pool.allocatable)
