@@ -12,9 +12,12 @@ import argparse
 import os
 import platform
 import time
+from functools import partial
+from typing import Any
 
-import gpuscale.sim.run as run_module
-from gpuscale.loop.tick import Autoscaler
+from gpuscale.engine.decide import decide
+from gpuscale.engine.memo import DecideMemo
+from gpuscale.engine.plan import Plan
 from gpuscale.report.twin import result_json
 from gpuscale.sim.run import simulate
 from gpuscale.sim.scenario import parse_scenario, policy_named
@@ -55,25 +58,21 @@ def scenario(days: float, gpus: float, shape: str = "t4x1") -> dict[str, object]
     }
 
 
-class _TimedAutoscaler(Autoscaler):
-    """The twin's autoscaler with the CPU time of its decisions counted (the floor analysis in docs/benchmarks.md)."""
+class _Timed:
+    """The engine's decide (with its memo, as the loop runs it), with the CPU time of each decision counted."""
 
-    decisions = 0
-    decide_cpu_s = 0.0
+    def __init__(self) -> None:
+        self.decisions = 0
+        self.cpu_s = 0.0
+        self._decide = partial(decide, memo=DecideMemo())
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        inner = self._decide
-
-        def timed(*args: object) -> object:
-            started = time.process_time()
-            try:
-                return inner(*args)  # type: ignore[arg-type]
-            finally:
-                _TimedAutoscaler.decisions += 1
-                _TimedAutoscaler.decide_cpu_s += time.process_time() - started
-
-        self._decide = timed  # type: ignore[assignment]
+    def __call__(self, *args: Any) -> Plan:
+        started = time.process_time()
+        try:
+            return self._decide(*args)
+        finally:
+            self.decisions += 1
+            self.cpu_s += time.process_time() - started
 
 
 def main() -> None:
@@ -86,9 +85,9 @@ def main() -> None:
     start = time.perf_counter()
     setup, config = parse_scenario(scenario(args.days, args.gpus, args.shape), "bench")
     built = time.perf_counter() - start
-    run_module.Autoscaler = _TimedAutoscaler  # type: ignore[misc]
+    timed = _Timed()
     start, cpu = time.perf_counter(), time.process_time()
-    result = simulate(setup, policy_named("gpuscale", config))
+    result = simulate(setup, policy_named("gpuscale", config), decide=timed)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     report = result_json(result, include_wall=False)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -97,7 +96,7 @@ def main() -> None:
     print(f"simulated {args.days:g} days in {wall:.1f}s wall ({cpu:.1f}s CPU): {len(result.pods)} pods, "
           f"{result.sim_events} events, "
           f"{result.sim_events / wall:,.0f} events/s, {len(result.pods) / wall:,.0f} pods/s")
-    decisions, decide_s = _TimedAutoscaler.decisions, _TimedAutoscaler.decide_cpu_s
+    decisions, decide_s = timed.decisions, timed.cpu_s
     print(f"engine: {decisions} decisions, {decide_s:.1f}s CPU ({1000 * decide_s / max(decisions, 1):.1f} ms each); "
           f"the rest of the twin {cpu - decide_s:.1f}s CPU")
     print(f"cost ${report['cost_usd']:,.0f}; GPU-hours {report['gpu_hours']['provisioned']:,.0f} provisioned, "

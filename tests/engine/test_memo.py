@@ -2,53 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import pytest
 
-import gpuscale.sim.run as run_module
 from gpuscale.engine.decide import decide
 from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Plan, Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.state import EngineState
-from gpuscale.loop.tick import Autoscaler
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
+from gpuscale.sim.run import simulate
 from gpuscale.sim.scenario import load_scenario, policy_named
 
 
-class _Checked(Autoscaler):
-    """The twin's autoscaler, deciding twice per tick: with its memo (the plan it acts on) and afresh."""
+def _checked(counts: dict[str, int]) -> Callable[[Snapshot, Sequence[NodePool], EngineState, Policy, float], Plan]:
+    """The engine's decide with a memo (the plan the twin acts on), checked against a fresh decide every tick."""
+    memo = DecideMemo()
 
-    ticks = 0
-    acted = 0
+    def both(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy, now: float) -> Plan:
+        plan = decide(snapshot, pools, state, policy, now, memo=memo)
+        assert plan == decide(snapshot, pools, state, policy, now), f"plans differ at t={now}"
+        counts["ticks"] += 1
+        counts["acted"] += bool(plan.scale_up or plan.scale_down or plan.mark_unneeded or plan.clear_unneeded)
+        return plan
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        memoised = self._decide
-
-        def both(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy,
-                 now: float) -> Plan:
-            plan = memoised(snapshot, pools, state, policy, now)
-            assert plan == decide(snapshot, pools, state, policy, now), f"plans differ at t={now}"
-            _Checked.ticks += 1
-            _Checked.acted += bool(plan.scale_up or plan.scale_down or plan.mark_unneeded or plan.clear_unneeded)
-            return plan
-
-        self._decide = both
+    return both
 
 
 @pytest.mark.parametrize(("scenario", "hours"), [("default", 8.0), ("sharing", 4.0)])
-def test_memoised_plans_equal_fresh_ones(monkeypatch: pytest.MonkeyPatch, scenario: str, hours: float) -> None:
-    monkeypatch.setattr(run_module, "Autoscaler", _Checked)
-    _Checked.ticks = _Checked.acted = 0
+def test_memoised_plans_equal_fresh_ones(scenario: str, hours: float) -> None:
+    counts = {"ticks": 0, "acted": 0}
     setup, config = load_scenario(scenario)
-    run_module.simulate(replace(setup, duration_s=hours * 3600), policy_named("gpuscale", config))
-    assert _Checked.ticks > 100
-    assert _Checked.acted > 5  # the run scaled and marked nodes: the plans compared were not all empty
+    simulate(replace(setup, duration_s=hours * 3600), policy_named("gpuscale", config), decide=_checked(counts))
+    assert counts["ticks"] > 100
+    assert counts["acted"] > 5  # the run scaled and marked nodes: the plans compared were not all empty
 
 
 def test_memo_derives_again_when_a_node_or_pool_changes() -> None:

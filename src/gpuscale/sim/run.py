@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuscale.engine.decide import decide as engine_decide
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT
 from gpuscale.engine.policy import Policy
 from gpuscale.loop.ports import EventType
 from gpuscale.loop.report import TickReport
-from gpuscale.loop.tick import Autoscaler, LoopSettings
+from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
 from gpuscale.loop.trace import blocked_pods, decided_pods
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.resources import PODS
@@ -77,8 +78,9 @@ class EventLog:
 
 
 def simulate(setup: TwinSetup, policy: TwinPolicy,
-             progress: Callable[[float, float], None] | None = None) -> SimResult:
-    """One deterministic run: same setup, policy and seed → the same result (except `wall_s`)."""
+             progress: Callable[[float, float], None] | None = None, decide: DecideFn | None = None) -> SimResult:
+    """One deterministic run: same setup, policy and seed → the same result (except `wall_s`). `decide` replaces the
+    engine's (with its memo) for a caller that times or checks decisions."""
     started = time.perf_counter()
     sim = Simulation()
     rng = np.random.default_rng(setup.seed)
@@ -103,7 +105,7 @@ def simulate(setup: TwinSetup, policy: TwinPolicy,
     events = EventLog()
     autoscaler = Autoscaler(reader=cluster, writer=cluster, provider=cloud, events=events,
                             clock=VirtualClock(sim), pools=[p.pool for p in setup.pools], policy=policy.policy,
-                            settings=policy.settings)
+                            settings=policy.settings, decide=decide or engine_decide)
     for pool_name, count in sorted(setup.initial_nodes.items()):
         cloud.preload(pool_name, count)
     for spec in sorted(setup.jobs, key=lambda j: (j.submit_s, j.name)):
