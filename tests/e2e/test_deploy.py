@@ -59,7 +59,19 @@ def _ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def system_namespace(core_v1: client.CoreV1Api) -> Iterator[str]:
-    _ignore(409, core_v1.create_namespace, client.V1Namespace(metadata=client.V1ObjectMeta(name=NS)))
+    """`gpuscale-system`, created for real. Another module's copy (test_clusterapi_rbac.py) may still be
+    terminating: wait until it is gone rather than create objects in a namespace being deleted."""
+
+    def usable() -> bool:
+        try:
+            return bool(core_v1.read_namespace(NS).status.phase != "Terminating")
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            _ignore(409, core_v1.create_namespace, client.V1Namespace(metadata=client.V1ObjectMeta(name=NS)))
+            return False
+
+    wait_for(usable, 60, desc=f"namespace {NS} created and not terminating")
     yield NS
     _ignore(404, core_v1.delete_namespace, NS)
 
@@ -104,20 +116,30 @@ def test_every_manifest_passes_a_server_side_dry_run(api_client: client.ApiClien
     assert all(p["target"]["kind"] == "Deployment" and p["target"]["name"] == "gpuscale" for p in overlay["patches"])
 
 
-@pytest.fixture(scope="module")
-def rbac(api_client: client.ApiClient, system_namespace: str) -> Iterator[None]:
-    """The ServiceAccount and its (Cluster)Role(Binding)s, created for real from the manifests."""
-    docs = [d for d in manifests() if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-                                                     "RoleBinding")]
+def created_rbac(api_client: client.ApiClient, docs: list[dict[str, Any]]) -> Iterator[None]:
+    """The ServiceAccount and (Cluster)Role(Binding)s among `docs`, created for real; deleted afterwards."""
+    docs = [d for d in docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                             "RoleBinding")]
     for doc in docs:
         utils.create_from_dict(api_client, doc)
     yield
     rbac_api, core = client.RbacAuthorizationV1Api(api_client), client.CoreV1Api(api_client)
-    _ignore(404, rbac_api.delete_cluster_role_binding, "gpuscale")
-    _ignore(404, rbac_api.delete_cluster_role, "gpuscale")
-    _ignore(404, rbac_api.delete_namespaced_role_binding, "gpuscale", NS)
-    _ignore(404, rbac_api.delete_namespaced_role, "gpuscale", NS)
-    _ignore(404, core.delete_namespaced_service_account, SA, NS)
+    delete = {"ClusterRoleBinding": rbac_api.delete_cluster_role_binding, "ClusterRole": rbac_api.delete_cluster_role}
+    delete_namespaced = {"RoleBinding": rbac_api.delete_namespaced_role_binding,
+                         "Role": rbac_api.delete_namespaced_role,
+                         "ServiceAccount": core.delete_namespaced_service_account}
+    for doc in reversed(docs):
+        name = doc["metadata"]["name"]
+        if doc["kind"] in delete:
+            _ignore(404, delete[doc["kind"]], name)
+        else:
+            _ignore(404, delete_namespaced[doc["kind"]], name, NS)
+
+
+@pytest.fixture(scope="module")
+def rbac(api_client: client.ApiClient, system_namespace: str) -> Iterator[None]:
+    """The ServiceAccount and its (Cluster)Role(Binding)s, created for real from the manifests."""
+    yield from created_rbac(api_client, manifests())
 
 
 @pytest.fixture
