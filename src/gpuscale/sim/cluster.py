@@ -38,7 +38,8 @@ class CapacityListener(Protocol):
 
     def pod_removed(self, pod: Pod) -> None: ...
 
-    def nodes_changed(self) -> None: ...
+    def node_changed(self, name: str) -> None: ...
+    """The node was added, removed, or changed readiness, deletion or allocatable (it is in `nodes` unless removed)."""
 
     def node_relabelled(self, node: Node) -> None: ...
     """Only the node's taints, labels or cordon changed: its capacity and readiness are as before."""
@@ -91,7 +92,7 @@ class SimCluster:
             if old is not None and _same_capacity(old, node):
                 self.capacity_listener.node_relabelled(node)
             else:
-                self.capacity_listener.nodes_changed()
+                self.capacity_listener.node_changed(node.name)
         self._changed()
 
     def remove_node(self, name: str) -> None:
@@ -106,7 +107,7 @@ class SimCluster:
         del self.nodes[name]
         self.pods_on.pop(name, None)
         if self.capacity_listener is not None:
-            self.capacity_listener.nodes_changed()
+            self.capacity_listener.node_changed(name)
         self.on_node_removed(name)
         self._changed()
 

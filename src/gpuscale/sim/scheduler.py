@@ -23,6 +23,7 @@ the rest of that shape is not tried again in the same pass).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -82,6 +83,7 @@ class SimScheduler:
         self._request_rows: dict[Resources, IntArray | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
         self._devices: GpuDevices | None = None
+        self._all_devices = GpuDevices.of([])
         self._kinds = RequestKinds()
         self._gpu_placement = gpu_placement
         self._bound_shapes: Counter[PodShape] = Counter()
@@ -98,8 +100,9 @@ class SimScheduler:
         if not self._stale:
             row = self._row.get(pod.node_name or "")
             vec = self._vector(pod.requests)
-            if row is not None and vec is not None:
-                self._free[row] -= vec
+            if row is not None:
+                if vec is not None:
+                    self._free[row] -= vec
                 self._free_pods[row] -= 1
                 self._hold(row, pod, take=True)
 
@@ -113,8 +116,9 @@ class SimScheduler:
         if not self._stale:
             row = self._row.get(pod.node_name or "")
             vec = self._vector(pod.requests)
-            if row is not None and vec is not None:
-                self._free[row] += vec
+            if row is not None:
+                if vec is not None:
+                    self._free[row] += vec
                 self._free_pods[row] += 1
                 self._hold(row, pod, take=False)
         self.request_pass()
@@ -123,8 +127,16 @@ class SimScheduler:
         """A new pod waits: the scheduler looks at it in its next pass (this very instant)."""
         self.request_pass()
 
-    def nodes_changed(self) -> None:
-        self._stale = True
+    def node_changed(self, name: str) -> None:
+        """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
+        order, so every array is what a rebuild from scratch would give and ties still go to the first name."""
+        if not self._stale:
+            row = self._row.get(name)
+            if row is not None:
+                self._delete_row(row)
+            node = self._cluster.nodes.get(name)
+            if node is not None and node.ready and not node.deleting:
+                self._insert_row(bisect.bisect_left(self._names, name), node)
         self.request_pass()
 
     def node_relabelled(self, node: Node) -> None:
@@ -176,38 +188,78 @@ class SimScheduler:
         return row
 
     def _rebuild(self) -> None:
-        nodes = sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting), key=lambda n: n.name)
-        self._names = [n.name for n in nodes]
-        self._row = {name: i for i, name in enumerate(self._names)}
-        self._alloc = np.zeros((len(nodes), len(self.columns)), dtype=np.int64)
-        self._free_pods = np.zeros(len(nodes), dtype=np.int64)
-        for i, node in enumerate(nodes):
-            for name, amount in node.allocatable.items:
-                if name == PODS:
-                    self._free_pods[i] = amount
-                elif name in self._col:
-                    self._alloc[i, self._col[name]] = amount
+        """All rows from scratch: at the first pass, and when a bound pod's devices must be reconstructed."""
+        self._names, self._row = [], {}
+        self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
-        devices: GpuDevices | None = GpuDevices.of([n.allocatable for n in nodes])
-        self._devices = devices if devices else None
-        rows: list[int] = []
+        self._free_pods = np.zeros(0, dtype=np.int64)
+        self._all_devices = GpuDevices.of([])
+        self._devices = None
+        self._static = {}
+        for node in sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting),
+                           key=lambda n: n.name):
+            self._insert_row(len(self._names), node)
+        self._stale = False
+
+    def _node_row(self, node: Node) -> tuple[IntArray, IntArray, int, GpuDevices]:
+        """A schedulable node's allocatable, its free capacity and pod slots after the pods bound there, and its
+        devices (one row, reconstructed from those pods)."""
+        alloc = np.zeros(len(self.columns), dtype=np.int64)
+        free_pods = 0
+        for name, amount in node.allocatable.items:
+            if name == PODS:
+                free_pods = amount
+            elif name in self._col:
+                alloc[self._col[name]] = amount
+        free = alloc.copy()
+        devices = GpuDevices.of([node.allocatable])
         needs: list[GpuNeed] = []
         held: list[Pod] = []
-        for i, name in enumerate(self._names):
-            for key in self._cluster.pods_on.get(name, ()):
-                pod = self._cluster.pods[key]
-                vec = self._vector(pod.requests)
-                if vec is not None:
-                    self._free[i] -= vec
-                self._free_pods[i] -= 1
-                if self._devices is not None and self._devices.count[i] and (need := self._need(pod.requests)):
-                    rows.append(i)
-                    needs.append(need)
-                    held.append(pod)
-        if self._devices is not None:
-            self._devices.load(rows, needs, held)
-        self._static = {}
-        self._stale = False
+        for key in self._cluster.pods_on.get(node.name, ()):
+            pod = self._cluster.pods[key]
+            vec = self._vector(pod.requests)
+            if vec is not None:
+                free -= vec
+            free_pods -= 1
+            if devices.count[0] and (need := self._need(pod.requests)):
+                needs.append(need)
+                held.append(pod)
+        devices.load([0] * len(needs), needs, held)
+        return alloc, free, free_pods, devices
+
+    def _insert_row(self, row: int, node: Node) -> None:
+        alloc, free, free_pods, devices = self._node_row(node)
+        self._names.insert(row, node.name)
+        for i in range(row, len(self._names)):
+            self._row[self._names[i]] = i
+        self._alloc = np.insert(self._alloc, row, alloc, axis=0)
+        self._free = np.insert(self._free, row, free, axis=0)
+        self._free_pods = np.insert(self._free_pods, row, free_pods)
+        old = self._all_devices
+        width = max(old.free.shape[1], devices.free.shape[1])
+        self._set_devices(np.insert(old.count, row, devices.count[0]),
+                          np.insert(np.pad(old.free, ((0, 0), (0, width - old.free.shape[1]))), row,
+                                    np.pad(devices.free[0], (0, width - devices.free.shape[1])), axis=0))
+        for constraints, mask in self._static.items():
+            self._static[constraints] = np.insert(mask, row, not static_failures(constraints, node))
+
+    def _delete_row(self, row: int) -> None:
+        del self._row[self._names.pop(row)]
+        for i in range(row, len(self._names)):
+            self._row[self._names[i]] = i
+        self._alloc = np.delete(self._alloc, row, axis=0)
+        self._free = np.delete(self._free, row, axis=0)
+        self._free_pods = np.delete(self._free_pods, row)
+        count = np.delete(self._all_devices.count, row)
+        self._set_devices(count, np.delete(self._all_devices.free, row, axis=0)[:, :int(count.max(initial=0))])
+        for constraints, mask in self._static.items():
+            self._static[constraints] = np.delete(mask, row)
+
+    def _set_devices(self, count: IntArray, free: IntArray) -> None:
+        """Per-device state of every row, as wide as the node with most devices (`GpuDevices.of`); kept as None
+        while no node has devices, so device checks are skipped."""
+        self._all_devices = GpuDevices(count, free)
+        self._devices = self._all_devices if self._all_devices else None
 
     def _static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
         mask = self._static.get(constraints)
