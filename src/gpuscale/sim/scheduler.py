@@ -86,8 +86,11 @@ class SimScheduler:
         self._all_devices = GpuDevices.of([])
         self._kinds = RequestKinds()
         self._gpu_placement = gpu_placement
-        self._bound_shapes: Counter[PodShape] = Counter()
-        """GPU pod shapes bound now: with the pending ones, the workload fragmentation is measured against."""
+        self._workload: Counter[PodShape] = Counter()
+        """GPU pod shapes bound or pending now: the workload fragmentation is measured against. Kept as pods come,
+        bind and go; binding moves a pod from pending to bound and leaves it unchanged."""
+        self._frag: tuple[frozenset[tuple[PodShape, int]], FragChooser] | None = None
+        """The chooser for the workload it was built for (reused while the workload is the same)."""
         self.attempts = 0
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
@@ -127,6 +130,12 @@ class SimScheduler:
         """A new pod waits: the scheduler looks at it in its next pass (this very instant)."""
         self.request_pass()
 
+    def pending_changed(self, before: Pod | None, after: Pod | None) -> None:
+        if before is not None:
+            self._count_shape(before, -1)
+        if after is not None:
+            self._count_shape(after, 1)
+
     def node_changed(self, name: str) -> None:
         """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
         order, so every array is what a rebuild from scratch would give and ties still go to the first name."""
@@ -157,7 +166,7 @@ class SimScheduler:
 
     def _count_shape(self, pod: Pod, delta: int) -> None:
         if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
-            self._bound_shapes[shape] += delta
+            self._workload[shape] += delta
 
     def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
         """A bound pod takes (or gives back) the devices its `gpuscale.io/gpu-index` annotation names."""
@@ -350,11 +359,10 @@ class SimScheduler:
 
     def _chooser(self) -> FragChooser:
         assert self._gpu_placement is not None
-        workload = Counter(self._bound_shapes)
-        for key in self._cluster.pending:
-            if (shape := self._shape(self._cluster.pods[key].requests)) is not None:
-                workload[shape] += 1
-        return FragChooser(self._gpu_placement, workload)
+        workload = frozenset((shape, n) for shape, n in self._workload.items() if n > 0)
+        if self._frag is None or self._frag[0] != workload:
+            self._frag = (workload, FragChooser(self._gpu_placement, self._workload))
+        return self._frag[1]
 
     def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray) -> IntArray:
         """Rank of each candidate under the configured scoring (0 = its choice), ties in name order."""
