@@ -89,15 +89,22 @@ class SimScheduler:
         self._workload: Counter[PodShape] = Counter()
         """GPU pod shapes bound or pending now: the workload fragmentation is measured against. Kept as pods come,
         bind and go; binding moves a pod from pending to bound and leaves it unchanged."""
+        self._workload_changed = False
         self._frag: tuple[frozenset[tuple[PodShape, int]], FragChooser] | None = None
         """The chooser for the workload it was built for (reused while the workload is the same)."""
         self.attempts = 0
+        self._still_failing: set[tuple[Resources, SchedulingConstraints, int]] = set()
+        """Pod kinds (requests, constraints, priority) that fit nowhere, even by preemption, and nothing they depend on
+        (nodes, their labels and taints, the pods bound) changed since: another attempt would fail the same way, so
+        a pass marks such pods at once — kube-scheduler's queueing hints, which retry a pod only after an event
+        that may make it schedulable. Cleared by every such change."""
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
         cluster.capacity_listener = self
 
     # -------------------------------------------------------------------------------------- CapacityListener
     def pod_placed(self, pod: Pod) -> None:
+        self._still_failing.clear()
         self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
         self._count_shape(pod, 1)
         if not self._stale:
@@ -110,6 +117,7 @@ class SimScheduler:
                 self._hold(row, pod, take=True)
 
     def pod_removed(self, pod: Pod) -> None:
+        self._still_failing.clear()
         left = self._bound_priorities.get(pod.priority, 0) - 1
         if left > 0:
             self._bound_priorities[pod.priority] = left
@@ -139,6 +147,7 @@ class SimScheduler:
     def node_changed(self, name: str) -> None:
         """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
         order, so every array is what a rebuild from scratch would give and ties still go to the first name."""
+        self._still_failing.clear()
         if not self._stale:
             row = self._row.get(name)
             if row is not None:
@@ -151,6 +160,7 @@ class SimScheduler:
     def node_relabelled(self, node: Node) -> None:
         """Taints, labels or cordon changed (deletion-candidate marks, mostly): recompute that node's row of the
         cached filter masks instead of rebuilding every array."""
+        self._still_failing.clear()
         row = self._row.get(node.name)
         if not self._stale and row is not None:
             for constraints, mask in self._static.items():
@@ -167,6 +177,7 @@ class SimScheduler:
     def _count_shape(self, pod: Pod, delta: int) -> None:
         if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
             self._workload[shape] += delta
+            self._workload_changed = True
 
     def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
         """A bound pod takes (or gives back) the devices its `gpuscale.io/gpu-index` annotation names."""
@@ -198,6 +209,7 @@ class SimScheduler:
 
     def _rebuild(self) -> None:
         """All rows from scratch: at the first pass, and when a bound pod's devices must be reconstructed."""
+        self._still_failing.clear()
         self._names, self._row = [], {}
         self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
@@ -304,11 +316,13 @@ class SimScheduler:
                 gangs.setdefault(pod.group.key, []).append(pod)
                 continue
             key = (pod.requests, pod.constraints, pod.priority)
-            if key in failed:
+            if key in failed or key in self._still_failing:
+                failed.add(key)
                 self._mark_unschedulable(pod)
                 continue
             if not self._place(pod) and not self._preempt(pod):
                 failed.add(key)
+                self._still_failing.add(key)
                 self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
@@ -359,9 +373,11 @@ class SimScheduler:
 
     def _chooser(self) -> FragChooser:
         assert self._gpu_placement is not None
-        workload = frozenset((shape, n) for shape, n in self._workload.items() if n > 0)
-        if self._frag is None or self._frag[0] != workload:
-            self._frag = (workload, FragChooser(self._gpu_placement, self._workload))
+        if self._frag is None or self._workload_changed:
+            self._workload_changed = False
+            workload = frozenset((shape, n) for shape, n in self._workload.items() if n > 0)
+            if self._frag is None or self._frag[0] != workload:
+                self._frag = (workload, FragChooser(self._gpu_placement, self._workload))
         return self._frag[1]
 
     def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray) -> IntArray:
