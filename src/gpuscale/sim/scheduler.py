@@ -351,15 +351,19 @@ class SimScheduler:
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
                 devices: GpuDevices | None = None) -> tuple[int, tuple[int, ...]]:
-        """The row for `pod` and, on a device-accounted row, its devices (fragmentation-aware or best fit)."""
+        """The row for `pod` and, on a device-accounted row, its devices (fragmentation-aware or best fit).
+
+        Fragmentation is measured on devices: a node without per-device accounting has none before or after (F = 0,
+        every such node scores alike), so when no candidate has devices the configured scoring alone decides, as the
+        chooser's rank tie-break would."""
         devices = devices or self._devices
         need = self._need(pod.requests) if devices is not None else None
         row = self._score(pod, mask, free)
         if need is None or devices is None:
             return row, ()
         shape = self._shape(pod.requests)
-        if self._gpu_placement is not None and shape is not None:
-            candidates = np.flatnonzero(mask)
+        candidates = np.flatnonzero(mask)
+        if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
             rank = np.empty(len(self._names), dtype=np.int64)
             rank[candidates] = self._kube_rank(pod, candidates, free)
             cpu = self._col.get(CPU)
