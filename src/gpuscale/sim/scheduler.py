@@ -16,9 +16,13 @@
 - A pod that cannot be placed gets `PodScheduled=False/Unschedulable` (`Pod.unschedulable`), exactly when the real
   scheduler would set it: after an attempt.
 
-Free capacity lives in NumPy arrays (nodes × resources) updated as pods come and go; a pass costs
+Free capacity lives in NumPy arrays (nodes × resources, one row per schedulable node in name order) updated as pods
+come and go; a node that comes, goes, turns Ready or registers its GPUs has only its own row redone, so the arrays
+always equal a rebuild from scratch (the twin's T4 pools churn nodes all day). A pass costs
 O(pending classes × nodes × resources) thanks to the equivalence-class skip (once one pod of a shape fails in a pass,
-the rest of that shape is not tried again in the same pass).
+the rest of that shape is not tried again in the same pass), and a shape that failed is not tried again in later
+passes until something it depends on changes (nodes, taints, bound pods): kube-scheduler's queueing hints. Its pods
+are still marked and counted in `attempts`, as a failed attempt would.
 """
 
 from __future__ import annotations
