@@ -38,12 +38,17 @@ class CapacityListener(Protocol):
 
     def pod_removed(self, pod: Pod) -> None: ...
 
-    def nodes_changed(self) -> None: ...
+    def node_changed(self, name: str) -> None: ...
+    """The node was added, removed, or changed readiness, deletion or allocatable (it is in `nodes` unless removed)."""
 
     def node_relabelled(self, node: Node) -> None: ...
     """Only the node's taints, labels or cordon changed: its capacity and readiness are as before."""
 
     def pod_pending(self, pod: Pod) -> None: ...
+    """A new pod waits to be scheduled."""
+
+    def pending_changed(self, before: Pod | None, after: Pod | None) -> None: ...
+    """A pod left (`before`), joined (`after`) or changed in (both) the pending pods."""
 
 
 class SimCluster:
@@ -91,7 +96,7 @@ class SimCluster:
             if old is not None and _same_capacity(old, node):
                 self.capacity_listener.node_relabelled(node)
             else:
-                self.capacity_listener.nodes_changed()
+                self.capacity_listener.node_changed(node.name)
         self._changed()
 
     def remove_node(self, name: str) -> None:
@@ -106,7 +111,7 @@ class SimCluster:
         del self.nodes[name]
         self.pods_on.pop(name, None)
         if self.capacity_listener is not None:
-            self.capacity_listener.nodes_changed()
+            self.capacity_listener.node_changed(name)
         self.on_node_removed(name)
         self._changed()
 
@@ -121,12 +126,15 @@ class SimCluster:
             self.pods_on.setdefault(pod.node_name, set()).add(pod.key)
             if listener is not None:
                 listener.pod_placed(pod)
+        was_pending = old is not None and old.node_name is None
         if pod.node_name is None:
             self.pending.add(pod.key)
             if listener is not None and old is None:
                 listener.pod_pending(pod)
         else:
             self.pending.discard(pod.key)
+        if listener is not None and (was_pending or pod.node_name is None):
+            listener.pending_changed(old if was_pending else None, pod if pod.node_name is None else None)
         self.pods[pod.key] = pod
         self._changed()
 
@@ -139,6 +147,8 @@ class SimCluster:
             self.pods_on.get(pod.node_name, set()).discard(key)
             if self.capacity_listener is not None:
                 self.capacity_listener.pod_removed(pod)
+        elif self.capacity_listener is not None:
+            self.capacity_listener.pending_changed(pod, None)
         self._changed()
         return pod
 

@@ -16,13 +16,18 @@
 - A pod that cannot be placed gets `PodScheduled=False/Unschedulable` (`Pod.unschedulable`), exactly when the real
   scheduler would set it: after an attempt.
 
-Free capacity lives in NumPy arrays (nodes × resources) updated as pods come and go; a pass costs
+Free capacity lives in NumPy arrays (nodes × resources, one row per schedulable node in name order) updated as pods
+come and go; a node that comes, goes, turns Ready or registers its GPUs has only its own row redone, so the arrays
+always equal a rebuild from scratch (the twin's T4 pools churn nodes all day). A pass costs
 O(pending classes × nodes × resources) thanks to the equivalence-class skip (once one pod of a shape fails in a pass,
-the rest of that shape is not tried again in the same pass).
+the rest of that shape is not tried again in the same pass), and a shape that failed is not tried again in later
+passes until something it depends on changes (nodes, taints, bound pods): kube-scheduler's queueing hints. Its pods
+are still marked and counted in `attempts`, as a failed attempt would.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -82,28 +87,41 @@ class SimScheduler:
         self._request_rows: dict[Resources, IntArray | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
         self._devices: GpuDevices | None = None
+        self._all_devices = GpuDevices.of([])
         self._kinds = RequestKinds()
         self._gpu_placement = gpu_placement
-        self._bound_shapes: Counter[PodShape] = Counter()
-        """GPU pod shapes bound now: with the pending ones, the workload fragmentation is measured against."""
+        self._workload: Counter[PodShape] = Counter()
+        """GPU pod shapes bound or pending now: the workload fragmentation is measured against. Kept as pods come,
+        bind and go; binding moves a pod from pending to bound and leaves it unchanged."""
+        self._workload_changed = False
+        self._frag: tuple[frozenset[tuple[PodShape, int]], FragChooser] | None = None
+        """The chooser for the workload it was built for (reused while the workload is the same)."""
         self.attempts = 0
+        self._still_failing: set[tuple[Resources, SchedulingConstraints, int]] = set()
+        """Pod kinds (requests, constraints, priority) that fit nowhere, even by preemption, and nothing they depend on
+        (nodes, their labels and taints, the pods bound) changed since: another attempt would fail the same way, so
+        a pass marks such pods at once — kube-scheduler's queueing hints, which retry a pod only after an event
+        that may make it schedulable. Cleared by every such change."""
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
         cluster.capacity_listener = self
 
     # -------------------------------------------------------------------------------------- CapacityListener
     def pod_placed(self, pod: Pod) -> None:
+        self._still_failing.clear()
         self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
         self._count_shape(pod, 1)
         if not self._stale:
             row = self._row.get(pod.node_name or "")
             vec = self._vector(pod.requests)
-            if row is not None and vec is not None:
-                self._free[row] -= vec
+            if row is not None:
+                if vec is not None:
+                    self._free[row] -= vec
                 self._free_pods[row] -= 1
                 self._hold(row, pod, take=True)
 
     def pod_removed(self, pod: Pod) -> None:
+        self._still_failing.clear()
         left = self._bound_priorities.get(pod.priority, 0) - 1
         if left > 0:
             self._bound_priorities[pod.priority] = left
@@ -113,8 +131,9 @@ class SimScheduler:
         if not self._stale:
             row = self._row.get(pod.node_name or "")
             vec = self._vector(pod.requests)
-            if row is not None and vec is not None:
-                self._free[row] += vec
+            if row is not None:
+                if vec is not None:
+                    self._free[row] += vec
                 self._free_pods[row] += 1
                 self._hold(row, pod, take=False)
         self.request_pass()
@@ -123,13 +142,29 @@ class SimScheduler:
         """A new pod waits: the scheduler looks at it in its next pass (this very instant)."""
         self.request_pass()
 
-    def nodes_changed(self) -> None:
-        self._stale = True
+    def pending_changed(self, before: Pod | None, after: Pod | None) -> None:
+        if before is not None:
+            self._count_shape(before, -1)
+        if after is not None:
+            self._count_shape(after, 1)
+
+    def node_changed(self, name: str) -> None:
+        """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
+        order, so every array is what a rebuild from scratch would give and ties still go to the first name."""
+        self._still_failing.clear()
+        if not self._stale:
+            row = self._row.get(name)
+            if row is not None:
+                self._delete_row(row)
+            node = self._cluster.nodes.get(name)
+            if node is not None and node.ready and not node.deleting:
+                self._insert_row(bisect.bisect_left(self._names, name), node)
         self.request_pass()
 
     def node_relabelled(self, node: Node) -> None:
         """Taints, labels or cordon changed (deletion-candidate marks, mostly): recompute that node's row of the
         cached filter masks instead of rebuilding every array."""
+        self._still_failing.clear()
         row = self._row.get(node.name)
         if not self._stale and row is not None:
             for constraints, mask in self._static.items():
@@ -145,7 +180,8 @@ class SimScheduler:
 
     def _count_shape(self, pod: Pod, delta: int) -> None:
         if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
-            self._bound_shapes[shape] += delta
+            self._workload[shape] += delta
+            self._workload_changed = True
 
     def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
         """A bound pod takes (or gives back) the devices its `gpuscale.io/gpu-index` annotation names."""
@@ -176,38 +212,79 @@ class SimScheduler:
         return row
 
     def _rebuild(self) -> None:
-        nodes = sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting), key=lambda n: n.name)
-        self._names = [n.name for n in nodes]
-        self._row = {name: i for i, name in enumerate(self._names)}
-        self._alloc = np.zeros((len(nodes), len(self.columns)), dtype=np.int64)
-        self._free_pods = np.zeros(len(nodes), dtype=np.int64)
-        for i, node in enumerate(nodes):
-            for name, amount in node.allocatable.items:
-                if name == PODS:
-                    self._free_pods[i] = amount
-                elif name in self._col:
-                    self._alloc[i, self._col[name]] = amount
+        """All rows from scratch: at the first pass, and when a bound pod's devices must be reconstructed."""
+        self._still_failing.clear()
+        self._names, self._row = [], {}
+        self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
-        devices: GpuDevices | None = GpuDevices.of([n.allocatable for n in nodes])
-        self._devices = devices if devices else None
-        rows: list[int] = []
+        self._free_pods = np.zeros(0, dtype=np.int64)
+        self._all_devices = GpuDevices.of([])
+        self._devices = None
+        self._static = {}
+        for node in sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting),
+                           key=lambda n: n.name):
+            self._insert_row(len(self._names), node)
+        self._stale = False
+
+    def _node_row(self, node: Node) -> tuple[IntArray, IntArray, int, GpuDevices]:
+        """A schedulable node's allocatable, its free capacity and pod slots after the pods bound there, and its
+        devices (one row, reconstructed from those pods)."""
+        alloc = np.zeros(len(self.columns), dtype=np.int64)
+        free_pods = 0
+        for name, amount in node.allocatable.items:
+            if name == PODS:
+                free_pods = amount
+            elif name in self._col:
+                alloc[self._col[name]] = amount
+        free = alloc.copy()
+        devices = GpuDevices.of([node.allocatable])
         needs: list[GpuNeed] = []
         held: list[Pod] = []
-        for i, name in enumerate(self._names):
-            for key in self._cluster.pods_on.get(name, ()):
-                pod = self._cluster.pods[key]
-                vec = self._vector(pod.requests)
-                if vec is not None:
-                    self._free[i] -= vec
-                self._free_pods[i] -= 1
-                if self._devices is not None and self._devices.count[i] and (need := self._need(pod.requests)):
-                    rows.append(i)
-                    needs.append(need)
-                    held.append(pod)
-        if self._devices is not None:
-            self._devices.load(rows, needs, held)
-        self._static = {}
-        self._stale = False
+        for key in self._cluster.pods_on.get(node.name, ()):
+            pod = self._cluster.pods[key]
+            vec = self._vector(pod.requests)
+            if vec is not None:
+                free -= vec
+            free_pods -= 1
+            if devices.count[0] and (need := self._need(pod.requests)):
+                needs.append(need)
+                held.append(pod)
+        devices.load([0] * len(needs), needs, held)
+        return alloc, free, free_pods, devices
+
+    def _insert_row(self, row: int, node: Node) -> None:
+        alloc, free, free_pods, devices = self._node_row(node)
+        self._names.insert(row, node.name)
+        for i in range(row, len(self._names)):
+            self._row[self._names[i]] = i
+        self._alloc = np.insert(self._alloc, row, alloc, axis=0)
+        self._free = np.insert(self._free, row, free, axis=0)
+        self._free_pods = np.insert(self._free_pods, row, free_pods)
+        old = self._all_devices
+        width = max(old.free.shape[1], devices.free.shape[1])
+        self._set_devices(np.insert(old.count, row, devices.count[0]),
+                          np.insert(np.pad(old.free, ((0, 0), (0, width - old.free.shape[1]))), row,
+                                    np.pad(devices.free[0], (0, width - devices.free.shape[1])), axis=0))
+        for constraints, mask in self._static.items():
+            self._static[constraints] = np.insert(mask, row, not static_failures(constraints, node))
+
+    def _delete_row(self, row: int) -> None:
+        del self._row[self._names.pop(row)]
+        for i in range(row, len(self._names)):
+            self._row[self._names[i]] = i
+        self._alloc = np.delete(self._alloc, row, axis=0)
+        self._free = np.delete(self._free, row, axis=0)
+        self._free_pods = np.delete(self._free_pods, row)
+        count = np.delete(self._all_devices.count, row)
+        self._set_devices(count, np.delete(self._all_devices.free, row, axis=0)[:, :int(count.max(initial=0))])
+        for constraints, mask in self._static.items():
+            self._static[constraints] = np.delete(mask, row)
+
+    def _set_devices(self, count: IntArray, free: IntArray) -> None:
+        """Per-device state of every row, as wide as the node with most devices (`GpuDevices.of`); kept as None
+        while no node has devices, so device checks are skipped."""
+        self._all_devices = GpuDevices(count, free)
+        self._devices = self._all_devices if self._all_devices else None
 
     def _static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
         mask = self._static.get(constraints)
@@ -243,11 +320,13 @@ class SimScheduler:
                 gangs.setdefault(pod.group.key, []).append(pod)
                 continue
             key = (pod.requests, pod.constraints, pod.priority)
-            if key in failed:
+            if key in failed or key in self._still_failing:
+                failed.add(key)
                 self._mark_unschedulable(pod)
                 continue
             if not self._place(pod) and not self._preempt(pod):
                 failed.add(key)
+                self._still_failing.add(key)
                 self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
@@ -276,15 +355,19 @@ class SimScheduler:
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
                 devices: GpuDevices | None = None) -> tuple[int, tuple[int, ...]]:
-        """The row for `pod` and, on a device-accounted row, its devices (fragmentation-aware or best fit)."""
+        """The row for `pod` and, on a device-accounted row, its devices (fragmentation-aware or best fit).
+
+        Fragmentation is measured on devices: a node without per-device accounting has none before or after (F = 0,
+        every such node scores alike), so when no candidate has devices the configured scoring alone decides, as the
+        chooser's rank tie-break would."""
         devices = devices or self._devices
         need = self._need(pod.requests) if devices is not None else None
         row = self._score(pod, mask, free)
         if need is None or devices is None:
             return row, ()
         shape = self._shape(pod.requests)
-        if self._gpu_placement is not None and shape is not None:
-            candidates = np.flatnonzero(mask)
+        candidates = np.flatnonzero(mask)
+        if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
             rank = np.empty(len(self._names), dtype=np.int64)
             rank[candidates] = self._kube_rank(pod, candidates, free)
             cpu = self._col.get(CPU)
@@ -298,11 +381,12 @@ class SimScheduler:
 
     def _chooser(self) -> FragChooser:
         assert self._gpu_placement is not None
-        workload = Counter(self._bound_shapes)
-        for key in self._cluster.pending:
-            if (shape := self._shape(self._cluster.pods[key].requests)) is not None:
-                workload[shape] += 1
-        return FragChooser(self._gpu_placement, workload)
+        if self._frag is None or self._workload_changed:
+            self._workload_changed = False
+            workload = frozenset((shape, n) for shape, n in self._workload.items() if n > 0)
+            if self._frag is None or self._frag[0] != workload:
+                self._frag = (workload, FragChooser(self._gpu_placement, self._workload))
+        return self._frag[1]
 
     def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray) -> IntArray:
         """Rank of each candidate under the configured scoring (0 = its choice), ties in name order."""

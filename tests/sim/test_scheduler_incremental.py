@@ -1,0 +1,119 @@
+"""The twin's scheduler keeps its arrays by increments — a node's row redone when the node comes, goes, turns Ready or
+registers its GPUs; pods taken off and given back as they bind and leave; the GPU workload counted as pods come, bind
+and go — and must hold exactly what a rebuild from the cluster would: any drift would change placements silently."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscale.engine.scheduling import static_failures
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod
+from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, PODS, Resources
+from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator
+from gpuscale.sim.cluster import SimCluster
+from gpuscale.sim.core import Simulation
+from gpuscale.sim.scheduler import SimScheduler
+from tests.builders import make_pod
+
+COLUMNS = ["cpu", "memory", NVIDIA_GPU, GPU_MILLI]
+NAMES = [f"n{i}" for i in range(4)]
+TAINT = Taint(key="dedicated", value="x", effect=TaintEffect.NO_SCHEDULE)
+
+
+def node(name: str, gpus: int, *, ready: bool, registered: bool = True, tainted: bool = False) -> Node:
+    amounts = {"cpu": 16_000, "memory": 64 * 2**30, PODS: 6}
+    if gpus and registered:
+        amounts |= {NVIDIA_GPU: gpus, GPU_MILLI: 1000 * gpus}
+    allocatable = Resources.of(amounts)
+    return Node(name=name, allocatable=allocatable, capacity=allocatable, ready=ready,
+                labels={"kubernetes.io/hostname": name}, taints=(TAINT,) if tainted else ())
+
+
+def pod(i: int, kind: int, priority: int, tolerant: bool) -> Pod:
+    extra = {GPU_MILLI: (250, 500, 700)[kind]} if kind < 3 else None
+    tolerations = (Toleration(key="dedicated", operator=TolerationOperator.EXISTS),) if tolerant else ()
+    return make_pod(f"p{i}", cpu="2", memory="4Gi", gpus=1 if kind == 3 else 0, extra=extra, priority=priority,
+                    tolerations=tolerations)
+
+
+def arrays(s: SimScheduler) -> tuple[object, ...]:
+    return (list(s._names), dict(s._row), s._alloc.tolist(), s._free.tolist(), s._free_pods.tolist(),
+            s._all_devices.count.tolist(), s._all_devices.free.tolist(), s._devices is None)
+
+
+def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
+    if s._stale:  # nothing built yet: the first pass builds from scratch
+        return
+    incremental = arrays(s)
+    masks = {c: m.tolist() for c, m in s._static.items()}
+    for constraints, mask in masks.items():
+        assert mask == [not static_failures(constraints, cluster.nodes[n]) for n in s._names]
+    workload = +s._workload
+    expected: Counter[object] = Counter()
+    for p in cluster.pods.values():
+        if (shape := s._shape(p.requests)) is not None:
+            expected[shape] += 1
+    assert workload == expected
+    s._rebuild()
+    assert arrays(s) == incremental
+    for constraints in masks:  # cached again, so later steps keep the masks up to date by rows
+        s._static_mask(constraints)
+
+
+steps = st.lists(st.tuples(st.sampled_from(["add", "ready", "gpus", "remove", "taint", "pod", "delete", "pass"]),
+                           st.integers(0, 3), st.integers(0, 3), st.booleans()), min_size=1, max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps)
+def test_arrays_match_a_rebuild_after_any_churn(ops: list[tuple[str, int, int, bool]]) -> None:
+    sim, cluster = Simulation(), SimCluster()
+    scheduler = SimScheduler(sim, cluster, COLUMNS, gpu_placement="gpuscale")
+    cluster.put_node(node("n0", 2, ready=True, registered=True))
+    cluster.put_pod(pod(0, 0, 0, False))
+    sim.run(sim.now + 1)
+    assert not scheduler._stale
+    for i, (op, n, k, flag) in enumerate(ops, start=1):
+        name, current = NAMES[n], cluster.nodes.get(NAMES[n])
+        if op == "add" and current is None:  # registered without its GPUs (flag) or with them, maybe Ready
+            cluster.put_node(node(name, k, ready=k % 2 == 0, registered=flag, tainted=k == 3))
+        elif op == "ready" and current is not None:
+            cluster.put_node(replace(current, ready=not current.ready))
+        elif op == "gpus" and current is not None:  # the device plugin registers (another count: a new shape)
+            cluster.put_node(replace(current, allocatable=node(name, k + 1, ready=True).allocatable))
+        elif op == "remove":
+            cluster.remove_node(name)
+        elif op == "taint" and current is not None:
+            cluster.mark_to_be_deleted(name, sim.now) if flag else cluster.unmark_to_be_deleted(name)
+        elif op == "pod":
+            cluster.put_pod(pod(i, k, n % 3, flag))
+        elif op == "delete" and cluster.pods:
+            cluster.delete_pod(sorted(cluster.pods)[n % len(cluster.pods)])
+        else:
+            sim.run(sim.now + 1)
+        assert_matches_rebuild(cluster, scheduler)
+    sim.run(sim.now + 1)
+    assert_matches_rebuild(cluster, scheduler)
+
+
+def test_a_kind_that_failed_waits_for_a_change_and_every_pod_of_it_is_marked() -> None:
+    sim, cluster = Simulation(), SimCluster()
+    scheduler = SimScheduler(sim, cluster, COLUMNS)
+    cluster.put_node(node("a", 0, ready=True))
+    for p in (make_pod("big", cpu="15"), make_pod("x", cpu="2")):
+        cluster.put_pod(p)
+        sim.run(sim.now + 1)
+    assert cluster.pods["default/x"].unschedulable
+    attempts = scheduler.attempts
+    cluster.put_pod(make_pod("y", cpu="2"))  # a new pod of the failed kind; nothing freed: both marked, none bound
+    sim.run(sim.now + 1)
+    assert cluster.pods["default/y"].unschedulable and cluster.pods["default/x"].node_name is None
+    assert scheduler.attempts == attempts + 2
+    cluster.delete_pod("default/big")  # room again: the kind is retried
+    sim.run(sim.now + 1)
+    assert cluster.pods["default/x"].node_name == "a" and cluster.pods["default/y"].node_name == "a"
