@@ -254,14 +254,20 @@ class LoadMemo:
             of_row.setdefault(row, []).append(i)
         known, fresh = self._rows, {}
         todo: list[int] = []
+        counts = devices.count.tolist()
+        reused: dict[int, tuple[list[int], list[IntArray]]] = {}  # by device count: rows and their cached states
         for row, members in of_row.items():
-            count, held = int(devices.count[row]), tuple(pods[i] for i in members)
+            count, held = counts[row], tuple(pods[i] for i in members)
             hit = known.get(names[row])
             if hit is not None and hit[0] == count and hit[1] == held:
-                devices.free[row, :count] = hit[2]
+                same = reused.setdefault(count, ([], []))
+                same[0].append(row)
+                same[1].append(hit[2])
                 fresh[names[row]] = hit
             else:
                 todo.extend(members)
+        for count, (hit_rows, states) in reused.items():
+            devices.free[hit_rows, :count] = states
         if todo:
             devices.load([rows[i] for i in todo], [needs[i] for i in todo], [pods[i] for i in todo])
             for row in dict.fromkeys(rows[i] for i in todo):
