@@ -25,7 +25,7 @@ from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.scaledown import ScaleDownResult, plan_scale_down, unneeded_since_from_taints
 from gpuscale.engine.scaleup import plan_scale_up
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
-from gpuscale.engine.table import NodeTable, node_group_key
+from gpuscale.engine.table import GroupKey, NodeTable, node_group_key
 from gpuscale.model.cluster import Cluster, PodIndex
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
@@ -110,7 +110,7 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     row_pool: list[str | None] = []
     upcoming: list[bool] = []
     counted: list[tuple[NodePool | None, int]] = []
-    group_keys: list[tuple[object, ...]] = []
+    group_keys: list[GroupKey] = []
     gpus: list[int] = []
     for node in cluster.nodes:
         fact = facts[node.name]

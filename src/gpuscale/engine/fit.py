@@ -27,7 +27,7 @@ from gpuscale.engine.scheduling import (
     summarize,
     unsupported_failures,
 )
-from gpuscale.engine.table import names_nodes_individually, node_group_key
+from gpuscale.engine.table import GroupKey, names_nodes_individually, node_group_key
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
@@ -69,7 +69,7 @@ def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFi
     nodes = cluster.nodes
     names = sorted({r for p in pending for r in p.requests.names()})
     capacity = _Capacity(nodes, cluster, names)
-    groups: dict[tuple[object, ...], list[int]] = {}
+    groups: dict[GroupKey, list[int]] = {}
     for i, node in enumerate(nodes):
         groups.setdefault(node_group_key(node), []).append(i)
     with_affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
@@ -88,7 +88,7 @@ def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFi
     return tuple(results)
 
 
-def _explain_class(pod: Pod, nodes: Sequence[Node], groups: Mapping[tuple[object, ...], list[int]],
+def _explain_class(pod: Pod, nodes: Sequence[Node], groups: Mapping[GroupKey, list[int]],
                    capacity: _Capacity, topology: Topology | None, pools: Sequence[NodePool]) -> PodFit:
     static_ok = np.zeros(len(nodes), dtype=bool)
     reasons: Counter[str] = Counter()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.placement.devices import LoadMemo
-from gpuscale.engine.table import node_group_key
+from gpuscale.engine.table import GroupKey, node_group_key
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
@@ -44,13 +44,15 @@ class NodeFacts:
     """Usable capacity: allocatable, raised to the pool template's while the node is still starting."""
     gpu_units: int
     """GPUs and slices `capacity` offers."""
-    group_key: tuple[object, ...]
-    """`node_group_key(row_node)`."""
+    group_key: GroupKey
+    """`node_group_key(row_node)`, the one object every node with an equal key shares (within a memo)."""
     amounts: tuple[int, int, int, int]
     """cpu, memory, whole GPUs and GPU milli of the node's allocatable (scale-down's utilization)."""
 
 
-def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool]) -> NodeFacts:
+def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
+           keys: dict[GroupKey, GroupKey] | None = None) -> NodeFacts:
+    """The facts of one node; `keys` (canonical group keys) makes equal keys one object."""
     name = provider_pool or node.pool  # engine.nodes.pool_of: the provider's answer first
     pool = pools.get(name) if name else None
     current = phase(node, pool)
@@ -58,20 +60,24 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool])
     row_node = node if usable else as_it_will_be(node)
     capacity = node.allocatable if usable or pool is None else node.allocatable.max(pool.allocatable)
     alloc = node.allocatable
+    key = node_group_key(row_node)
+    if keys is not None:
+        key = keys.setdefault(key, key)
     return NodeFacts(node=node, provider_pool=provider_pool, pool_name=name, pool=pool, phase=current,
                      row_node=row_node, capacity=capacity, gpu_units=gpu_units(capacity),
-                     group_key=node_group_key(row_node),
+                     group_key=key,
                      amounts=(alloc.get(CPU), alloc.get(MEMORY), alloc.gpu_count(), alloc.get(GPU_MILLI)))
 
 
 class DecideMemo:
     """Per-node facts carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_pools", "devices")
+    __slots__ = ("_facts", "_keys", "_pools", "devices")
 
     def __init__(self) -> None:
         self._facts: dict[str, NodeFacts] = {}
         self._pools: dict[str, NodePool] = {}
+        self._keys: dict[GroupKey, GroupKey] = {}
         self.devices = LoadMemo()
         """Per-GPU states of device-accounted nodes (`NodeTable.build`)."""
 
@@ -81,14 +87,17 @@ class DecideMemo:
         if pools != self._pools:  # pools compare by value: a reloaded but equal config keeps the memo
             self._facts, self._pools = {}, dict(pools)
         old = self._facts
+        keys = self._keys
         fresh: dict[str, NodeFacts] = {}
         for node in nodes:
             provider_pool = node_pools.get(node.name)
             known = old.get(node.name)
             if known is None or known.node is not node or known.provider_pool != provider_pool:
-                known = derive(node, provider_pool, pools)
+                known = derive(node, provider_pool, pools, keys)
             fresh[node.name] = known
         self._facts = fresh
+        # Canonical keys are those in use now: a key seen once (a deletion-candidate taint carries a time) is dropped.
+        self._keys = {f.group_key: f.group_key for f in fresh.values()}
         return fresh
 
 

@@ -160,7 +160,7 @@ def usable_table(cluster: Cluster, pools: Mapping[str, NodePool], node_pools: Ma
     """Usable nodes only (Ready, GPUs registered, not being deleted) with their real free capacity. With `templates`,
     only nodes whose taints, labels and cordon admit one of them (checked once per node group): the others can host
     none of the pods placed on this table, and leaving them out keeps the table small at 5,000 nodes."""
-    verdicts: dict[tuple[object, ...], bool] = {}
+    verdicts: dict[object, bool] = {}
     per_node = any(names_nodes_individually(t.constraints) for t in templates)
     nodes: list[Node] = []
     for node in cluster.nodes:

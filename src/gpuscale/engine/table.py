@@ -55,9 +55,29 @@ def names_nodes_individually(constraints: SchedulingConstraints) -> bool:
     return HOSTNAME_LABEL in keys
 
 
-def node_group_key(node: Node) -> tuple[object, ...]:
+class GroupKey:
+    """What the node-only filters read of a node (labels but the hostname, taints, cordon): nodes with equal keys pass
+    or fail those filters together. Hashed once, so a decision can group a thousand nodes without hashing their
+    labels and taints each time (`engine.memo` also shares one key object among equal keys)."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: tuple[object, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        return isinstance(other, GroupKey) and self._hash == other._hash and self.value == other.value
+
+
+def node_group_key(node: Node) -> GroupKey:
     labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL))
-    return labels, node.taints, node.unschedulable
+    return GroupKey((labels, node.taints, node.unschedulable))
 
 
 @dataclass(slots=True)
@@ -116,7 +136,7 @@ class NodeTable:
     @staticmethod
     def build(nodes: Sequence[Node], capacity: Sequence[Resources], placed: Iterable[Pod],
               extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
-              workload: Iterable[Pod] = (), group_keys: Sequence[tuple[object, ...]] | None = None,
+              workload: Iterable[Pod] = (), group_keys: Sequence[GroupKey] | None = None,
               device_memo: LoadMemo | None = None) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
@@ -192,7 +212,7 @@ class NodeTable:
                 for requests, n in counted.items():
                     if (shape := shared.shape(requests)) is not None:
                         shared.workload[shape] += n
-        groups: dict[tuple[object, ...], int] = {}
+        groups: dict[GroupKey, int] = {}
         group_of: list[int] = []
         members: list[list[int]] = []
         for i, key in enumerate(group_keys if group_keys is not None else map(node_group_key, nodes)):
