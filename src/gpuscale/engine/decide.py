@@ -17,7 +17,7 @@ from operator import attrgetter
 import numpy as np
 
 from gpuscale.engine.limits import Totals, headroom, totals_of
-from gpuscale.engine.memo import DecideMemo, NodeFacts, facts_of, gpu_units
+from gpuscale.engine.memo import DecideMemo, NodeFacts, facts_of
 from gpuscale.engine.nodes import NodePhase
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
@@ -132,7 +132,7 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
         nodes.append(template)
         capacity.append(pool.allocatable)
         group_keys.append(node_group_key(template))
-        gpus.append(gpu_units(pool.allocatable))
+        gpus.append(pool.allocatable.gpu_count())
         row_pool.append(pool.name)
         upcoming.append(True)
     pods = pods or cluster.index()
@@ -191,7 +191,7 @@ def buffer_scale_ups(table: NodeTable, world: _World, busy: set[int], pools: Map
             continue
         warm = _warm(buffer, pool, table, world, busy)
         want = max(buffer.idle_nodes - warm.idle, 0)
-        per_node = gpu_units(pool.allocatable)
+        per_node = pool.allocatable.gpu_count()
         if warm.target_gpus > warm.free_gpus and per_node:
             want = max(want, -(-(warm.target_gpus - warm.free_gpus) // per_node))
         if want <= 0:

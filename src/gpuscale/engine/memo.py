@@ -17,15 +17,11 @@ from dataclasses import dataclass
 
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.placement.devices import LoadMemo
+from gpuscale.engine.scaledown import allocatable_amounts
 from gpuscale.engine.table import GroupKey, node_group_key
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
-from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
-
-
-def gpu_units(resources: Resources) -> int:
-    """GPUs and GPU slices a resource vector names (every GPU resource name, counted once each)."""
-    return sum(a for n, a in resources.items if is_gpu_resource(n))
+from gpuscale.model.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,14 +55,13 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
     usable = current is NodePhase.USABLE
     row_node = node if usable else as_it_will_be(node)
     capacity = node.allocatable if usable or pool is None else node.allocatable.max(pool.allocatable)
-    alloc = node.allocatable
     key = node_group_key(row_node)
     if keys is not None:
         key = keys.setdefault(key, key)
     return NodeFacts(node=node, provider_pool=provider_pool, pool_name=name, pool=pool, phase=current,
-                     row_node=row_node, capacity=capacity, gpu_units=gpu_units(capacity),
+                     row_node=row_node, capacity=capacity, gpu_units=capacity.gpu_count(),
                      group_key=key,
-                     amounts=(alloc.get(CPU), alloc.get(MEMORY), alloc.gpu_count(), alloc.get(GPU_MILLI)))
+                     amounts=allocatable_amounts(node))
 
 
 class DecideMemo:

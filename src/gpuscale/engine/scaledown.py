@@ -248,8 +248,7 @@ def _underutilized(nodes: Sequence[Node], phases: Mapping[str, NodePhase], pools
     for i in np.flatnonzero(found.value < thresholds).tolist():
         node, pool, ready, row = evaluated[i]
         gpu = bool(found.gpu_node[i])
-        value = float(found.value[i])
-        threshold = policy.scale_down_gpu_utilization_threshold if gpu else policy.scale_down_utilization_threshold
+        value, threshold = float(found.value[i]), float(thresholds[i])
         numbers = {"utilization": value, "threshold": threshold, **found.numbers(i)}
         what = "GPU requests are" if gpu else "max(cpu, memory) requests are"
         reason = Reason(ReasonCode.UNDERUTILIZED,

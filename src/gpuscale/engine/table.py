@@ -172,8 +172,8 @@ class NodeTable:
                     shape_pods[i] = amount
                 else:
                     shape_free[i, column_of[name]] = amount
-        free = shape_free[cap_of].reshape(len(nodes), len(names))
-        free_pods = shape_pods[cap_of].reshape(len(nodes))
+        free = shape_free[cap_of]
+        free_pods = shape_pods[cap_of]
         vectors = np.zeros((len(kinds), len(names)), dtype=np.int64)
         for requests, kind in kinds.items():
             for name, amount in requests.items:
