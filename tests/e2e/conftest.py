@@ -18,6 +18,7 @@ from harness import (
     DEFAULT_BIN_DIR,
     ControlPlane,
     find_bin_dir,
+    ignore_status,
     kwok_node_body,
     missing_binaries,
     wait_for,
@@ -121,11 +122,7 @@ def namespace(core_v1: client.CoreV1Api) -> Iterator[str]:
 
     wait_for(has_default_sa, 30, desc=f"ServiceAccount {name}/default")
     yield name
-    try:
-        core_v1.delete_namespace(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+    ignore_status(404, core_v1.delete_namespace, name)
 
 
 @pytest.fixture
@@ -142,8 +139,4 @@ def make_node(core_v1: client.CoreV1Api) -> Iterator[Callable[..., client.V1Node
 
     yield make
     for name in created:
-        try:
-            core_v1.delete_node(name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        ignore_status(404, core_v1.delete_node, name)

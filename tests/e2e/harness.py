@@ -36,9 +36,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STAGES = REPO_ROOT / "deploy" / "kwok" / "stages.yaml"
@@ -90,6 +91,16 @@ def wait_for(
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s:.1f}s waiting for {desc} (last value: {value!r})")
         time.sleep(interval_s)
+
+
+def ignore_status(status: int, call: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """`call(*args, **kwargs)`, with an API error of `status` (404 when cleaning up what may be gone) as None."""
+    try:
+        return call(*args, **kwargs)
+    except ApiException as err:
+        if err.status != status:
+            raise
+        return None
 
 
 def kwok_node_body(

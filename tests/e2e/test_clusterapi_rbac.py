@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
-from harness import wait_for
+from harness import ignore_status, wait_for
 from kubernetes import client, utils
 from kubernetes.client.exceptions import ApiException
 from test_clusterapi import (
@@ -52,7 +52,6 @@ from test_deploy import (
     BASE,
     NS,
     SA,
-    _ignore,
     as_service_account,  # noqa: F401 (a fixture, using this module's `rbac`)
     created_rbac,
     manifests,
@@ -247,7 +246,7 @@ def test_the_clusterapi_provider_runs_as_its_service_account_and_nothing_more(
         assert provider.node_pools() == {node: "t4-pool"}
 
         core_v1.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
-        wait_for(lambda: not _ignore(404, core_v1.read_namespaced_pod, pod, namespace), 30, desc="pod gone")
+        wait_for(lambda: not ignore_status(404, core_v1.read_namespaced_pod, pod, namespace), 30, desc="pod gone")
         reports += tick_until(controller, lambda: DELETE_MACHINE in capi.machine_annotations(machine), 60,
                               "the idle T4 node removed")
         assert capi.replicas("t4-pool") == 0
@@ -313,8 +312,8 @@ def test_the_clusterapi_provider_runs_as_its_service_account_and_nothing_more(
         "metadata"]["annotations"][MAX_SIZE] == "2"
     assert capi.machine_annotations(machine).get(DELETE_MACHINE)
     assert core_v1.read_node(node).metadata.name == node
-    _ignore(404, core_v1.delete_namespaced_config_map, "gpuscale-status", NS)
-    _ignore(404, client.CoordinationV1Api(api_client).delete_namespaced_lease, "gpuscale", NS)
+    ignore_status(404, core_v1.delete_namespaced_config_map, "gpuscale-status", NS)
+    ignore_status(404, client.CoordinationV1Api(api_client).delete_namespaced_lease, "gpuscale", NS)
 
 
 # --- and nothing granted is unused

@@ -20,9 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-from harness import wait_for
+from harness import ignore_status, wait_for
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
@@ -121,11 +120,7 @@ def _story(driver: Driver) -> str:
 
 def _delete_managed_nodes(core: client.CoreV1Api) -> None:
     for node in core.list_node(label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}").items:
-        try:
-            core.delete_node(node.metadata.name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        ignore_status(404, core.delete_node, node.metadata.name)
 
 
 @pytest.fixture
@@ -160,11 +155,7 @@ def create_pod(core_v1: client.CoreV1Api, namespace: str) -> Iterator[Callable[[
 
     yield create
     for name in names:
-        try:
-            core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        ignore_status(404, core_v1.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
 
     def gone() -> bool:
         return not [p for p in core_v1.list_namespaced_pod(namespace).items if p.metadata.name in names]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from harness import wait_for
+from harness import ignore_status, wait_for
 from kubernetes import client, config, utils
 from kubernetes.client.exceptions import ApiException
 from test_controller import (
@@ -48,15 +48,6 @@ def manifests() -> list[dict[str, Any]]:
     return docs
 
 
-def _ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return call(*args, **kwargs)
-    except ApiException as err:
-        if err.status != status:
-            raise
-        return None
-
-
 @pytest.fixture(scope="module")
 def system_namespace(core_v1: client.CoreV1Api) -> Iterator[str]:
     """`gpuscale-system`, created for real. Another module's copy (test_clusterapi_rbac.py) may still be
@@ -68,12 +59,12 @@ def system_namespace(core_v1: client.CoreV1Api) -> Iterator[str]:
         except ApiException as err:
             if err.status != 404:
                 raise
-            _ignore(409, core_v1.create_namespace, client.V1Namespace(metadata=client.V1ObjectMeta(name=NS)))
+            ignore_status(409, core_v1.create_namespace, client.V1Namespace(metadata=client.V1ObjectMeta(name=NS)))
             return False
 
     wait_for(usable, 60, desc=f"namespace {NS} created and not terminating")
     yield NS
-    _ignore(404, core_v1.delete_namespace, NS)
+    ignore_status(404, core_v1.delete_namespace, NS)
 
 
 def test_every_manifest_passes_a_server_side_dry_run(api_client: client.ApiClient, system_namespace: str,
@@ -131,9 +122,9 @@ def created_rbac(api_client: client.ApiClient, docs: list[dict[str, Any]]) -> It
     for doc in reversed(docs):
         name = doc["metadata"]["name"]
         if doc["kind"] in delete:
-            _ignore(404, delete[doc["kind"]], name)
+            ignore_status(404, delete[doc["kind"]], name)
         else:
-            _ignore(404, delete_namespaced[doc["kind"]], name, NS)
+            ignore_status(404, delete_namespaced[doc["kind"]], name, NS)
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +181,7 @@ def test_the_controller_runs_as_its_service_account_and_nothing_more(
         writer.mark_to_be_deleted(node, time.time())
         assert writer.evict(f"{namespace}/no-such-pod") is EvictionOutcome.GONE  # allowed: 404, not 403
         KwokProvider(sa, cfg.pools).delete([node])
-        wait_for(lambda: not _ignore(404, core_v1.read_node, node), 10, desc="node deleted by the SA")
+        wait_for(lambda: not ignore_status(404, core_v1.read_node, node), 10, desc="node deleted by the SA")
     finally:
         controller.close()
     lease_obj = client.CoordinationV1Api(api_client).read_namespaced_lease("gpuscale", NS)
@@ -211,5 +202,5 @@ def test_the_controller_runs_as_its_service_account_and_nothing_more(
         with pytest.raises(ApiException) as err:
             call()
         assert err.value.status == 403, (what, err.value.status)
-    _ignore(404, core_v1.delete_namespaced_config_map, "gpuscale-status", NS)
-    _ignore(404, client.CoordinationV1Api(api_client).delete_namespaced_lease, "gpuscale", NS)
+    ignore_status(404, core_v1.delete_namespaced_config_map, "gpuscale-status", NS)
+    ignore_status(404, client.CoordinationV1Api(api_client).delete_namespaced_lease, "gpuscale", NS)

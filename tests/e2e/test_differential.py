@@ -48,9 +48,8 @@ from differential import (
     random_pod,
     scheduler_outcome,
 )
-from harness import wait_for
+from harness import ignore_status, wait_for
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from gpuscale.engine.fit import explain_fit
 from gpuscale.kube.convert import cluster_from_objects
@@ -151,11 +150,7 @@ def _schedule(core_v1: client.CoreV1Api, namespace: str, body: dict[str, Any]) -
 
 
 def _delete_pod(core_v1: client.CoreV1Api, name: str, namespace: str) -> None:
-    try:
-        core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+    ignore_status(404, core_v1.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
 
 
 def _wait_scheduler_in_sync(core_v1: client.CoreV1Api, namespace: str, tag: str) -> None:
@@ -231,11 +226,7 @@ def test_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace
             core_v1.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         finally:
             for name in created_nodes:
-                try:
-                    core_v1.delete_node(name)
-                except ApiException as exc:
-                    if exc.status != 404:
-                        raise
+                ignore_status(404, core_v1.delete_node, name)
 
     elapsed = time.monotonic() - started
     summary = (f"seed {SEED}, {len(node_names)} nodes in {len(BATCHES)} batches, {elapsed:.1f}s in all\n"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from harness import wait_for
+from harness import ignore_status, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_controller import (  # noqa: F401  (make_driver is a fixture)
@@ -117,11 +117,7 @@ def consumer_pods(core_v1: client.CoreV1Api, namespace: str) -> Iterator[list[st
     names: list[str] = []
     yield names
     for name in names:
-        try:
-            core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        ignore_status(404, core_v1.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
     wait_for(lambda: not [p for p in core_v1.list_namespaced_pod(namespace).items if p.metadata.name in names], 30,
              desc="consumer pods deleted")
 
@@ -231,11 +227,7 @@ def create_and_clean(api_client: client.ApiClient) -> Iterator[Callable[..., dic
 
     yield create
     for group, version, plural, name in reversed(cluster_scoped):
-        try:
-            custom.delete_cluster_custom_object(group, version, plural, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        ignore_status(404, custom.delete_cluster_custom_object, group, version, plural, name)
 
 
 def test_booking_expires_on_the_real_api_server(
