@@ -131,16 +131,15 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
         template = pool.template(f"upcoming-{request.request_id}")
         nodes.append(template)
         capacity.append(pool.allocatable)
-        group_keys.append(node_group_key(template))
+        group_keys.append(memo.template_key(pool, template) if memo is not None else node_group_key(template))
         gpus.append(pool.allocatable.gpu_count())
         row_pool.append(pool.name)
         upcoming.append(True)
     pods = pods or cluster.index()
     pending_names = {r for p in pods.pending for r in p.requests.names()}
-    affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
-    table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=affinity,
+    table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=pods.pod_affinity,
                             placement=gpu_placement, workload=pods.pending, group_keys=group_keys,
-                            device_memo=memo.devices if memo is not None else None)
+                            by_node=pods.by_node, memo=memo.rows if memo is not None else None)
     return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
                   upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted),
                   free_pods_before=table.free_pods.copy(),
@@ -263,7 +262,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo, pods)
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
                        totals=world.totals, state=state, policy=policy, now=now, pending=pods.pending)
-    busy = _busy_rows(world, up.table, pods.by_node)
+    busy = _busy_rows(world, up.table, pods.by_node) if policy.buffers else set()  # only warm buffers read it
     buffers, _ = buffer_scale_ups(up.table, world, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])
     down = _scale_down(cluster, up.table, by_name, facts, pods.by_node, state, policy, now)

@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
-from gpuscale.engine.placement.devices import LoadMemo
 from gpuscale.engine.scaledown import allocatable_amounts
-from gpuscale.engine.table import GroupKey, node_group_key
+from gpuscale.engine.table import GroupKey, RowMemo, node_group_key
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
@@ -67,14 +66,15 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
 class DecideMemo:
     """Per-node facts carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_keys", "_pools", "devices")
+    __slots__ = ("_facts", "_keys", "_pools", "_templates", "rows")
 
     def __init__(self) -> None:
         self._facts: dict[str, NodeFacts] = {}
         self._pools: dict[str, NodePool] = {}
         self._keys: dict[GroupKey, GroupKey] = {}
-        self.devices = LoadMemo()
-        """Per-GPU states of device-accounted nodes (`NodeTable.build`)."""
+        self._templates: dict[str, tuple[NodePool, GroupKey]] = {}
+        self.rows = RowMemo()
+        """The what-if table's rows (`NodeTable.build`)."""
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str],
               pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:
@@ -84,16 +84,26 @@ class DecideMemo:
         old = self._facts
         keys = self._keys
         fresh: dict[str, NodeFacts] = {}
+        derived = False
         for node in nodes:
             provider_pool = node_pools.get(node.name)
             known = old.get(node.name)
             if known is None or known.node is not node or known.provider_pool != provider_pool:
                 known = derive(node, provider_pool, pools, keys)
+                derived = True
             fresh[node.name] = known
         self._facts = fresh
-        # Canonical keys are those in use now: a key seen once (a deletion-candidate taint carries a time) is dropped.
-        self._keys = {f.group_key: f.group_key for f in fresh.values()}
+        if derived or len(fresh) != len(old):  # canonical keys are those in use now: unused ones are dropped
+            self._keys = {f.group_key: f.group_key for f in fresh.values()}
         return fresh
+
+    def template_key(self, pool: NodePool, template: Node) -> GroupKey:
+        """`node_group_key` of one of `pool`'s template nodes: the same object for every template of the pool while
+        the pool is (templates differ only in name and hostname label, which the key leaves out)."""
+        known = self._templates.get(pool.name)
+        if known is None or known[0] is not pool:
+            known = self._templates[pool.name] = (pool, node_group_key(template))
+        return known[1]
 
 
 def facts_of(nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],

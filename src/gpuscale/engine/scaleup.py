@@ -34,7 +34,7 @@ from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
 from gpuscale.model.cluster import Cluster
-from gpuscale.model.pod import Pod
+from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, PODS, Resources, is_gpu_resource
 
@@ -360,18 +360,28 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
         spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy)
         scale_ups += spill.scale_ups
         remaining, table, totals = spill.leftover, spill.table, spill.totals
-    unplaceable = [v for u in remaining for v in _unplaceable(u, pools, blocked_pools, totals, policy)]
+    seen: dict[tuple[str, Resources, SchedulingConstraints], str] = {}
+    unplaceable = [v for u in remaining for v in _unplaceable(u, pools, blocked_pools, totals, policy, seen)]
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
                          unplaceable=tuple(unplaceable), table=table, totals=totals)
 
 
+def _pool_verdict(pod: Pod, pool: NodePool, seen: dict[tuple[str, Resources, SchedulingConstraints], str]) -> str:
+    """`pool_verdict`, once per pool and pod shape in a decision (pods that wait every loop share few shapes)."""
+    key = (pool.name, pod.requests, pod.constraints)
+    verdict = seen.get(key)
+    if verdict is None:
+        verdict = seen[key] = pool_verdict(pod, pool)
+    return verdict
+
+
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
-                 policy: Policy) -> list[PodVerdict]:
+                 policy: Policy, seen: dict[tuple[str, Resources, SchedulingConstraints], str]) -> list[PodVerdict]:
     """Why no pool takes this unit: backoff, a limit, the gang as a whole, or no pool's node can host it."""
     parts: list[str] = []
     code = ReasonCode.NO_POOL_FITS
     for pool in pools:
-        verdicts = {pool_verdict(p, pool) for p in unit.pods} - {"fits"}
+        verdicts = {_pool_verdict(p, pool, seen) for p in unit.pods} - {"fits"}
         if verdicts:
             parts.append(f"{pool.name}: {'; '.join(sorted(verdicts))}")
             continue

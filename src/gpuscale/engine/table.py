@@ -19,7 +19,7 @@ picks among feasible nodes by fragmentation for GPU pods, measured against the G
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +29,6 @@ from gpuscale.engine.placement.devices import (
     FragChooser,
     GpuDevices,
     GpuNeed,
-    LoadMemo,
     RequestKinds,
     annotated_devices,
 )
@@ -76,8 +75,10 @@ class GroupKey:
 
 
 def node_group_key(node: Node) -> GroupKey:
+    """PreferNoSchedule taints are left out: they never fail a filter (an unneeded node's deletion-candidate taint,
+    which carries a time, would otherwise make every marked node a group of its own)."""
     labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL))
-    return GroupKey((labels, node.taints, node.unschedulable))
+    return GroupKey((labels, tuple(t for t in node.taints if t.blocks_scheduling()), node.unschedulable))
 
 
 @dataclass(slots=True)
@@ -137,93 +138,26 @@ class NodeTable:
     def build(nodes: Sequence[Node], capacity: Sequence[Resources], placed: Iterable[Pod],
               extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
               workload: Iterable[Pod] = (), group_keys: Sequence[GroupKey] | None = None,
-              device_memo: LoadMemo | None = None) -> NodeTable:
+              by_node: Mapping[str, Sequence[Pod]] | None = None, memo: RowMemo | None = None) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
-        workload fragmentation is measured against. `group_keys[i]` is `node_group_key(nodes[i])` if the caller
-        has it already; `device_memo` keeps per-GPU states from one build to the next (same result, less work)."""
-        placed = list(placed)
-        index = {n.name: i for i, n in enumerate(nodes)}
-        # One pass in Python only maps each pod to (row, distinct request); the sums per row are NumPy's.
-        kinds: dict[Resources, int] = {}
-        bound_rows: list[int] = []
-        bound_kinds: list[int] = []
-        bound: list[Pod] = []
-        for pod in placed:
-            kind = kinds.setdefault(pod.requests, len(kinds))
-            at = index.get(pod.node_name or "")
-            if at is not None:
-                bound_rows.append(at)
-                bound_kinds.append(kind)
-                bound.append(pod)
-        # Nodes of one pool share their capacity object: each distinct one is read once.
-        distinct: dict[int, int] = {}
-        cap_of = np.array([distinct.setdefault(id(c), len(distinct)) for c in capacity], dtype=np.int64)
-        shapes = list({id(c): c for c in capacity}.values())
-        names = sorted({*extra_names, *(r for c in shapes for r in c.names()),
-                        *(r for k in kinds for r in k.names())} - {PODS})
-        column_of = {n: i for i, n in enumerate(names)}
-        shape_free = np.zeros((len(shapes), len(names)), dtype=np.int64)
-        shape_pods = np.zeros(len(shapes), dtype=np.int64)
-        for i, cap in enumerate(shapes):
-            for name, amount in cap.items:
-                if name == PODS:
-                    shape_pods[i] = amount
-                else:
-                    shape_free[i, column_of[name]] = amount
-        free = shape_free[cap_of]
-        free_pods = shape_pods[cap_of]
-        vectors = np.zeros((len(kinds), len(names)), dtype=np.int64)
-        for requests, kind in kinds.items():
-            for name, amount in requests.items:
-                vectors[kind, column_of[name]] = amount
-        rows = np.array(bound_rows, dtype=np.int64)
-        of_kind = np.array(bound_kinds, dtype=np.int64)
-        if len(rows):
-            order = np.argsort(rows, kind="stable")
-            by_row = rows[order]
-            starts = np.flatnonzero(np.concatenate([[True], by_row[1:] != by_row[:-1]]))
-            free[by_row[starts]] -= np.add.reduceat(vectors[of_kind[order]], starts, axis=0)
-            free_pods -= np.bincount(rows, minlength=len(nodes))
-        devices: GpuDevices | None = GpuDevices.of(capacity)
-        if not devices:
-            devices = None
-        shared = _Shared(list(nodes), index, names, column_of, [], [], {}, {}, placement)
-        if devices is not None:
-            needs = [shared.need(requests) for requests in kinds]
-            gpu_kind = np.array([need is not None for need in needs], dtype=bool)
-            if len(rows):
-                loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
-                load_needs = [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None]
-                if device_memo is None:
-                    devices.load(rows[loaded], load_needs, [bound[i] for i in loaded])
-                else:
-                    device_memo.load(devices, [n.name for n in nodes], rows[loaded].tolist(), load_needs,
-                                     [bound[i] for i in loaded])
-            if placement is not None:
-                counted: Counter[Resources] = Counter()
-                for requests, n in zip(kinds, np.bincount(of_kind, minlength=len(kinds)).tolist(), strict=True):
-                    if n and shared.need(requests) is not None:
-                        counted[requests] += n
-                for pod in workload:
-                    if shared.need(pod.requests) is not None:
-                        counted[pod.requests] += 1
-                for requests, n in counted.items():
-                    if (shape := shared.shape(requests)) is not None:
-                        shared.workload[shape] += n
-        groups: dict[GroupKey, int] = {}
-        group_of: list[int] = []
-        members: list[list[int]] = []
-        for i, key in enumerate(group_keys if group_keys is not None else map(node_group_key, nodes)):
-            g = groups.setdefault(key, len(groups))
-            if g == len(members):
-                members.append([])
-            members[g].append(i)
-            group_of.append(g)
-        shared.group_of, shared.group_members = group_of, members
-        topology = Topology(nodes, placed) if with_topology else None
-        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), topology, devices)
+        workload fragmentation is measured against. `group_keys[i]` is `node_group_key(nodes[i])` and `by_node` the
+        `placed` pods per node name, if the caller has them already; `memo` carries rows from one build to the next
+        (same table, less work: see `RowMemo`)."""
+        if by_node is None or with_topology:
+            placed = list(placed)
+        if by_node is None:
+            grouped: dict[str, list[Pod]] = {}
+            for pod in placed:
+                grouped.setdefault(pod.node_name or "", []).append(pod)
+            by_node = grouped
+        table = (memo if memo is not None else RowMemo()).build(
+            nodes, capacity, by_node, extra_names, placement, workload,
+            group_keys if group_keys is not None else [node_group_key(n) for n in nodes])
+        if with_topology:
+            table.topology = Topology(nodes, placed)
+        return table
 
     # ------------------------------------------------------------------------------------------------ structure
     @property
@@ -442,3 +376,189 @@ class NodeTable:
     def free_of(self, index: int, resource: str) -> int:
         column = self._s.column_of.get(resource)
         return 0 if column is None else int(self.free[index, column])
+
+
+_RowEntry = tuple[Resources, tuple[Pod, ...], tuple[tuple[Resources, int], ...]]
+"""A row as the memo keys it: its capacity object, its bound pods, and their GPU requests counted."""
+
+
+class RowMemo:
+    """The rows of the last table built, carried to the next build (`NodeTable.build(memo=...)`).
+
+    A row's free capacity, free pod slots and per-GPU state depend only on its capacity and its bound pods. While a
+    node keeps the same capacity object and the same pods (the same objects, in the same order: snapshots hand back
+    unchanged objects), its row is copied from the last build, and only rows that changed are computed — the
+    vectorised sums and `GpuDevices.load` on those rows alone. The columns (every resource a node offers or a pod
+    requests) are kept per node too; when they change, every row is computed. A fresh memo computes everything, so a
+    build without one is the same code, and a memo never changes a table (tests/engine/test_memo.py). It holds the
+    objects it compares by identity, so a recycled object can never match.
+    """
+
+    __slots__ = ("_capacity", "_columns", "_devices", "_free", "_free_pods", "_gpu_total", "_groups", "_kinds",
+                 "_names_of", "_position", "_rows")
+
+    def __init__(self) -> None:
+        self._columns: list[str] = []
+        self._names_of: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
+        self._rows: dict[str, _RowEntry] = {}
+        self._position: dict[str, int] = {}
+        self._free: IntArray = np.zeros((0, 0), dtype=np.int64)
+        self._free_pods: IntArray = np.zeros(0, dtype=np.int64)
+        self._devices: IntArray = np.zeros((0, 0), dtype=np.int64)
+        self._capacity: tuple[list[Resources], frozenset[str], GpuDevices] | None = None
+        self._gpu_total: Counter[Resources] = Counter()
+        """GPU requests of the pods bound to the rows in `_rows`, counted (what fragmentation is measured against)."""
+        self._groups: tuple[list[GroupKey], list[int], list[list[int]]] | None = None
+        self._kinds = RequestKinds()
+
+    def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
+                    extra_names: Iterable[str]) -> list[str]:
+        """Every resource any node offers or any pod (bound anywhere) requests, but pods; request names per node are
+        kept from the last build while its pods are the same."""
+        old, fresh = self._names_of, {}
+        union = set(extra_names)
+        for key, pods in by_node.items():
+            held = tuple(pods)
+            hit = old.get(key)
+            if hit is None or hit[0] != held:
+                hit = (held, frozenset(r for p in held for r in p.requests.names()))
+            fresh[key] = hit
+            union.update(hit[1])
+        self._names_of = fresh
+        union.update(offered)
+        union.discard(PODS)
+        return sorted(union)
+
+    def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices]:
+        """The resources the rows offer, and their devices all free; kept while the capacity objects are the same."""
+        base = self._capacity
+        if base is None or base[0] != capacity:
+            names = frozenset(n for c in {id(c): c for c in capacity}.values() for n in c.names())
+            base = self._capacity = (list(capacity), names, GpuDevices.of(capacity))
+        return base[1], base[2].copy()
+
+    def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
+              extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
+              group_keys: Sequence[GroupKey]) -> NodeTable:
+        """The table of `NodeTable.build` (which see), from the rows that changed since the last build."""
+        offered, devices = self._capacity_of(capacity)
+        columns = self._columns_of(by_node, offered, extra_names)
+        column_of = {n: i for i, n in enumerate(columns)}
+        index = {n.name: i for i, n in enumerate(nodes)}
+        if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
+            self._rows, self._position, self._gpu_total = {}, {}, Counter()
+        old_rows, position, names_of = self._rows, self._position, self._names_of
+        rows: dict[str, _RowEntry] = {}
+        hit_new: list[int] = []
+        hit_old: list[int] = []
+        miss: list[int] = []
+        held_of: list[tuple[Pod, ...]] = []
+        for i, node in enumerate(nodes):
+            name = node.name
+            known = names_of.get(name)
+            held = known[0] if known is not None and index[name] == i else ()
+            entry = old_rows.get(name)
+            if entry is not None and entry[0] is capacity[i] and entry[1] == held:
+                rows[name] = entry
+                hit_new.append(i)
+                hit_old.append(position[name])
+            else:
+                miss.append(i)
+                held_of.append(held)
+        n = len(nodes)
+        free = np.empty((n, len(columns)), dtype=np.int64)
+        free_pods = np.empty(n, dtype=np.int64)
+        if hit_new:
+            free[hit_new] = self._free[hit_old]
+            free_pods[hit_new] = self._free_pods[hit_old]
+            width = min(self._devices.shape[1], devices.free.shape[1])
+            devices.free[hit_new, :width] = self._devices[hit_old, :width]
+        if miss:
+            self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of, free, free_pods, devices)
+        total = self._gpu_total
+        for name in [*(old_rows.keys() - rows.keys())]:
+            total.subtract(dict(old_rows[name][2]))
+        for i, held in zip(miss, held_of, strict=True):
+            counted: Counter[Resources] = Counter(p.requests for p in held if self._kinds.need(p.requests) is not None)
+            entry = (capacity[i], held, tuple(counted.items()))
+            rows[nodes[i].name] = entry
+            total.update(counted)
+        for requests in [r for r, k in total.items() if k <= 0]:
+            del total[requests]
+        group_of, members = self._groups_of(group_keys)
+        shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement,
+                         kinds=self._kinds)
+        if placement is not None and devices:
+            wanted = Counter(total)
+            for pod in workload:
+                if shared.need(pod.requests) is not None:
+                    wanted[pod.requests] += 1
+            for requests, count in wanted.items():
+                if (shape := shared.shape(requests)) is not None:
+                    shared.workload[shape] += count
+        self._columns, self._rows, self._position = columns, rows, index
+        self._free, self._free_pods = free.copy(), free_pods.copy()
+        self._devices = devices.free.copy()
+        return NodeTable(shared, free, free_pods, np.ones(n, dtype=bool), None, devices if devices else None)
+
+    def _compute(self, miss: list[int], held_of: list[tuple[Pod, ...]], caps: list[Resources], columns: list[str],
+                 column_of: dict[str, int], free: IntArray, free_pods: IntArray, devices: GpuDevices) -> None:
+        """Rows `miss` from scratch: capacity minus the requests of their pods (one pass in Python maps each pod to
+        its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods."""
+        distinct: dict[int, int] = {}
+        cap_of = np.array([distinct.setdefault(id(c), len(distinct)) for c in caps], dtype=np.int64)
+        shapes = list({id(c): c for c in caps}.values())
+        shape_free = np.zeros((len(shapes), len(columns)), dtype=np.int64)
+        shape_pods = np.zeros(len(shapes), dtype=np.int64)
+        for i, cap in enumerate(shapes):
+            for name, amount in cap.items:
+                if name == PODS:
+                    shape_pods[i] = amount
+                else:
+                    shape_free[i, column_of[name]] = amount
+        at = np.array(miss, dtype=np.int64)
+        free[at] = shape_free[cap_of]
+        free_pods[at] = shape_pods[cap_of]
+        kinds: dict[Resources, int] = {}
+        bound_rows: list[int] = []
+        bound_kinds: list[int] = []
+        bound: list[Pod] = []
+        for row, held in zip(miss, held_of, strict=True):
+            for pod in held:
+                bound_rows.append(row)
+                bound_kinds.append(kinds.setdefault(pod.requests, len(kinds)))
+                bound.append(pod)
+        if not bound:
+            return
+        vectors = np.zeros((len(kinds), len(columns)), dtype=np.int64)
+        for requests, kind in kinds.items():
+            for name, amount in requests.items:
+                vectors[kind, column_of[name]] = amount
+        rows = np.array(bound_rows, dtype=np.int64)
+        of_kind = np.array(bound_kinds, dtype=np.int64)
+        starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))  # pods come grouped by row
+        free[rows[starts]] -= np.add.reduceat(vectors[of_kind], starts, axis=0)
+        free_pods[rows[starts]] -= np.diff(np.append(starts, len(rows)))
+        if devices:
+            needs = [self._kinds.need(requests) for requests in kinds]
+            gpu_kind = np.array([need is not None for need in needs], dtype=bool)
+            loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
+            devices.load(rows[loaded], [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None],
+                         [bound[i] for i in loaded])
+
+    def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]]]:
+        """Rows grouped by node-group key (in first-seen order), kept while the keys are the same objects."""
+        cached = self._groups
+        if cached is not None and cached[0] == keys:
+            return cached[1], cached[2]
+        groups: dict[GroupKey, int] = {}
+        group_of: list[int] = []
+        members: list[list[int]] = []
+        for i, key in enumerate(keys):
+            g = groups.setdefault(key, len(groups))
+            if g == len(members):
+                members.append([])
+            members[g].append(i)
+            group_of.append(g)
+        self._groups = (list(keys), group_of, members)
+        return group_of, members

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import Pod
+from gpuscale.model.pod import TERMINAL_PHASES, Pod
 from gpuscale.model.resources import Resources
 
 
@@ -27,6 +27,8 @@ class PodIndex:
     """Bound and not finished: holding their requests on their node."""
     by_node: dict[str, list[Pod]]
     """`placed` per node name; every node of the cluster has an entry."""
+    pod_affinity: bool = False
+    """Some pod (of any phase) has inter-pod affinity or anti-affinity terms."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,15 +45,22 @@ class Cluster:
         by_node: dict[str, list[Pod]] = {n.name: [] for n in self.nodes}
         pending: list[Pod] = []
         placed: list[Pod] = []
-        for pod in self.pods:
-            if pod.is_terminal():
+        affinity = False
+        for pod in self.pods:  # the one pass over every pod of a decision: kept tight
+            if not affinity and (pod.constraints.pod_affinity or pod.constraints.pod_anti_affinity):
+                affinity = True
+            if pod.phase in TERMINAL_PHASES:
                 continue
-            if pod.node_name is not None:
+            name = pod.node_name
+            if name is not None:
                 placed.append(pod)
-                by_node.setdefault(pod.node_name, []).append(pod)
+                held = by_node.get(name)
+                if held is None:
+                    held = by_node[name] = []
+                held.append(pod)
             elif not pod.deleting:
                 pending.append(pod)
-        return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node)
+        return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node, pod_affinity=affinity)
 
     def pods_by_node(self) -> dict[str, list[Pod]]:
         """Pods that hold capacity, per node name (bound and not Succeeded/Failed)."""

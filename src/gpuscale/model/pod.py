@@ -25,6 +25,10 @@ class PodPhase(StrEnum):
     UNKNOWN = "Unknown"
 
 
+TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+"""Phases of a pod that has finished and holds no capacity."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OwnerRef:
     kind: str
@@ -89,7 +93,7 @@ class Pod:
         return self.node_name is not None
 
     def is_terminal(self) -> bool:
-        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+        return self.phase in TERMINAL_PHASES
 
     def consumes_capacity(self) -> bool:
         """Bound and not finished: the pod holds its requests on its node."""

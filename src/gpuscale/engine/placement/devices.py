@@ -236,46 +236,6 @@ class GpuDevices:
                 self._spill(row, amount)
 
 
-class LoadMemo:
-    """Device states `GpuDevices.load` reconstructed, per node, reused by the next load while the node has as many
-    devices and the same bound GPU pods (the same objects, in the same order): a row's reconstruction depends on
-    nothing else, so only rows whose pods changed are loaded again."""
-
-    __slots__ = ("_rows",)
-
-    def __init__(self) -> None:
-        self._rows: dict[str, tuple[int, tuple[Pod, ...], IntArray]] = {}
-
-    def load(self, devices: GpuDevices, names: Sequence[str], rows: Sequence[int], needs: Sequence[GpuNeed],
-             pods: Sequence[Pod]) -> None:
-        """`devices.load(rows, needs, pods)` with `names[row]` naming each row's node."""
-        of_row: dict[int, list[int]] = {}
-        for i, row in enumerate(rows):
-            of_row.setdefault(row, []).append(i)
-        known, fresh = self._rows, {}
-        todo: list[int] = []
-        counts = devices.count.tolist()
-        reused: dict[int, tuple[list[int], list[IntArray]]] = {}  # by device count: rows and their cached states
-        for row, members in of_row.items():
-            count, held = counts[row], tuple(pods[i] for i in members)
-            hit = known.get(names[row])
-            if hit is not None and hit[0] == count and hit[1] == held:
-                same = reused.setdefault(count, ([], []))
-                same[0].append(row)
-                same[1].append(hit[2])
-                fresh[names[row]] = hit
-            else:
-                todo.extend(members)
-        for count, (hit_rows, states) in reused.items():
-            devices.free[hit_rows, :count] = states
-        if todo:
-            devices.load([rows[i] for i in todo], [needs[i] for i in todo], [pods[i] for i in todo])
-            for row in dict.fromkeys(rows[i] for i in todo):
-                count = int(devices.count[row])
-                fresh[names[row]] = (count, tuple(pods[i] for i in of_row[row]), devices.free[row, :count].copy())
-        self._rows = fresh
-
-
 FRAG_POLICIES = ("fgd", "gpuscale")
 """Placement policies `FragChooser` offers: deterministic, fragmentation-aware."""
 
