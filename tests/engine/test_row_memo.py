@@ -1,0 +1,114 @@
+"""`RowMemo`: a table built from the rows carried over from earlier builds equals one built from scratch, whatever
+changed in between (pods bound, finished or re-annotated, nodes added, removed, relabelled or resized, new resource
+names, duplicate node names)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscale.engine.placement.devices import DEVICE_ANNOTATION
+from gpuscale.engine.table import NodeTable, RowMemo
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod
+from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
+from gpuscale.model.taints import Taint, TaintEffect
+from tests.builders import make_pod
+
+SHAPES = (
+    Resources.of({"cpu": 16_000, "memory": 64 * 2**30, "pods": 8}),
+    Resources.of({"cpu": 16_000, "memory": 64 * 2**30, "pods": 8, NVIDIA_GPU: 2, GPU_MILLI: 2000}),
+    Resources.of({"cpu": 32_000, "memory": 128 * 2**30, "pods": 8, NVIDIA_GPU: 4, GPU_MILLI: 4000}),
+    Resources.of({"cpu": 8_000, "memory": 32 * 2**30, "pods": 8, NVIDIA_GPU: 1}),
+)
+
+
+def node(name: str, shape: int, tainted: bool = False) -> Node:
+    taints = (Taint(key="DeletionCandidateOfClusterAutoscaler", value=name, effect=TaintEffect.PREFER_NO_SCHEDULE),
+              ) if tainted else ()
+    return Node(name=name, allocatable=SHAPES[shape], capacity=SHAPES[shape], labels={"shape": str(shape)},
+                taints=taints, ready=True)
+
+
+def pod(i: int, kind: int, on: str | None) -> Pod:
+    extra: dict[str, int] = {}
+    gpus = 0
+    if kind == 1:
+        extra = {GPU_MILLI: 300 + 100 * (i % 5)}
+    elif kind == 2:
+        gpus = 1
+    elif kind == 3:
+        extra = {"example.com/fpga": 1}  # a resource no node offers: a column of its own
+    p = make_pod(f"p{i}", cpu=f"{100 * (1 + i % 4)}m", memory="1Gi", gpus=gpus, extra=extra, node=on)
+    if kind == 1 and i % 3 == 0:
+        p = replace(p, annotations={DEVICE_ANNOTATION: str(i % 2)})
+    return p
+
+
+def snapshot(table: NodeTable) -> tuple[object, ...]:
+    devices = table.devices
+    return (table.columns, table.free.tolist(), table.free_pods.tolist(), table.enabled.tolist(),
+            None if devices is None else (devices.count.tolist(), devices.free.tolist()),
+            table._s.group_of, table._s.group_members, dict(table._s.workload), table._s.index)
+
+
+def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, pending: list[Pod]) -> NodeTable:
+    placed = [p for p in pods if p.node_name is not None]
+    by_node: dict[str, list[Pod]] = {n.name: [] for n in nodes}
+    for p in placed:
+        by_node.setdefault(p.node_name or "", []).append(p)
+    return NodeTable.build(nodes, [n.allocatable for n in nodes], placed,
+                           {r for p in pending for r in p.requests.names()}, placement="gpuscale", workload=pending,
+                           by_node=by_node, memo=memo)
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "add", "remove", "taint", "resize", "dup", "pend"]),
+                         st.integers(0, 30), st.integers(0, 3)), min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(OPS)
+def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str, int, int]]) -> None:
+    nodes = [node(f"n{i}", i % len(SHAPES)) for i in range(6)]
+    pods: list[Pod] = []
+    pending: list[Pod] = []
+    memo = RowMemo()
+    for serial, (op, a, b) in enumerate(ops, start=1):
+        names = [n.name for n in nodes]
+        if op == "bind" and names:
+            pods.append(pod(serial, b, names[a % len(names)]))
+        elif op == "finish" and pods:
+            pods.pop(a % len(pods))
+        elif op == "add":
+            nodes.append(node(f"m{serial}", b))
+        elif op == "remove" and nodes:
+            nodes.pop(a % len(nodes))
+        elif op == "taint" and nodes:
+            i = a % len(nodes)
+            nodes[i] = node(nodes[i].name, int(nodes[i].labels["shape"]), tainted=not nodes[i].taints)
+        elif op == "resize" and nodes:
+            i = a % len(nodes)
+            nodes[i] = node(nodes[i].name, b)
+        elif op == "dup" and nodes:
+            nodes.append(nodes[a % len(nodes)])
+        elif op == "pend":
+            pending.append(pod(serial, b, None))
+        nodes.sort(key=lambda n: n.name)
+        assert snapshot(build(nodes, pods, memo, pending)) == snapshot(build(nodes, pods, None, pending))
+
+
+def test_only_changed_rows_are_computed() -> None:
+    nodes = [node(f"n{i}", 1) for i in range(4)]
+    pods = [pod(i, 1, f"n{i % 4}") for i in range(8)]
+    memo = RowMemo()
+    first = build(nodes, pods, memo, [])
+    kept = memo._rows["n1"]
+    pods.append(pod(100, 1, "n0"))
+    second = build(nodes, pods, memo, [])
+    assert memo._rows["n1"] is kept and memo._rows["n0"] is not kept
+    assert second.free_of(0, GPU_MILLI) < first.free_of(0, GPU_MILLI)
+    assert sum(second._s.workload.values()) == sum(first._s.workload.values()) + 1
+    assert np.array_equal(second.free[1:], first.free[1:])
