@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscale.engine.expanders import Option, choose, waste
-from gpuscale.engine.fit import pool_verdict
+from gpuscale.engine.fit import POOL_FITS, pool_verdict
 from gpuscale.engine.limits import Headroom, Totals, headroom
 from gpuscale.engine.plan import PodVerdict, ScaleUp
 from gpuscale.engine.policy import Policy
@@ -197,6 +197,20 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
     return result
 
 
+Verdicts = dict[tuple[str, Resources, SchedulingConstraints], str]
+"""`pool_verdict` per (pool name, pod requests, pod constraints), kept for one decision."""
+
+
+def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
+    """`pool_verdict(pod, pool)`, once per pool and pod shape in a decision: pods that wait loop after loop, and the
+    members of a gang, share few shapes."""
+    key = (pool.name, pod.requests, pod.constraints)
+    verdict = verdicts.get(key)
+    if verdict is None:
+        verdict = verdicts[key] = pool_verdict(pod, pool)
+    return verdict
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     option: Option
@@ -205,10 +219,13 @@ class Estimate:
 
 
 def estimate(pool: NodePool, units: Sequence[Unit], table: NodeTable, room: Headroom,
-             name_prefix: str) -> Estimate | None:
+             name_prefix: str, verdicts: Verdicts | None = None) -> Estimate | None:
     """Step 3: how many new nodes of `pool` host which of `units` (bounded by the limits' headroom)."""
-    hostable = [u for u in units if all(pool_verdict(p, pool) == "fits" for p in u.pods)]
-    if not hostable or room.nodes <= 0:
+    if room.nodes <= 0:
+        return None
+    seen: Verdicts = {} if verdicts is None else verdicts
+    hostable = [u for u in units if all(verdict_of(p, pool, seen) == POOL_FITS for p in u.pods)]
+    if not hostable:
         return None
     upper = min(room.nodes, sum(len(u.pods) for u in hostable))
     templates = [pool.template(f"{name_prefix}{pool.name}-{k}") for k in range(upper)]
@@ -237,7 +254,7 @@ class Spill:
 
 
 def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePool], totals: Totals,
-                policy: Policy) -> Spill:
+                policy: Policy, verdicts: Verdicts | None = None) -> Spill:
     """Step 4b: a gang no single pool can host (each pool's limit leaves too few nodes, or some of its nodes are
     partly taken) may span pools — every pool that can host all of its pods, up to each pool's headroom, in pool
     order. Cluster Autoscaler, which does not know gangs, spreads such pods over node groups anyway; waiting instead
@@ -248,8 +265,9 @@ def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePoo
     singles = [u for u in units if not u.group]
     extended, reserved = table, totals
     new_pool: list[tuple[int, NodePool]] = []
+    seen: Verdicts = {} if verdicts is None else verdicts
     for pool in pools:
-        if not any(all(pool_verdict(p, pool) == "fits" for p in u.pods) for u in gangs):
+        if not any(all(verdict_of(p, pool, seen) == POOL_FITS for p in u.pods) for u in gangs):
             continue
         room = headroom(pool, reserved, policy.limits, policy.max_nodes_per_scale_up)
         count = min(room.nodes, max(len(u.pods) for u in gangs))
@@ -297,10 +315,12 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                   totals: Totals, state: EngineState, policy: Policy, now: float,
                   pending: Sequence[Pod] | None = None) -> ScaleUpResult:
     candidates = select_candidates(cluster, policy, now, pending)
+    verdicts: Verdicts = {}
     normalizer = Resources()
     for pool in pools:
         normalizer = normalizer.max(pool.allocatable)
-    for allocatable in {id(n.allocatable): n.allocatable for n in table.nodes}.values():  # few shapes, many nodes
+    # Few shapes, many nodes (and many equal copies of a shape): the elementwise max over distinct values.
+    for allocatable in set({id(n.allocatable): n.allocatable for n in table.nodes}.values()):
         normalizer = normalizer.max(allocatable)
     units = order_units(candidates.units, normalizer - Resources.of({PODS: normalizer.get(PODS)}))
     existing = place_units(table, units)
@@ -330,7 +350,7 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
             if pool.name in blocked_pools or pool.name in used_pools:
                 continue
             room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-            found = estimate(pool, remaining, table, room, f"new{round_no}-")
+            found = estimate(pool, remaining, table, room, f"new{round_no}-", verdicts)
             if found is not None:
                 estimates.append(found)
         if not estimates:
@@ -357,33 +377,24 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
         used_pools.add(best_option.pool.name)
         round_no += 1
     if any(u.group for u in remaining):
-        spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy)
+        spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy,
+                            verdicts)
         scale_ups += spill.scale_ups
         remaining, table, totals = spill.leftover, spill.table, spill.totals
-    seen: dict[tuple[str, Resources, SchedulingConstraints], str] = {}
-    unplaceable = [v for u in remaining for v in _unplaceable(u, pools, blocked_pools, totals, policy, seen)]
+    unplaceable = [v for u in remaining for v in _unplaceable(u, pools, blocked_pools, totals, policy, verdicts)]
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
                          unplaceable=tuple(unplaceable), table=table, totals=totals)
 
 
-def _pool_verdict(pod: Pod, pool: NodePool, seen: dict[tuple[str, Resources, SchedulingConstraints], str]) -> str:
-    """`pool_verdict`, once per pool and pod shape in a decision (pods that wait every loop share few shapes)."""
-    key = (pool.name, pod.requests, pod.constraints)
-    verdict = seen.get(key)
-    if verdict is None:
-        verdict = seen[key] = pool_verdict(pod, pool)
-    return verdict
-
-
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
-                 policy: Policy, seen: dict[tuple[str, Resources, SchedulingConstraints], str]) -> list[PodVerdict]:
+                 policy: Policy, verdicts: Verdicts) -> list[PodVerdict]:
     """Why no pool takes this unit: backoff, a limit, the gang as a whole, or no pool's node can host it."""
     parts: list[str] = []
     code = ReasonCode.NO_POOL_FITS
     for pool in pools:
-        verdicts = {_pool_verdict(p, pool, seen) for p in unit.pods} - {"fits"}
-        if verdicts:
-            parts.append(f"{pool.name}: {'; '.join(sorted(verdicts))}")
+        failed = {verdict_of(p, pool, verdicts) for p in unit.pods} - {POOL_FITS}
+        if failed:
+            parts.append(f"{pool.name}: {'; '.join(sorted(failed))}")
             continue
         if pool.name in blocked:
             parts.append(blocked[pool.name].message)
