@@ -394,12 +394,14 @@ class RowMemo:
     objects it compares by identity, so a recycled object can never match.
     """
 
-    __slots__ = ("_capacity", "_columns", "_devices", "_free", "_free_pods", "_gpu_total", "_groups", "_kinds",
-                 "_names_of", "_position", "_rows")
+    __slots__ = ("_capacity", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_total", "_groups",
+                 "_kinds", "_name_count", "_names_of", "_position", "_rows")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
         self._names_of: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
+        self._name_count: Counter[str] = Counter()
+        """How many entries of `_names_of` request each resource."""
         self._rows: dict[str, _RowEntry] = {}
         self._position: dict[str, int] = {}
         self._free: IntArray = np.zeros((0, 0), dtype=np.int64)
@@ -410,21 +412,29 @@ class RowMemo:
         """GPU requests of the pods bound to the rows in `_rows`, counted (what fragmentation is measured against)."""
         self._groups: tuple[list[GroupKey], list[int], list[list[int]]] | None = None
         self._kinds = RequestKinds()
+        self._chooser: tuple[tuple[str, frozenset[tuple[PodShape, int]]], _Shared] | None = None
+        """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
                     extra_names: Iterable[str]) -> list[str]:
         """Every resource any node offers or any pod (bound anywhere) requests, but pods; request names per node are
         kept from the last build while its pods are the same."""
         old, fresh = self._names_of, {}
-        union = set(extra_names)
+        count = self._name_count
         for key, pods in by_node.items():
             held = tuple(pods)
             hit = old.get(key)
             if hit is None or hit[0] != held:
+                if hit is not None:
+                    count.subtract(hit[1])
                 hit = (held, frozenset(r for p in held for r in p.requests.names()))
+                count.update(hit[1])
             fresh[key] = hit
-            union.update(hit[1])
+        for key in old.keys() - fresh.keys():
+            count.subtract(old[key][1])
         self._names_of = fresh
+        union = {name for name, n in count.items() if n > 0}
+        union.update(extra_names)
         union.update(offered)
         union.discard(PODS)
         return sorted(union)
@@ -496,6 +506,11 @@ class RowMemo:
             for requests, count in wanted.items():
                 if (shape := shared.shape(requests)) is not None:
                     shared.workload[shape] += count
+            key = (placement, frozenset(shared.workload.items()))
+            last = self._chooser
+            if last is not None and last[0] == key:
+                shared.chooser = last[1].chooser
+            self._chooser = (key, shared)
         self._columns, self._rows, self._position = columns, rows, index
         self._free, self._free_pods = free.copy(), free_pods.copy()
         self._devices = devices.free.copy()
