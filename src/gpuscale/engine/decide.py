@@ -10,6 +10,7 @@ The result does not depend on the order of nodes, pods or pools in the input: ev
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
@@ -105,24 +106,19 @@ class _World:
 def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
                 facts: Mapping[str, NodeFacts], gpu_placement: str | None = None,
                 memo: DecideMemo | None = None, pods: PodIndex | None = None) -> _World:
-    nodes: list[Node] = []
-    capacity: list[Resources] = []
-    row_pool: list[str | None] = []
-    upcoming: list[bool] = []
-    counted: list[tuple[NodePool | None, int]] = []
-    group_keys: list[GroupKey] = []
-    gpus: list[int] = []
-    for node in cluster.nodes:
-        fact = facts[node.name]
-        if fact.phase is NodePhase.DELETING or node.name in timeouts.expired_nodes:
-            continue
-        counted.append((fact.pool, 1))
-        nodes.append(fact.row_node)
-        capacity.append(fact.capacity)
-        row_pool.append(fact.pool_name)
-        upcoming.append(fact.phase is not NodePhase.USABLE)
-        group_keys.append(fact.group_key)
-        gpus.append(fact.gpu_units)
+    expired = timeouts.expired_nodes
+    kept = [f for f in (facts[n.name] for n in cluster.nodes)
+            if f.phase is not NodePhase.DELETING and f.node.name not in expired]
+    nodes: list[Node] = [f.row_node for f in kept]
+    capacity: list[Resources] = [f.capacity for f in kept]
+    row_pool: list[str | None] = [f.pool_name for f in kept]
+    upcoming: list[bool] = [f.phase is not NodePhase.USABLE for f in kept]
+    group_keys: list[GroupKey] = [f.group_key for f in kept]
+    gpus: list[int] = [f.gpu_units for f in kept]
+    # Node counts per pool, pools in first-seen order (the order `totals_of` adds them in).
+    of_pool = Counter(None if f.pool is None else f.pool.name for f in kept)
+    counted: list[tuple[NodePool | None, int]] = [(None if name is None else pools[name], n)
+                                                  for name, n in of_pool.items()]
     for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
         pool = pools.get(request.pool)
         if pool is None or request.request_id in timeouts.expired_requests:
