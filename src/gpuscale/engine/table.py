@@ -416,11 +416,12 @@ class RowMemo:
         """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
-                    extra_names: Iterable[str]) -> list[str]:
-        """Every resource any node offers or any pod (bound anywhere) requests, but pods; request names per node are
-        kept from the last build while its pods are the same."""
+                    extra_names: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Every resource any node offers or any pod (bound anywhere) requests, but pods; and the node names whose
+        pods changed since the last build (new, different or gone). Request names are counted per node entry."""
         old, fresh = self._names_of, {}
         count = self._name_count
+        changed: list[str] = []
         for key, pods in by_node.items():
             held = tuple(pods)
             hit = old.get(key)
@@ -429,69 +430,60 @@ class RowMemo:
                     count.subtract(hit[1])
                 hit = (held, frozenset(r for p in held for r in p.requests.names()))
                 count.update(hit[1])
+                changed.append(key)
             fresh[key] = hit
         for key in old.keys() - fresh.keys():
             count.subtract(old[key][1])
+            changed.append(key)
         self._names_of = fresh
         union = {name for name, n in count.items() if n > 0}
         union.update(extra_names)
         union.update(offered)
         union.discard(PODS)
-        return sorted(union)
+        return sorted(union), changed
 
-    def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices]:
-        """The resources the rows offer, and their devices all free; kept while the capacity objects are the same."""
+    def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices, bool]:
+        """The resources the rows offer, their devices all free, and whether the capacities are those of the last
+        build (kept while they are)."""
         base = self._capacity
-        if base is None or base[0] != capacity:
+        same = base is not None and base[0] == capacity
+        if base is None or not same:
             names = frozenset(n for c in {id(c): c for c in capacity}.values() for n in c.names())
             base = self._capacity = (list(capacity), names, GpuDevices.of(capacity))
-        return base[1], base[2].copy()
+        return base[1], base[2], same
 
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
               extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
               group_keys: Sequence[GroupKey]) -> NodeTable:
         """The table of `NodeTable.build` (which see), from the rows that changed since the last build."""
-        offered, devices = self._capacity_of(capacity)
-        columns = self._columns_of(by_node, offered, extra_names)
+        offered, template, same_capacity = self._capacity_of(capacity)
+        columns, changed = self._columns_of(by_node, offered, extra_names)
         column_of = {n: i for i, n in enumerate(columns)}
-        index = {n.name: i for i, n in enumerate(nodes)}
-        if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
-            self._rows, self._position, self._gpu_total = {}, {}, Counter()
-        old_rows, position, names_of = self._rows, self._position, self._names_of
-        rows: dict[str, _RowEntry] = {}
-        hit_new: list[int] = []
-        hit_old: list[int] = []
-        miss: list[int] = []
-        held_of: list[tuple[Pod, ...]] = []
-        for i, node in enumerate(nodes):
-            name = node.name
-            known = names_of.get(name)
-            held = known[0] if known is not None and index[name] == i else ()
-            entry = old_rows.get(name)
-            if entry is not None and entry[0] is capacity[i] and entry[1] == held:
-                rows[name] = entry
-                hit_new.append(i)
-                hit_old.append(position[name])
-            else:
-                miss.append(i)
-                held_of.append(held)
-        n = len(nodes)
-        free = np.empty((n, len(columns)), dtype=np.int64)
-        free_pods = np.empty(n, dtype=np.int64)
-        if hit_new:
-            free[hit_new] = self._free[hit_old]
-            free_pods[hit_new] = self._free_pods[hit_old]
-            width = min(self._devices.shape[1], devices.free.shape[1])
-            devices.free[hit_new, :width] = self._devices[hit_old, :width]
+        names = [n.name for n in nodes]
+        if same_capacity and columns == self._columns and names == list(self._position):
+            # The same rows as last time (the common case): only rows whose pods changed are computed.
+            index = self._position
+            miss = sorted(i for name in changed if (i := index.get(name)) is not None)
+            rows = self._rows
+            free, free_pods = self._free.copy(), self._free_pods.copy()
+            devices = GpuDevices(template.count, self._devices.copy())
+            devices.free[miss] = template.free[miss]
+        else:
+            index = {name: i for i, name in enumerate(names)}
+            if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
+                self._rows, self._gpu_total = {}, Counter()
+            miss, rows, free, free_pods, devices = self._carry(nodes, capacity, index, len(columns), template)
+        names_of = self._names_of
+        held_of = [known[0] if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
+                   for i in miss]
         if miss:
             self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of, free, free_pods, devices)
         total = self._gpu_total
-        for name in [*(old_rows.keys() - rows.keys())]:
-            total.subtract(dict(old_rows[name][2]))
+        for name in [*(self._rows.keys() - rows.keys()), *(names[i] for i in miss if names[i] in rows)]:
+            total.subtract(dict(self._rows[name][2]))
         for i, held in zip(miss, held_of, strict=True):
             counted: Counter[Resources] = Counter(p.requests for p in held if self._kinds.need(p.requests) is not None)
-            entry = (capacity[i], held, tuple(counted.items()))
-            rows[nodes[i].name] = entry
+            rows[names[i]] = (capacity[i], held, tuple(counted.items()))
             total.update(counted)
         for requests in [r for r, k in total.items() if k <= 0]:
             del total[requests]
@@ -514,7 +506,38 @@ class RowMemo:
         self._columns, self._rows, self._position = columns, rows, index
         self._free, self._free_pods = free.copy(), free_pods.copy()
         self._devices = devices.free.copy()
-        return NodeTable(shared, free, free_pods, np.ones(n, dtype=bool), None, devices if devices else None)
+        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), None, devices if devices else None)
+
+    def _carry(self, nodes: Sequence[Node], capacity: Sequence[Resources], index: dict[str, int], width: int,
+               template: GpuDevices) -> tuple[list[int], dict[str, _RowEntry], IntArray, IntArray, GpuDevices]:
+        """Rows that moved or changed: each row whose capacity object and pods are those of its node's row last time
+        is copied from there; the others (returned first) are left to compute."""
+        old_rows, position, names_of = self._rows, self._position, self._names_of
+        rows: dict[str, _RowEntry] = {}
+        hit_new: list[int] = []
+        hit_old: list[int] = []
+        miss: list[int] = []
+        for i, node in enumerate(nodes):
+            name = node.name
+            known = names_of.get(name)
+            held = known[0] if known is not None and index[name] == i else ()
+            entry = old_rows.get(name)
+            if entry is not None and entry[0] is capacity[i] and entry[1] == held:
+                rows[name] = entry
+                hit_new.append(i)
+                hit_old.append(position[name])
+            else:
+                miss.append(i)
+        n = len(nodes)
+        free = np.empty((n, width), dtype=np.int64)
+        free_pods = np.empty(n, dtype=np.int64)
+        devices = template.copy()
+        if hit_new:
+            free[hit_new] = self._free[hit_old]
+            free_pods[hit_new] = self._free_pods[hit_old]
+            gpus = min(self._devices.shape[1], devices.free.shape[1])
+            devices.free[hit_new, :gpus] = self._devices[hit_old, :gpus]
+        return miss, rows, free, free_pods, devices
 
     def _compute(self, miss: list[int], held_of: list[tuple[Pod, ...]], caps: list[Resources], columns: list[str],
                  column_of: dict[str, int], free: IntArray, free_pods: IntArray, devices: GpuDevices) -> None:
