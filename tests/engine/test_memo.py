@@ -11,12 +11,15 @@ from gpuscale.engine.decide import decide
 from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Plan, Snapshot
 from gpuscale.engine.policy import Policy
+from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState
+from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 from gpuscale.sim.run import simulate
 from gpuscale.sim.scenario import load_scenario, policy_named
+from tests.builders import make_pod
 
 
 def _checked(counts: dict[str, int]) -> Callable[[Snapshot, Sequence[NodePool], EngineState, Policy, float], Plan]:
@@ -53,3 +56,19 @@ def test_memo_derives_again_when_a_node_or_pool_changes() -> None:
     other = replace(pool, allocatable=Resources.of(cpu=8000, pods=10))
     assert memo.facts([ready], {}, {"cpu": other})["n1"].pool is other
     assert memo.facts([ready], {"n1": "gpu"}, {"cpu": other})["n1"].pool is None
+
+
+def test_a_pod_no_pool_fits_is_judged_again_when_the_pools_change() -> None:
+    """Pool verdicts are kept from decision to decision only for the very same pools: a pool that grows takes the
+    pod the memo saw fit nowhere."""
+    small = NodePool(name="cpu", allocatable=Resources.of(cpu=4000, memory=2**34, pods=10), max_size=5)
+    big = replace(small, allocatable=Resources.of(cpu=16_000, memory=2**34, pods=10))
+    pod = replace(make_pod("big", cpu="8"), unschedulable=True, created_s=0.0)
+    snapshot = Snapshot(cluster=Cluster(pods=(pod,)))
+    memo = DecideMemo()
+    for now in (100.0, 110.0):
+        plan = decide(snapshot, [small], EngineState(), Policy(), now, memo=memo)
+        assert not plan.scale_up and plan.unplaceable[0].reasons[0].code is ReasonCode.NO_POOL_FITS
+    grown = decide(snapshot, [big], EngineState(), Policy(), 120.0, memo=memo)
+    assert grown == decide(snapshot, [big], EngineState(), Policy(), 120.0)
+    assert [s.pool for s in grown.scale_up] == ["cpu"] and not grown.unplaceable

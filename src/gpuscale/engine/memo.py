@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.scaledown import allocatable_amounts
+from gpuscale.engine.scaleup import Verdicts
 from gpuscale.engine.table import GroupKey, RowMemo, node_group_key
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
@@ -62,17 +63,20 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
                      group_key=key,
                      amounts=allocatable_amounts(node))
 
+VERDICTS_KEPT = 10_000
+
 
 class DecideMemo:
     """Per-node facts carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_keys", "_pools", "_templates", "rows")
+    __slots__ = ("_facts", "_keys", "_pools", "_templates", "_verdicts", "rows")
 
     def __init__(self) -> None:
         self._facts: dict[str, NodeFacts] = {}
         self._pools: dict[str, NodePool] = {}
         self._keys: dict[GroupKey, GroupKey] = {}
         self._templates: dict[str, tuple[NodePool, GroupKey]] = {}
+        self._verdicts: Verdicts = {}
         self.rows = RowMemo()
         """The what-if table's rows (`NodeTable.build`)."""
 
@@ -80,7 +84,7 @@ class DecideMemo:
               pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:
         """Facts of every node, by name; derived again only for nodes (or pools) that changed."""
         if pools != self._pools:  # pools compare by value: a reloaded but equal config keeps the memo
-            self._facts, self._pools = {}, dict(pools)
+            self._facts, self._pools, self._verdicts = {}, dict(pools), {}
         old = self._facts
         keys = self._keys
         fresh: dict[str, NodeFacts] = {}
@@ -96,6 +100,13 @@ class DecideMemo:
         if derived or len(fresh) != len(old):  # canonical keys are those in use now: unused ones are dropped
             self._keys = {f.group_key: f.group_key for f in fresh.values()}
         return fresh
+
+    def verdicts(self) -> Verdicts:
+        """Pool verdicts per pod shape (`engine.scaleup.verdict_of`) for the pools of the last `facts` call: pods that
+        wait for no pool at all are judged once, not every loop. Bounded: cleared past `VERDICTS_KEPT` entries."""
+        if len(self._verdicts) > VERDICTS_KEPT:
+            self._verdicts = {}
+        return self._verdicts
 
     def template_key(self, pool: NodePool, template: Node) -> GroupKey:
         """`node_group_key` of one of `pool`'s template nodes: the same object for every template of the pool while

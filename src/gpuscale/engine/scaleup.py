@@ -313,9 +313,10 @@ class ScaleUpResult:
 
 def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArray, pools: Sequence[NodePool],
                   totals: Totals, state: EngineState, policy: Policy, now: float,
-                  pending: Sequence[Pod] | None = None) -> ScaleUpResult:
+                  pending: Sequence[Pod] | None = None, verdicts: Verdicts | None = None) -> ScaleUpResult:
+    """`verdicts`: pool verdicts kept by the caller for these very pools (a memo); by default, one decision's."""
     candidates = select_candidates(cluster, policy, now, pending)
-    verdicts: Verdicts = {}
+    verdicts = {} if verdicts is None else verdicts
     normalizer = Resources()
     for pool in pools:
         normalizer = normalizer.max(pool.allocatable)
