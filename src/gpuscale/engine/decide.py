@@ -60,9 +60,9 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
                 Reason(ReasonCode.PROVISION_TIMEOUT, f"requested {now - request.requested_s:.0f}s ago, not "
                                                      f"registered within {limit:g}s"),)))
             failed.setdefault(request.pool, FailureKind.PROVISION_TIMEOUT)
-    for node in snapshot.cluster.nodes:
-        fact = facts[node.name]
-        pool, current = fact.pool, fact.phase
+    starting = (NodePhase.REGISTERED, NodePhase.READY)
+    for fact in [f for f in (facts[n.name] for n in snapshot.cluster.nodes) if f.phase in starting]:
+        node, pool, current = fact.node, fact.pool, fact.phase
         if pool is None:
             continue
         if current is NodePhase.REGISTERED and node.created_s is not None:
