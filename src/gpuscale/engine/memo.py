@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.placement.devices import LoadMemo
-from gpuscale.engine.scaledown import allocatable_amounts
+from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
 from gpuscale.engine.table import GroupKey, node_group_key
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
@@ -67,7 +67,7 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
 class DecideMemo:
     """Per-node facts carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_keys", "_pools", "devices")
+    __slots__ = ("_facts", "_keys", "_pools", "devices", "scale_down")
 
     def __init__(self) -> None:
         self._facts: dict[str, NodeFacts] = {}
@@ -75,6 +75,8 @@ class DecideMemo:
         self._keys: dict[GroupKey, GroupKey] = {}
         self.devices = LoadMemo()
         """Per-GPU states of device-accounted nodes (`NodeTable.build`)."""
+        self.scale_down = ScaleDownMemo()
+        """Scale-down's node set, unneeded clocks and candidate verdicts (`ScaleDownMemo`)."""
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str],
               pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:

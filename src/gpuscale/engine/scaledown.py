@@ -51,10 +51,13 @@ removal), which can only make a move look infeasible, never the reverse.
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress
 from operator import attrgetter
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -73,6 +76,7 @@ from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 _FAR = np.iinfo(np.int64).max
 
 
@@ -99,20 +103,29 @@ class SimulationCap:
         return max(self.pool_min_count, math.ceil(self.pool_ratio * nodes))
 
 
+def _unneeded_since(node: Node) -> float | None:
+    """The node's unneeded clock from its taint (the last well-formed one), or `None`."""
+    since: float | None = None
+    for taint in node.taints:
+        if taint.key != DELETION_CANDIDATE_TAINT:
+            continue
+        try:
+            value = float(taint.value)
+        except ValueError:
+            continue
+        if math.isfinite(value) and value >= 0:
+            since = value
+    return since
+
+
 def unneeded_since_from_taints(nodes: Iterable[Node]) -> dict[str, float]:
     """Node → Unix seconds since which it is unneeded, from the `DeletionCandidateOfClusterAutoscaler` taint's value
     (a decimal string, as CA writes it). Taints with a missing or malformed value are skipped."""
     since: dict[str, float] = {}
     for node in nodes:
-        for taint in node.taints:
-            if taint.key != DELETION_CANDIDATE_TAINT:
-                continue
-            try:
-                value = float(taint.value)
-            except ValueError:
-                continue
-            if math.isfinite(value) and value >= 0:
-                since[node.name] = value
+        value = _unneeded_since(node)
+        if value is not None:
+            since[node.name] = value
     return since
 
 
@@ -120,6 +133,7 @@ def unneeded_since_from_taints(nodes: Iterable[Node]) -> dict[str, float]:
 class _Candidate:
     node: Node
     pool: NodePool | None
+    pool_name: str
     ready: bool
     row: int | None
     utilization: float
@@ -132,6 +146,95 @@ class _Candidate:
         return (not self.drain.empty, self.utilization, len(self.drain.move), self.node.name)
 
 
+# ------------------------------------------------------------------------------------------------------------ nodes
+class NodeRecord(Protocol):
+    """What scale-down needs of one node besides the node itself (`engine.memo.NodeFacts` is one)."""
+
+    @property
+    def node(self) -> Node: ...
+    @property
+    def pool_name(self) -> str | None: ...
+    @property
+    def pool(self) -> NodePool | None: ...
+    @property
+    def phase(self) -> NodePhase: ...
+    @property
+    def amounts(self) -> tuple[int, int, int, int]:
+        """cpu, memory, whole GPUs and GPU milli of the node's allocatable (`allocatable_amounts`)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    node: Node
+    pool_name: str | None
+    pool: NodePool | None
+    phase: NodePhase
+    amounts: tuple[int, int, int, int]
+
+
+_NODE, _NAME, _POOL, _POOL_NAME = attrgetter("node"), attrgetter("name"), attrgetter("pool"), attrgetter("pool_name")
+_PHASE_CODE = {p: i for i, p in enumerate(NodePhase)}
+
+
+class NodeSet:
+    """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order: arrays
+    built without a Python pass per node, so a `ScaleDownMemo` can keep one for as long as the records are the very
+    same objects."""
+
+    __slots__ = ("_deleting", "_live", "_sizes", "alloc", "gpu_pool", "live_count", "names", "nodes", "pool_names",
+                 "pools", "records", "registered", "unready", "usable", "usable_positions", "usable_total")
+
+    def __init__(self, records: Sequence[NodeRecord]) -> None:
+        nodes: list[Node] = list(map(_NODE, records))
+        names: list[str] = list(map(_NAME, nodes))
+        if any(map(operator.ge, names, names[1:])):
+            order = sorted(range(len(names)), key=names.__getitem__)
+            records = [records[i] for i in order]
+            nodes, names = [nodes[i] for i in order], [names[i] for i in order]
+        n = len(records)
+        self.records, self.nodes, self.names = records, nodes, names
+        self.pools: list[NodePool | None] = list(map(_POOL, records))
+        self.pool_names: list[str | None] = list(map(_POOL_NAME, records))
+        codes = np.fromiter(map(_PHASE_CODE.__getitem__, map(attrgetter("phase"), records)), dtype=np.int8, count=n)
+        self.usable = codes == _PHASE_CODE[NodePhase.USABLE]
+        self.usable_positions = np.flatnonzero(self.usable)
+        self.registered: list[int] = np.flatnonzero(codes == _PHASE_CODE[NodePhase.REGISTERED]).tolist()
+        """Not Ready: judged (from their pods) once no longer starting."""
+        self.alloc = np.array(list(map(attrgetter("amounts"), records)), dtype=np.int64).reshape(n, 4)
+        self.usable_total = self.alloc[self.usable].sum(axis=0)
+        gpu_pools = {key: pool is not None and pool.is_gpu_pool()
+                     for key, pool in dict(zip(map(id, self.pools), self.pools, strict=True)).items()}
+        self.gpu_pool = np.fromiter(map(gpu_pools.__getitem__, map(id, self.pools)), dtype=bool, count=n)
+        self._deleting = np.fromiter(map(attrgetter("deleting"), nodes), dtype=bool, count=n)
+        ready = np.fromiter(map(attrgetter("ready"), nodes), dtype=bool, count=n)
+        self.live_count = n - int(self._deleting.sum())
+        self.unready: list[Node] = [nodes[i] for i in np.flatnonzero(~self._deleting & ~ready).tolist()]
+        """Not being deleted and not Ready (counted as unready unless still starting)."""
+        self._live: frozenset[str] | None = None
+        self._sizes: Counter[str] | None = None
+
+    def live(self) -> frozenset[str]:
+        """Names of the nodes not being deleted."""
+        if self._live is None:
+            self._live = frozenset(compress(self.names, (~self._deleting).tolist()))
+        return self._live
+
+    def pool_sizes(self) -> Counter[str]:
+        """Nodes not being deleted, per pool name (what `min_size` is checked against)."""
+        if self._sizes is None:
+            self._sizes = Counter(name for name in compress(self.pool_names, (~self._deleting).tolist())
+                                  if name is not None)
+        return self._sizes
+
+    def rows(self, table: NodeTable) -> IntArray:
+        """Each node's row in `table`, -1 for none."""
+        found: list[int | None] = list(map(table.index_of, self.names))
+        if None in found:
+            return np.array([-1 if row is None else row for row in found], dtype=np.int64)
+        return np.array(found, dtype=np.int64)
+
+
 # ------------------------------------------------------------------------------------------------------------- gate
 def _starting(node: Node, policy: Policy, now: float) -> bool:
     """A not-Ready node younger than the provisioning bound is still starting (an upcoming node, CA's NotStarted):
@@ -139,15 +242,15 @@ def _starting(node: Node, policy: Policy, now: float) -> bool:
     return not node.ready and node.created_s is not None and now - node.created_s < policy.max_node_provision_time_s
 
 
-def _halt(nodes: Sequence[Node], policy: Policy, state: EngineState, now: float) -> Reason | None:
+def _halt(nodes: NodeSet, policy: Policy, state: EngineState, now: float) -> Reason | None:
     """Why removals are withheld this decision, or `None`."""
-    live = [n for n in nodes if not n.deleting]
-    unready = sum(1 for n in live if not n.ready and not _starting(n, policy, now))
-    allowed = max(policy.ok_total_unready_count, policy.max_total_unready_percentage / 100.0 * len(live))
+    live = nodes.live_count
+    unready = sum(1 for n in nodes.unready if not _starting(n, policy, now))
+    allowed = max(policy.ok_total_unready_count, policy.max_total_unready_percentage / 100.0 * live)
     if unready > allowed:
         return Reason(ReasonCode.TOO_MANY_UNREADY,
-                      f"{unready} of {len(live)} nodes are unready (more than {allowed:g}): scale-down halted",
-                      {"unready": unready, "nodes": len(live), "allowed": allowed})
+                      f"{unready} of {live} nodes are unready (more than {allowed:g}): scale-down halted",
+                      {"unready": unready, "nodes": live, "allowed": allowed})
     after_add = state.last_scale_up_s if policy.scale_down_delay_after_add_scope is CooldownScope.CLUSTER else None
     for last, delay, what in ((after_add, policy.scale_down_delay_after_add_s, "scale-up"),
                               (state.last_scale_down_failure_s, policy.scale_down_delay_after_failure_s,
@@ -165,10 +268,6 @@ def _ratio(used: npt.NDArray[np.int64], total: npt.NDArray[np.int64]) -> FloatAr
     out = np.where(used > 0, 1.0, 0.0)
     np.divide(used, total, out=out, where=total > 0)
     return out
-
-
-Amounts = Callable[[Node], tuple[int, int, int, int]]
-"""cpu, memory, whole GPUs and GPU milli of a node's allocatable (`allocatable_amounts`, or a memo of it)."""
 
 
 def _amounts(res: Resources) -> tuple[int, int, int, int]:
@@ -189,23 +288,28 @@ class _Utilization:
     memory: FloatArray
     gpu: FloatArray
 
-    def numbers(self, i: int) -> dict[str, float]:
-        if self.gpu_node[i]:
-            return {"gpu": float(self.gpu[i])}
-        return {"cpu": float(self.cpu[i]), "memory": float(self.memory[i])}
+
+def _evaluated(nodes: NodeSet, policy: Policy, now: float) -> IntArray:
+    """Positions of the nodes judged: usable ones, and not-Ready ones no longer starting."""
+    late = [i for i in nodes.registered if not _starting(nodes.nodes[i], policy, now)]
+    if not late:
+        return nodes.usable_positions
+    mask = nodes.usable.copy()
+    mask[late] = True
+    return np.flatnonzero(mask)
 
 
-def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | None]], table: NodeTable,
-                  pods_by_node: Mapping[str, Sequence[Pod]], amounts: Amounts) -> _Utilization:
-    """Utilization of every evaluated node: GPU nodes (GPUs in allocatable, or a GPU pool) by GPU requests, others by
-    max(cpu, memory); one vectorised pass."""
-    n = len(evaluated)
-    alloc = np.array([amounts(node) for node, _, _, _ in evaluated], dtype=np.int64).reshape(n, 4)
+def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable,
+                  pods_by_node: Mapping[str, Sequence[Pod]]) -> _Utilization:
+    """Utilization of the nodes at positions `at` (table rows `rows`): GPU nodes (GPUs in allocatable, or a GPU pool)
+    by GPU requests, others by max(cpu, memory); one vectorised pass."""
+    n = len(at)
+    alloc = nodes.alloc[at]
     used = np.zeros((n, 4), dtype=np.int64)
-    in_rows = [(i, row) for i, (_, _, ready, row) in enumerate(evaluated) if ready and row is not None]
-    from_table = [i for i, _ in in_rows]
-    if in_rows:
-        free = table.free[[row for _, row in in_rows]]
+    in_table = nodes.usable[at] & (rows >= 0)
+    from_table = np.flatnonzero(in_table)
+    if len(from_table):
+        free = table.free[rows[from_table]]
         columns = table.columns
         for slot, name in ((0, CPU), (1, MEMORY), (3, GPU_MILLI)):
             if name in columns:
@@ -213,73 +317,117 @@ def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | N
         gpu_cols = [i for i, c in enumerate(columns) if is_gpu_resource(c)]
         if gpu_cols:
             used[from_table, 2] = alloc[from_table, 2] - free[:, gpu_cols].sum(axis=1)
-    in_table = set(from_table)
-    for i, (node, _, _, _) in enumerate(evaluated):
-        if i not in in_table:
-            total = sum((p.requests for p in pods_by_node.get(node.name, ()) if not p.is_terminal()), Resources())
-            used[i] = _amounts(total)
+    if len(from_table) < n:
+        for i in np.flatnonzero(~in_table).tolist():
+            pods = pods_by_node.get(nodes.names[at[i]], ())
+            used[i] = _amounts(sum((p.requests for p in pods if not p.is_terminal()), Resources()))
     used = np.maximum(used, 0)
     gpu_cap = np.where(alloc[:, 2] > 0, 1000 * alloc[:, 2], alloc[:, 3])
     cpu, mem = _ratio(used[:, 0], alloc[:, 0]), _ratio(used[:, 1], alloc[:, 1])
     gpu = _ratio(1000 * used[:, 2] + used[:, 3], gpu_cap)
-    distinct = {id(pool): pool for _, pool, _, _ in evaluated if pool is not None}.values()
-    gpu_pools = {pool.name for pool in distinct if pool.is_gpu_pool()}
-    gpu_node = (gpu_cap > 0) | np.array([pool is not None and pool.name in gpu_pools for _, pool, _, _ in evaluated],
-                                        dtype=bool)
+    gpu_node = (gpu_cap > 0) | nodes.gpu_pool[at]
     return _Utilization(value=np.where(gpu_node, gpu, np.maximum(cpu, mem)), gpu_node=gpu_node, cpu=cpu,
                         memory=mem, gpu=gpu)
 
 
-def _underutilized(nodes: Sequence[Node], phases: Mapping[str, NodePhase], pools: Mapping[str, NodePool],
-                   pool_of: Mapping[str, str], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
-                   policy: Policy, now: float, amounts: Amounts) -> tuple[list[_Candidate], list[NodeVerdict]]:
-    """Candidates (strictly below threshold, known pool) and underutilized nodes of no known pool, by name."""
-    evaluated: list[tuple[Node, NodePool | None, bool, int | None]] = []
-    for node in sorted(nodes, key=attrgetter("name")):
-        pool = pools.get(pool_of.get(node.name, ""))
-        node_phase = phases[node.name]
-        if node_phase is NodePhase.USABLE or (node_phase is NodePhase.REGISTERED and not _starting(node, policy, now)):
-            evaluated.append((node, pool, node_phase is NodePhase.USABLE, table.index_of(node.name)))
-    candidates: list[_Candidate] = []
-    unknown: list[NodeVerdict] = []
-    found = _utilizations(evaluated, table, pods_by_node, amounts)
+_Numbers = tuple[float, float, float, float, float, bool]
+"""utilization, threshold, cpu, memory and GPU ratios, and whether judged as a GPU node."""
+
+
+def _judge(record: NodeRecord, row: int | None, numbers: _Numbers, pods: Sequence[Pod], policy: Policy,
+           budget: PdbBudget) -> _Candidate | NodeVerdict:
+    """An underutilized node: a drainable candidate, or why it cannot go (no known pool, a pod or PDB keeps it)."""
+    node = record.node
+    value, threshold, cpu, memory, gpu, gpu_node = numbers
+    ratios = {"gpu": gpu} if gpu_node else {"cpu": cpu, "memory": memory}
+    what = "GPU requests are" if gpu_node else "max(cpu, memory) requests are"
+    reason = Reason(ReasonCode.UNDERUTILIZED,
+                    f"node {node.name}: {what} {value:.0%} of allocatable, below the {threshold:.0%} threshold",
+                    {"utilization": value, "threshold": threshold, **ratios})
+    if record.pool is None or record.pool_name is None:
+        return NodeVerdict(node=node.name, reasons=(Reason(
+            ReasonCode.UNKNOWN_POOL, f"node {node.name} belongs to no known pool"), reason))
+    drain = drain_node(node, pods, policy=policy, budget=budget)
+    if drain.blocked is not None:
+        return NodeVerdict(node=node.name, reasons=(drain.blocked, reason))
+    return _with_drain(_Candidate(node=node, pool=record.pool, pool_name=record.pool_name,
+                                  ready=record.phase is NodePhase.USABLE, row=row, utilization=value,
+                                  reason=reason), drain)
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    record: NodeRecord
+    row: int | None
+    numbers: _Numbers
+    pods: tuple[Pod, ...]
+    verdict: _Candidate | NodeVerdict
+
+
+class _Verdicts:
+    """The verdicts of one decision's underutilized nodes, reusing those of the previous decision (`known`) whose
+    inputs are unchanged: a verdict reads only the node record, its row, its utilization numbers, its pods (the very
+    same objects), the policy and the whole PDB budget (the caller drops `known` when those two change)."""
+
+    __slots__ = ("budget", "fresh", "known", "policy")
+
+    def __init__(self, known: Mapping[str, _Judged], policy: Policy, pdbs: Sequence[PodDisruptionBudget]) -> None:
+        self.known, self.policy, self.budget = known, policy, PdbBudget(pdbs)
+        self.fresh: dict[str, _Judged] = {}
+
+    def of(self, record: NodeRecord, row: int | None, numbers: _Numbers,
+           pods: Sequence[Pod]) -> _Candidate | NodeVerdict:
+        name = record.node.name
+        known = self.known.get(name)
+        if (known is None or known.record is not record or known.row != row or known.numbers != numbers
+                or len(known.pods) != len(pods) or not all(map(operator.is_, known.pods, pods))):
+            known = _Judged(record, row, numbers, tuple(pods),
+                            _judge(record, row, numbers, pods, self.policy, self.budget))
+        self.fresh[name] = known
+        return known.verdict
+
+
+def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+                   policy: Policy, now: float, verdicts: _Verdicts) -> tuple[list[_Candidate], list[NodeVerdict]]:
+    """Drainable candidates (strictly below threshold, known pool), and the underutilized nodes that cannot go."""
+    at = _evaluated(nodes, policy, now)
+    found = _utilizations(nodes, at, rows[at], table, pods_by_node)
     thresholds = np.where(found.gpu_node, policy.scale_down_gpu_utilization_threshold,
                           policy.scale_down_utilization_threshold)
-    for i in np.flatnonzero(found.value < thresholds).tolist():
-        node, pool, ready, row = evaluated[i]
-        gpu = bool(found.gpu_node[i])
-        value, threshold = float(found.value[i]), float(thresholds[i])
-        numbers = {"utilization": value, "threshold": threshold, **found.numbers(i)}
-        what = "GPU requests are" if gpu else "max(cpu, memory) requests are"
-        reason = Reason(ReasonCode.UNDERUTILIZED,
-                        f"node {node.name}: {what} {value:.0%} of allocatable, below the {threshold:.0%} threshold",
-                        numbers)
-        if pool is None:
-            unknown.append(NodeVerdict(node=node.name, reasons=(Reason(
-                ReasonCode.UNKNOWN_POOL, f"node {node.name} belongs to no known pool"), reason)))
-            continue
-        candidates.append(_Candidate(node=node, pool=pool, ready=ready, row=row, utilization=value, reason=reason))
-    return candidates, unknown
+    below = np.flatnonzero(found.value < thresholds)
+    ratios = np.column_stack((found.value, thresholds, found.cpu, found.memory, found.gpu))[below].tolist()
+    candidates: list[_Candidate] = []
+    blocked: list[NodeVerdict] = []
+    for position, numbers, gpu_node in zip(at[below].tolist(), ratios, found.gpu_node[below].tolist(), strict=True):
+        row = int(rows[position])
+        verdict = verdicts.of(nodes.records[position], row if row >= 0 else None, (*numbers, gpu_node),
+                              pods_by_node.get(nodes.names[position], ()))
+        if isinstance(verdict, NodeVerdict):
+            blocked.append(verdict)
+        else:
+            candidates.append(verdict)
+    return candidates, blocked
 
 
 # ------------------------------------------------------------------------------------------------------- simulation
 class _Simulation:
     """The running what-if of step 4: destinations and the pods moved so far."""
 
-    def __init__(self, table: NodeTable, nodes: Sequence[Node], phases: Mapping[str, NodePhase],
-                 candidate_rows: set[int], amounts: Amounts) -> None:
+    def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray, candidate_rows: set[int]) -> None:
         self.work = table.fork()
         destination = np.zeros(len(table), dtype=bool)
         self.rank = np.full(len(table), _FAR, dtype=np.int64)
-        usable = [n for n in nodes if phases[n.name] is NodePhase.USABLE]
-        for position, node in enumerate(sorted(usable, key=attrgetter("name"))):
-            row = table.index_of(node.name)
-            if row is not None:
-                destination[row] = True
-                self.rank[row] = position + (len(usable) if row in candidate_rows else 0)
+        usable = rows[nodes.usable_positions]
+        known = usable >= 0
+        position = np.flatnonzero(known)  # the node's place among the usable nodes in name order
+        usable = usable[known]
+        destination[usable] = True
+        candidate = np.zeros(len(table), dtype=bool)
+        candidate[np.fromiter(candidate_rows, dtype=np.int64, count=len(candidate_rows))] = True
+        self.rank[usable] = position + np.where(candidate[usable], len(nodes.usable_positions), 0)
         self.work.enabled &= destination
         self.received: dict[int, list[Pod]] = {}
-        summed = np.array([amounts(n) for n in usable], dtype=np.int64).reshape(len(usable), 4).sum(axis=0)
+        summed = nodes.usable_total
         self._totals = [(name, max(int(summed[slot]), 1)) for name, slot in ((CPU, 0), (MEMORY, 1), (GPU_MILLI, 3))]
         self._shares: dict[Resources, float] = {}
 
@@ -359,10 +507,9 @@ def _pool_cooldown(pool: str, state: EngineState, policy: Policy, now: float) ->
                   {"remaining_s": last + delay - now, "delay_s": delay})
 
 
-def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapping[str, str],
-            unneeded_since: Mapping[str, float], halt: Reason | None, budget: PdbBudget, policy: Policy,
-            state: EngineState, now: float) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
-    size = Counter(pool_of[n.name] for n in nodes if not n.deleting and n.name in pool_of)
+def _select(unneeded: Sequence[_Candidate], nodes: NodeSet, unneeded_since: Mapping[str, float],
+            halt: Reason | None, budget: PdbBudget, policy: Policy, state: EngineState,
+            now: float) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
     removed: Counter[str] = Counter()
     empty_slots, drain_slots = policy.max_empty_bulk_delete, policy.max_drain_parallelism
     removals: list[Removal] = []
@@ -370,13 +517,13 @@ def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapp
     waiting: list[NodeVerdict] = []
     for c in unneeded:
         assert c.pool is not None
-        pool = pool_of[c.node.name]
+        pool = c.pool_name
         since = unneeded_since.get(c.node.name, now)
         wait = (_wait_reason(c, since, policy, now) or halt or _pool_cooldown(pool, state, policy, now)
                 or budget.shortfall(c.drain.evict))
         if wait is not None:
             waiting.append(NodeVerdict(node=c.node.name, reasons=(wait, c.reason)))
-        elif size[pool] - removed[pool] <= c.pool.min_size:
+        elif (size := nodes.pool_sizes())[pool] - removed[pool] <= c.pool.min_size:
             blocked.append(NodeVerdict(node=c.node.name, reasons=(Reason(
                 ReasonCode.POOL_AT_MIN, f"pool {pool} at its minimum size {c.pool.min_size} "
                 f"({size[pool]} nodes, {removed[pool]} removal(s) already planned)",
@@ -407,37 +554,16 @@ def _with_drain(c: _Candidate, drain: NodeDrain) -> _Candidate:
     return replace(c, reason=reason, drain=drain)
 
 
-def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
-                    pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
-                    pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
-                    unneeded_since: Mapping[str, float], cap: SimulationCap | None = None,
-                    phases: Mapping[str, NodePhase] | None = None,
-                    amounts: Amounts = allocatable_amounts) -> ScaleDownResult:
-    """The scale-down part of one decision (steps in the module docstring).
-
-    `nodes`: every observed node; `table`: free capacity with a row per node (see step 2); `pods_by_node`: the pods
-    holding capacity per node; `pool_of`: node name → pool name; `unneeded_since`: node → Unix s it has been unneeded
-    since. Invariants: every removal's pods fit on the nodes that remain, together with every other removal's; no PDB
-    is spent twice; the result does not depend on the order of any input.
-    """
-    if not policy.scale_down_enabled:
-        return ScaleDownResult()
+def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
+          state: EngineState, now: float, unneeded_since: Mapping[str, float], cap: SimulationCap | None,
+          verdicts: _Verdicts) -> ScaleDownResult:
+    """Steps 1–6 of the module docstring."""
     halt = _halt(nodes, policy, state, now)
-    if phases is None:
-        phases = {n.name: phase(n, pools.get(pool_of.get(n.name, ""))) for n in nodes}
-    candidates, blocked = _underutilized(nodes, phases, pools, pool_of, table, pods_by_node, policy, now, amounts)
-    budget = PdbBudget(pdbs)
-    drainable: list[_Candidate] = []
-    for c in candidates:
-        drain = drain_node(c.node, pods_by_node.get(c.node.name, ()), policy=policy, budget=budget)
-        if drain.blocked is not None:
-            blocked.append(NodeVerdict(node=c.node.name, reasons=(drain.blocked, c.reason)))
-        else:
-            drainable.append(_with_drain(c, drain))
+    rows = nodes.rows(table)
+    drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, verdicts)
     drainable.sort(key=_Candidate.order)
-    rows = {c.row for c in drainable if c.row is not None}
-    simulation = _Simulation(table, nodes, phases, rows, amounts)
-    new_allowed = (cap or SimulationCap()).limit(len(nodes))
+    simulation = _Simulation(table, nodes, rows, {c.row for c in drainable if c.row is not None})
+    new_allowed = (cap or SimulationCap()).limit(len(nodes.names))
     unneeded: list[_Candidate] = []
     for c in drainable:
         is_new = c.node.name not in unneeded_since
@@ -451,9 +577,8 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
         else:
             blocked.append(NodeVerdict(node=c.node.name, reasons=(why_not, c.reason)))
     names = {c.node.name for c in unneeded}
-    live = {n.name for n in nodes if not n.deleting}
-    removals, at_min, waiting = _select(unneeded, nodes, pool_of, unneeded_since, halt, budget, policy, state,
-                                               now)
+    live = nodes.live()
+    removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, verdicts.budget, policy, state, now)
     return ScaleDownResult(
         removals=tuple(removals),
         blocked=tuple(sorted((*blocked, *at_min), key=lambda v: v.node)),
@@ -461,3 +586,75 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
         mark_unneeded={name: now for name in sorted(names) if name not in unneeded_since},
         clear_unneeded=tuple(sorted(n for n in unneeded_since if n in live and n not in names)),
     )
+
+
+def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+                    pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
+                    pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
+                    unneeded_since: Mapping[str, float], cap: SimulationCap | None = None) -> ScaleDownResult:
+    """The scale-down part of one decision (steps in the module docstring).
+
+    `nodes`: every observed node; `table`: free capacity with a row per node (see step 2); `pods_by_node`: the pods
+    holding capacity per node; `pool_of`: node name → pool name; `unneeded_since`: node → Unix s it has been unneeded
+    since. Invariants: every removal's pods fit on the nodes that remain, together with every other removal's; no PDB
+    is spent twice; the result does not depend on the order of any input. (`ScaleDownMemo.plan` is the same from
+    per-node records, for a caller that decides again and again.)
+    """
+    if not policy.scale_down_enabled:
+        return ScaleDownResult()
+    records: list[NodeRecord] = []
+    for node in nodes:
+        pool_name = pool_of.get(node.name)
+        pool = pools.get(pool_name if pool_name is not None else "")
+        records.append(_Record(node, pool_name, pool, phase(node, pool), allocatable_amounts(node)))
+    return _plan(NodeSet(records), table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
+                 unneeded_since=unneeded_since, cap=cap, verdicts=_Verdicts({}, policy, pdbs))
+
+
+class ScaleDownMemo:
+    """Scale-down's share of the decision memo (engine/memo.py), carried from one decision to the next: the node set
+    (kept while every record is the very same object), each node's unneeded clock as read from its taint (read again
+    only for a changed node), and the verdicts of underutilized nodes (see `_Verdicts`; dropped when the policy or
+    a PDB changes). A fresh memo computes everything: `plan` gives the same result with or without history."""
+
+    __slots__ = ("_context", "_ids", "_nodes", "_since", "_unneeded_since", "_verdicts")
+
+    def __init__(self) -> None:
+        self._ids: list[int] = []
+        self._nodes: NodeSet | None = None
+        self._since: list[float | None] = []
+        self._unneeded_since: dict[str, float] = {}
+        self._verdicts: dict[str, _Judged] = {}
+        self._context: tuple[Policy, tuple[PodDisruptionBudget, ...]] | None = None
+
+    def _node_set(self, records: Sequence[NodeRecord]) -> NodeSet:
+        ids = list(map(id, records))
+        old = self._nodes
+        if old is not None and ids == self._ids:  # the old set holds the records: their ids are not reused
+            return old
+        nodes = NodeSet(records)
+        if old is not None and old.names == nodes.names:
+            since = [s if a is b else _unneeded_since(a) for a, b, s in zip(nodes.nodes, old.nodes, self._since,
+                                                                             strict=True)]
+        else:
+            since = list(map(_unneeded_since, nodes.nodes))
+        self._ids, self._nodes, self._since = ids, nodes, since
+        self._unneeded_since = {name: s for name, s in zip(nodes.names, since, strict=True) if s is not None}
+        return nodes
+
+    def plan(self, records: Sequence[NodeRecord], *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+             pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
+             cap: SimulationCap | None = None) -> ScaleDownResult:
+        """`plan_scale_down` for every node of `records` (the whole cluster), unneeded since what their
+        `DeletionCandidateOfClusterAutoscaler` taints say."""
+        if not policy.scale_down_enabled:
+            return ScaleDownResult()
+        nodes = self._node_set(records)
+        context = (policy, tuple(pdbs))
+        if self._context is None or self._context != context:
+            self._verdicts, self._context = {}, context
+        verdicts = _Verdicts(self._verdicts, policy, pdbs)
+        result = _plan(nodes, table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
+                       unneeded_since=self._unneeded_since, cap=cap, verdicts=verdicts)
+        self._verdicts = verdicts.fresh
+        return result
