@@ -55,9 +55,9 @@ import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import compress
+from itertools import chain, repeat
 from operator import attrgetter
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -134,8 +134,8 @@ class _Candidate:
     node: Node
     pool: NodePool | None
     pool_name: str
+    gpu_pool: bool
     ready: bool
-    row: int | None
     utilization: float
     reason: Reason
     """UNDERUTILIZED; EMPTY or UNDERUTILIZED with the pods to move once drainability is known."""
@@ -177,54 +177,131 @@ _NODE, _NAME, _POOL, _POOL_NAME = attrgetter("node"), attrgetter("name"), attrge
 _PHASE_CODE = {p: i for i, p in enumerate(NodePhase)}
 
 
-class NodeSet:
-    """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order: arrays
-    built without a Python pass per node, so a `ScaleDownMemo` can keep one for as long as the records are the very
-    same objects."""
+ObjectArray = npt.NDArray[np.object_]
 
-    __slots__ = ("_deleting", "_live", "_sizes", "alloc", "gpu_pool", "live_count", "names", "nodes", "pool_names",
-                 "pools", "records", "registered", "unready", "usable", "usable_positions", "usable_total")
 
-    def __init__(self, records: Sequence[NodeRecord]) -> None:
-        nodes: list[Node] = list(map(_NODE, records))
-        names: list[str] = list(map(_NAME, nodes))
-        if any(map(operator.ge, names, names[1:])):
-            order = sorted(range(len(names)), key=names.__getitem__)
-            records = [records[i] for i in order]
-            nodes, names = [nodes[i] for i in order], [names[i] for i in order]
+def _objects(items: Iterable[object], n: int) -> ObjectArray:
+    return np.fromiter(items, dtype=object, count=n)
+
+
+@dataclass(slots=True)
+class _Columns:
+    """Per node, position by position: what scale-down reads of it (see `NodeSet`)."""
+
+    nodes: ObjectArray
+    names: ObjectArray
+    pools: ObjectArray
+    pool_names: ObjectArray
+    since: ObjectArray
+    """The unneeded clock from the node's taint, or None."""
+    phases: npt.NDArray[np.int8]
+    alloc: IntArray
+    gpu_pool: npt.NDArray[np.bool_]
+    deleting: npt.NDArray[np.bool_]
+    ready: npt.NDArray[np.bool_]
+
+    @staticmethod
+    def of(records: Sequence[NodeRecord]) -> _Columns:
+        """One C-level pass per column, no Python loop per node."""
         n = len(records)
-        self.records, self.nodes, self.names = records, nodes, names
-        self.pools: list[NodePool | None] = list(map(_POOL, records))
-        self.pool_names: list[str | None] = list(map(_POOL_NAME, records))
-        codes = np.fromiter(map(_PHASE_CODE.__getitem__, map(attrgetter("phase"), records)), dtype=np.int8, count=n)
-        self.usable = codes == _PHASE_CODE[NodePhase.USABLE]
-        self.usable_positions = np.flatnonzero(self.usable)
-        self.registered: list[int] = np.flatnonzero(codes == _PHASE_CODE[NodePhase.REGISTERED]).tolist()
-        """Not Ready: judged (from their pods) once no longer starting."""
-        self.alloc = np.array(list(map(attrgetter("amounts"), records)), dtype=np.int64).reshape(n, 4)
-        self.usable_total = self.alloc[self.usable].sum(axis=0)
+        nodes: list[Node] = list(map(_NODE, records))
+        pools: list[NodePool | None] = list(map(_POOL, records))
         gpu_pools = {key: pool is not None and pool.is_gpu_pool()
-                     for key, pool in dict(zip(map(id, self.pools), self.pools, strict=True)).items()}
-        self.gpu_pool = np.fromiter(map(gpu_pools.__getitem__, map(id, self.pools)), dtype=bool, count=n)
-        self._deleting = np.fromiter(map(attrgetter("deleting"), nodes), dtype=bool, count=n)
-        ready = np.fromiter(map(attrgetter("ready"), nodes), dtype=bool, count=n)
-        self.live_count = n - int(self._deleting.sum())
-        self.unready: list[Node] = [nodes[i] for i in np.flatnonzero(~self._deleting & ~ready).tolist()]
+                     for key, pool in dict(zip(map(id, pools), pools, strict=True)).items()}
+        return _Columns(
+            nodes=_objects(nodes, n), names=_objects(map(_NAME, nodes), n), pools=_objects(pools, n),
+            pool_names=_objects(map(_POOL_NAME, records), n), since=_objects(map(_unneeded_since, nodes), n),
+            phases=np.fromiter(map(_PHASE_CODE.__getitem__, map(attrgetter("phase"), records)), dtype=np.int8,
+                               count=n),
+            alloc=np.fromiter(chain.from_iterable(map(attrgetter("amounts"), records)), dtype=np.int64,
+                              count=4 * n).reshape(n, 4),
+            gpu_pool=np.fromiter(map(gpu_pools.__getitem__, map(id, pools)), dtype=bool, count=n),
+            deleting=np.fromiter(map(attrgetter("deleting"), nodes), dtype=bool, count=n),
+            ready=np.fromiter(map(attrgetter("ready"), nodes), dtype=bool, count=n))
+
+    def take(self, source: IntArray) -> _Columns:
+        """Position i of the result is position `source[i]` of this one."""
+        return _Columns(nodes=self.nodes[source], names=self.names[source], pools=self.pools[source],
+                        pool_names=self.pool_names[source], since=self.since[source], phases=self.phases[source],
+                        alloc=self.alloc[source], gpu_pool=self.gpu_pool[source], deleting=self.deleting[source],
+                        ready=self.ready[source])
+
+    def put(self, at: IntArray, new: _Columns) -> None:
+        """Positions `at` take `new`'s entries, in order."""
+        self.nodes[at], self.names[at], self.pools[at], self.pool_names[at] = (new.nodes, new.names, new.pools,
+                                                                                new.pool_names)
+        self.since[at], self.phases[at], self.alloc[at] = new.since, new.phases, new.alloc
+        self.gpu_pool[at], self.deleting[at], self.ready[at] = new.gpu_pool, new.deleting, new.ready
+
+
+class NodeSet:
+    """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order, as
+    arrays built without a Python pass per node. A `ScaleDownMemo` keeps one while the records are the very same
+    objects, and otherwise derives only the records it does not hold yet (`updated`)."""
+
+    __slots__ = ("_live", "_sizes", "_unneeded_since", "alloc", "columns", "gpu_pool", "live_count", "names",
+                 "nodes", "records", "registered", "unready", "usable", "usable_positions", "usable_total")
+
+    def __init__(self, records: Sequence[NodeRecord], columns: _Columns | None = None) -> None:
+        """`columns`: those of `records`, which are then in name order already."""
+        if columns is None:
+            names: list[str] = list(map(_NAME, map(_NODE, records)))
+            if any(map(operator.ge, names, names[1:])):
+                records = [records[i] for i in sorted(range(len(names)), key=names.__getitem__)]
+            columns = _Columns.of(records)
+        self.records, self.columns = records, columns
+        self.nodes, self.names = columns.nodes, columns.names
+        self.alloc, self.gpu_pool = columns.alloc, columns.gpu_pool
+        self.usable = columns.phases == _PHASE_CODE[NodePhase.USABLE]
+        self.usable_positions = np.flatnonzero(self.usable)
+        self.registered: list[int] = np.flatnonzero(columns.phases == _PHASE_CODE[NodePhase.REGISTERED]).tolist()
+        """Not Ready: judged (from their pods) once no longer starting."""
+        self.usable_total = self.alloc[self.usable].sum(axis=0)
+        self.live_count = len(records) - int(columns.deleting.sum())
+        self.unready: list[Node] = columns.nodes[~columns.deleting & ~columns.ready].tolist()
         """Not being deleted and not Ready (counted as unready unless still starting)."""
         self._live: frozenset[str] | None = None
         self._sizes: Counter[str] | None = None
+        self._unneeded_since: dict[str, float] | None = None
+
+    def updated(self, records: Sequence[NodeRecord], ids: Sequence[int], held: Sequence[int]) -> NodeSet:
+        """The set of `records` (object ids `ids`), given that this one holds objects with ids `held`, position by
+        position: what it holds is copied (the records are the same objects), only the others are derived."""
+        where = dict(zip(held, range(len(held)), strict=True))
+        source = np.fromiter(map(where.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
+        fresh = np.flatnonzero(source < 0)
+        kept = source[source >= 0]
+        if len(kept) > 1 and not (kept[1:] > kept[:-1]).all():
+            return NodeSet(records)  # not in name order
+        columns = self.columns.take(np.maximum(source, 0))
+        if len(fresh):
+            columns.put(fresh, _Columns.of([records[i] for i in fresh.tolist()]))
+            names, last = columns.names, len(ids) - 1
+            for i in fresh.tolist():  # the kept ones keep their order: only a new neighbour can break it
+                if (i > 0 and names[i - 1] >= names[i]) or (i < last and names[i] >= names[i + 1]):
+                    return NodeSet(records)
+        return NodeSet(records, columns)
+
+    def unneeded_since(self) -> Mapping[str, float]:
+        """Node → the unneeded clock its `DeletionCandidateOfClusterAutoscaler` taint carries."""
+        if self._unneeded_since is None:
+            since = self.columns.since
+            marked = np.fromiter(map(operator.is_not, since, repeat(None)), dtype=bool, count=len(since))
+            self._unneeded_since = dict(zip(self.names[marked].tolist(), since[marked].tolist(), strict=True))
+        return self._unneeded_since
 
     def live(self) -> frozenset[str]:
         """Names of the nodes not being deleted."""
         if self._live is None:
-            self._live = frozenset(compress(self.names, (~self._deleting).tolist()))
+            self._live = frozenset(self.names[~self.columns.deleting].tolist())
         return self._live
 
     def pool_sizes(self) -> Counter[str]:
         """Nodes not being deleted, per pool name (what `min_size` is checked against)."""
         if self._sizes is None:
-            self._sizes = Counter(name for name in compress(self.pool_names, (~self._deleting).tolist())
-                                  if name is not None)
+            sizes = Counter(self.columns.pool_names[~self.columns.deleting].tolist())
+            sizes.pop(None, None)
+            self._sizes = cast("Counter[str]", sizes)
         return self._sizes
 
     def rows(self, table: NodeTable) -> IntArray:
@@ -334,7 +411,7 @@ _Numbers = tuple[float, float, float, float, float, bool]
 """utilization, threshold, cpu, memory and GPU ratios, and whether judged as a GPU node."""
 
 
-def _judge(record: NodeRecord, row: int | None, numbers: _Numbers, pods: Sequence[Pod], policy: Policy,
+def _judge(record: NodeRecord, numbers: _Numbers, pods: Sequence[Pod], policy: Policy,
            budget: PdbBudget) -> _Candidate | NodeVerdict:
     """An underutilized node: a drainable candidate, or why it cannot go (no known pool, a pod or PDB keeps it)."""
     node = record.node
@@ -350,15 +427,15 @@ def _judge(record: NodeRecord, row: int | None, numbers: _Numbers, pods: Sequenc
     drain = drain_node(node, pods, policy=policy, budget=budget)
     if drain.blocked is not None:
         return NodeVerdict(node=node.name, reasons=(drain.blocked, reason))
-    return _with_drain(_Candidate(node=node, pool=record.pool, pool_name=record.pool_name,
-                                  ready=record.phase is NodePhase.USABLE, row=row, utilization=value,
-                                  reason=reason), drain)
+    candidate = _Candidate(node=node, pool=record.pool, pool_name=record.pool_name,
+                           gpu_pool=record.pool.is_gpu_pool(), ready=record.phase is NodePhase.USABLE,
+                           utilization=value, reason=reason)
+    return _with_drain(candidate, drain)
 
 
 @dataclass(frozen=True, slots=True)
 class _Judged:
     record: NodeRecord
-    row: int | None
     numbers: _Numbers
     pods: tuple[Pod, ...]
     verdict: _Candidate | NodeVerdict
@@ -366,8 +443,8 @@ class _Judged:
 
 class _Verdicts:
     """The verdicts of one decision's underutilized nodes, reusing those of the previous decision (`known`) whose
-    inputs are unchanged: a verdict reads only the node record, its row, its utilization numbers, its pods (the very
-    same objects), the policy and the whole PDB budget (the caller drops `known` when those two change)."""
+    inputs are unchanged: a verdict reads only the node record, its utilization numbers, its pods (the very same
+    objects), the policy and the whole PDB budget (the caller drops `known` when those two change)."""
 
     __slots__ = ("budget", "fresh", "known", "policy")
 
@@ -375,37 +452,37 @@ class _Verdicts:
         self.known, self.policy, self.budget = known, policy, PdbBudget(pdbs)
         self.fresh: dict[str, _Judged] = {}
 
-    def of(self, record: NodeRecord, row: int | None, numbers: _Numbers,
-           pods: Sequence[Pod]) -> _Candidate | NodeVerdict:
+    def of(self, record: NodeRecord, numbers: _Numbers, pods: Sequence[Pod]) -> _Candidate | NodeVerdict:
         name = record.node.name
         known = self.known.get(name)
-        if (known is None or known.record is not record or known.row != row or known.numbers != numbers
+        if (known is None or known.record is not record or known.numbers != numbers
                 or len(known.pods) != len(pods) or not all(map(operator.is_, known.pods, pods))):
-            known = _Judged(record, row, numbers, tuple(pods),
-                            _judge(record, row, numbers, pods, self.policy, self.budget))
+            known = _Judged(record, numbers, tuple(pods), _judge(record, numbers, pods, self.policy, self.budget))
         self.fresh[name] = known
         return known.verdict
 
 
 def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
-                   policy: Policy, now: float, verdicts: _Verdicts) -> tuple[list[_Candidate], list[NodeVerdict]]:
-    """Drainable candidates (strictly below threshold, known pool), and the underutilized nodes that cannot go."""
+                   policy: Policy, now: float,
+                   verdicts: _Verdicts) -> tuple[list[tuple[_Candidate, int | None]], list[NodeVerdict]]:
+    """Drainable candidates (strictly below threshold, known pool) with their table rows, and the underutilized nodes
+    that cannot go."""
     at = _evaluated(nodes, policy, now)
     found = _utilizations(nodes, at, rows[at], table, pods_by_node)
     thresholds = np.where(found.gpu_node, policy.scale_down_gpu_utilization_threshold,
                           policy.scale_down_utilization_threshold)
     below = np.flatnonzero(found.value < thresholds)
     ratios = np.column_stack((found.value, thresholds, found.cpu, found.memory, found.gpu))[below].tolist()
-    candidates: list[_Candidate] = []
+    candidates: list[tuple[_Candidate, int | None]] = []
     blocked: list[NodeVerdict] = []
     for position, numbers, gpu_node in zip(at[below].tolist(), ratios, found.gpu_node[below].tolist(), strict=True):
-        row = int(rows[position])
-        verdict = verdicts.of(nodes.records[position], row if row >= 0 else None, (*numbers, gpu_node),
-                              pods_by_node.get(nodes.names[position], ()))
+        pods = pods_by_node.get(nodes.names[position], ())
+        verdict = verdicts.of(nodes.records[position], (*numbers, gpu_node), pods)
         if isinstance(verdict, NodeVerdict):
             blocked.append(verdict)
         else:
-            candidates.append(verdict)
+            row = int(rows[position])
+            candidates.append((verdict, row if row >= 0 else None))
     return candidates, blocked
 
 
@@ -440,9 +517,8 @@ class _Simulation:
                                                                                        strict=True))
         return share
 
-    def try_remove(self, candidate: _Candidate) -> Reason | None:
-        """Accept the node into the unneeded set if its pods fit elsewhere, else say why not."""
-        row = candidate.row
+    def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
+        """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
         pods = [*candidate.drain.move, *(self.received.get(row, []) if row is not None else [])]
         trial = self.work.fork() if pods else self.work
         if row is not None:
@@ -481,9 +557,7 @@ class _Simulation:
 # -------------------------------------------------------------------------------------------------------- selection
 def _wait_reason(candidate: _Candidate, since: float, policy: Policy, now: float) -> Reason | None:
     required = policy.scale_down_unneeded_time_s if candidate.ready else policy.scale_down_unready_time_s
-    pool = candidate.pool
-    gpu_node = pool.is_gpu_pool() if pool is not None else candidate.node.allocatable.gpu_count() > 0
-    if candidate.ready and gpu_node and policy.scale_down_gpu_unneeded_time_s is not None:
+    if candidate.ready and candidate.gpu_pool and policy.scale_down_gpu_unneeded_time_s is not None:
         required = policy.scale_down_gpu_unneeded_time_s
     waited = max(now - since, 0.0)
     if waited >= required:
@@ -561,17 +635,17 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
     halt = _halt(nodes, policy, state, now)
     rows = nodes.rows(table)
     drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, verdicts)
-    drainable.sort(key=_Candidate.order)
-    simulation = _Simulation(table, nodes, rows, {c.row for c in drainable if c.row is not None})
+    drainable.sort(key=lambda candidate: candidate[0].order())
+    simulation = _Simulation(table, nodes, rows, {row for _, row in drainable if row is not None})
     new_allowed = (cap or SimulationCap()).limit(len(nodes.names))
     unneeded: list[_Candidate] = []
-    for c in drainable:
+    for c, row in drainable:
         is_new = c.node.name not in unneeded_since
         if is_new and not c.drain.empty:
             if new_allowed <= 0:
                 continue
             new_allowed -= 1
-        why_not = simulation.try_remove(c)
+        why_not = simulation.try_remove(c, row)
         if why_not is None:
             unneeded.append(c)
         else:
@@ -613,33 +687,25 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
 
 class ScaleDownMemo:
     """Scale-down's share of the decision memo (engine/memo.py), carried from one decision to the next: the node set
-    (kept while every record is the very same object), each node's unneeded clock as read from its taint (read again
-    only for a changed node), and the verdicts of underutilized nodes (see `_Verdicts`; dropped when the policy or
-    a PDB changes). A fresh memo computes everything: `plan` gives the same result with or without history."""
+    (kept while every record is the very same object, patched where some are not) and the verdicts of underutilized
+    nodes (see `_Verdicts`; all dropped when the policy or a PDB changes). A fresh memo computes everything: `plan`
+    gives the same result with or without history."""
 
-    __slots__ = ("_context", "_ids", "_nodes", "_since", "_unneeded_since", "_verdicts")
+    __slots__ = ("_context", "_ids", "_nodes", "_verdicts")
 
     def __init__(self) -> None:
         self._ids: list[int] = []
+        """Ids of the node set's records, in its order: the set holds them, so no other object can take an id."""
         self._nodes: NodeSet | None = None
-        self._since: list[float | None] = []
-        self._unneeded_since: dict[str, float] = {}
         self._verdicts: dict[str, _Judged] = {}
         self._context: tuple[Policy, tuple[PodDisruptionBudget, ...]] | None = None
 
     def _node_set(self, records: Sequence[NodeRecord]) -> NodeSet:
         ids = list(map(id, records))
-        old = self._nodes
-        if old is not None and ids == self._ids:  # the old set holds the records: their ids are not reused
-            return old
-        nodes = NodeSet(records)
-        if old is not None and old.names == nodes.names:
-            since = [s if a is b else _unneeded_since(a) for a, b, s in zip(nodes.nodes, old.nodes, self._since,
-                                                                             strict=True)]
-        else:
-            since = list(map(_unneeded_since, nodes.nodes))
-        self._ids, self._nodes, self._since = ids, nodes, since
-        self._unneeded_since = {name: s for name, s in zip(nodes.names, since, strict=True) if s is not None}
+        if self._nodes is not None and ids == self._ids:
+            return self._nodes
+        nodes = NodeSet(records) if self._nodes is None else self._nodes.updated(records, ids, self._ids)
+        self._nodes, self._ids = nodes, ids if nodes.records is records else list(map(id, nodes.records))
         return nodes
 
     def plan(self, records: Sequence[NodeRecord], *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
@@ -655,6 +721,6 @@ class ScaleDownMemo:
             self._verdicts, self._context = {}, context
         verdicts = _Verdicts(self._verdicts, policy, pdbs)
         result = _plan(nodes, table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
-                       unneeded_since=self._unneeded_since, cap=cap, verdicts=verdicts)
+                       unneeded_since=nodes.unneeded_since(), cap=cap, verdicts=verdicts)
         self._verdicts = verdicts.fresh
         return result
