@@ -37,12 +37,18 @@ Steps, in this order:
    never spend the same disruption), or the parallelism limits (`max_empty_bulk_delete` empty nodes,
    `max_drain_parallelism` drains) are used up.
 
-Cost at 5,000 nodes × 150,000 pods: step 2 is O(nodes × resources) NumPy plus one Python pass over nodes; steps 3–4
-touch only candidates' pods; each simulated candidate costs one fork (O(nodes × resources)) plus one vectorised
-feasibility pass per pod. **Simulation cap** (like CA's `--scale-down-candidates-pool-ratio` /
-`--scale-down-candidates-pool-min-count`): nodes already unneeded are always re-simulated (their clocks must not reset
-for lack of time); at most max(`pool_min_count`, ⌈`pool_ratio` × nodes⌉) other non-empty candidates are simulated per
-decision, the rest wait for a later one.
+Cost at 5,000 nodes × 150,000 pods: step 2 is O(nodes × resources) NumPy over per-node columns (`NodeSet`: built by
+C-level passes, no Python loop per node); steps 3–4 touch only candidates' pods; each simulated candidate costs one
+fork (O(nodes × resources)) plus one vectorised feasibility pass per pod. **Carried between decisions**
+(`ScaleDownMemo`, part of the engine's decision memo; never changes a result): the node set while the node records are
+the very same objects (updated, not rebuilt, when some change: only records it does not hold are derived), and each
+underutilized node's verdict — its reason and drainability — while its record, utilization numbers and pod objects are
+the same and the policy and PDBs are equal, so a node blocked by the same pod tick after tick is not re-checked.
+
+**Simulation cap** (like CA's `--scale-down-candidates-pool-ratio` / `--scale-down-candidates-pool-min-count`): nodes
+already unneeded are always re-simulated (their clocks must not reset for lack of time); at most
+max(`pool_min_count`, ⌈`pool_ratio` × nodes⌉) other non-empty candidates are simulated per decision, the rest wait for
+a later one.
 
 Known conservatism: with inter-pod affinity in the table, a moved pod still counts at its old node (Topology has no
 removal), which can only make a move look infeasible, never the reverse.
@@ -226,6 +232,12 @@ class _Columns:
                         alloc=self.alloc[source], gpu_pool=self.gpu_pool[source], deleting=self.deleting[source],
                         ready=self.ready[source])
 
+    def copy(self) -> _Columns:
+        return _Columns(nodes=self.nodes.copy(), names=self.names.copy(), pools=self.pools.copy(),
+                        pool_names=self.pool_names.copy(), since=self.since.copy(), phases=self.phases.copy(),
+                        alloc=self.alloc.copy(), gpu_pool=self.gpu_pool.copy(), deleting=self.deleting.copy(),
+                        ready=self.ready.copy())
+
     def put(self, at: IntArray, new: _Columns) -> None:
         """Positions `at` take `new`'s entries, in order."""
         self.nodes[at], self.names[at], self.pools[at], self.pool_names[at] = (new.nodes, new.names, new.pools,
@@ -264,11 +276,22 @@ class NodeSet:
         self._sizes: Counter[str] | None = None
         self._unneeded_since: dict[str, float] | None = None
 
-    def updated(self, records: Sequence[NodeRecord], ids: Sequence[int], held: Sequence[int]) -> NodeSet:
-        """The set of `records` (object ids `ids`), given that this one holds objects with ids `held`, position by
-        position: what it holds is copied (the records are the same objects), only the others are derived."""
-        where = dict(zip(held, range(len(held)), strict=True))
-        source = np.fromiter(map(where.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
+    def updated(self, records: Sequence[NodeRecord]) -> NodeSet:
+        """The set of `records`: the columns of records this set holds (the very same objects) are copied, only the
+        others are derived. This set is returned as it is if nothing changed."""
+        if len(records) == len(self.records):
+            changed = np.flatnonzero(np.fromiter(map(operator.is_not, records, self.records), dtype=bool,
+                                                 count=len(records)))
+            if not len(changed):
+                return self
+            at = changed.tolist()
+            if all(records[i].node.name == self.names[i] for i in at):  # same names: still in name order
+                columns = self.columns.copy()
+                columns.put(changed, _Columns.of([records[i] for i in at]))
+                return NodeSet(records, columns)
+        # Held records are alive, so their ids are not another object's.
+        where = dict(zip(map(id, self.records), range(len(self.records)), strict=True))
+        source = np.fromiter(map(where.get, map(id, records), repeat(-1)), dtype=np.int64, count=len(records))
         fresh = np.flatnonzero(source < 0)
         kept = source[source >= 0]
         if len(kept) > 1 and not (kept[1:] > kept[:-1]).all():
@@ -276,7 +299,7 @@ class NodeSet:
         columns = self.columns.take(np.maximum(source, 0))
         if len(fresh):
             columns.put(fresh, _Columns.of([records[i] for i in fresh.tolist()]))
-            names, last = columns.names, len(ids) - 1
+            names, last = columns.names, len(records) - 1
             for i in fresh.tolist():  # the kept ones keep their order: only a new neighbour can break it
                 if (i > 0 and names[i - 1] >= names[i]) or (i < last and names[i] >= names[i + 1]):
                     return NodeSet(records)
@@ -691,22 +714,12 @@ class ScaleDownMemo:
     nodes (see `_Verdicts`; all dropped when the policy or a PDB changes). A fresh memo computes everything: `plan`
     gives the same result with or without history."""
 
-    __slots__ = ("_context", "_ids", "_nodes", "_verdicts")
+    __slots__ = ("_context", "_nodes", "_verdicts")
 
     def __init__(self) -> None:
-        self._ids: list[int] = []
-        """Ids of the node set's records, in its order: the set holds them, so no other object can take an id."""
         self._nodes: NodeSet | None = None
         self._verdicts: dict[str, _Judged] = {}
         self._context: tuple[Policy, tuple[PodDisruptionBudget, ...]] | None = None
-
-    def _node_set(self, records: Sequence[NodeRecord]) -> NodeSet:
-        ids = list(map(id, records))
-        if self._nodes is not None and ids == self._ids:
-            return self._nodes
-        nodes = NodeSet(records) if self._nodes is None else self._nodes.updated(records, ids, self._ids)
-        self._nodes, self._ids = nodes, ids if nodes.records is records else list(map(id, nodes.records))
-        return nodes
 
     def plan(self, records: Sequence[NodeRecord], *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
              pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
@@ -715,7 +728,7 @@ class ScaleDownMemo:
         `DeletionCandidateOfClusterAutoscaler` taints say."""
         if not policy.scale_down_enabled:
             return ScaleDownResult()
-        nodes = self._node_set(records)
+        nodes = self._nodes = NodeSet(records) if self._nodes is None else self._nodes.updated(records)
         context = (policy, tuple(pdbs))
         if self._context is None or self._context != context:
             self._verdicts, self._context = {}, context
