@@ -121,3 +121,19 @@ def test_a_changed_pdb_or_policy_judges_again() -> None:
         codes = [r.code for v in result.blocked if v.node == "a" for r in v.reasons]
         assert (codes[0] if codes else None) is blocked_by
         assert ("a" in [r.node for r in result.removals]) is (blocked_by is None)
+
+
+def test_nodes_appear_and_vanish() -> None:
+    """From no node to some, to others that share none of the objects, and back to none."""
+    nodes = (node("a"), node("b"))
+    busy = pod("busy", "b", cpu="3", memory="12Gi")
+    some = _clocked(World(nodes=nodes, pods=(pod("p", "a"), busy), pdbs=(), pools=pools_for(nodes), policy=Policy(),
+                          unneeded_since={"a": NOW - 5_000}))
+    others = replace(some, nodes=(node("a"), node("c")), pods=(pod("q", "c"),))
+    empty = replace(some, nodes=(), pods=())
+    memo = DecideMemo()
+    for world in (empty, some, others, some, empty, others):
+        order = list(world.nodes)
+        result = _plan(world, memo, order)
+        assert result == _plan(world, None, order)
+        assert bool(result.removals or result.unneeded or result.blocked) is bool(world.nodes)

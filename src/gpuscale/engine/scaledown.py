@@ -294,8 +294,8 @@ class NodeSet:
         source = np.fromiter(map(where.get, map(id, records), repeat(-1)), dtype=np.int64, count=len(records))
         fresh = np.flatnonzero(source < 0)
         kept = source[source >= 0]
-        if len(kept) > 1 and not (kept[1:] > kept[:-1]).all():
-            return NodeSet(records)  # not in name order
+        if not len(kept) or not (kept[1:] > kept[:-1]).all():
+            return NodeSet(records)  # nothing to copy, or not in name order
         columns = self.columns.take(np.maximum(source, 0))
         if len(fresh):
             columns.put(fresh, _Columns.of([records[i] for i in fresh.tolist()]))
