@@ -23,7 +23,7 @@ from gpuscale.engine.nodes import NodePhase
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
-from gpuscale.engine.scaledown import ScaleDownResult, plan_scale_down, unneeded_since_from_taints
+from gpuscale.engine.scaledown import ScaleDownMemo, ScaleDownResult
 from gpuscale.engine.scaleup import plan_scale_up
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
 from gpuscale.engine.table import GroupKey, NodeTable, node_group_key
@@ -232,16 +232,12 @@ def _busy_rows(world: _World, table: NodeTable, pods_by_node: Mapping[str, Seque
     return busy
 
 
-def _scale_down(cluster: Cluster, table: NodeTable, pools: Mapping[str, NodePool],
-                facts: Mapping[str, NodeFacts], pods_by_node: Mapping[str, Sequence[Pod]], state: EngineState,
-                policy: Policy, now: float) -> ScaleDownResult:
+def _scale_down(cluster: Cluster, table: NodeTable, facts: Mapping[str, NodeFacts],
+                pods_by_node: Mapping[str, Sequence[Pod]], state: EngineState, policy: Policy, now: float,
+                memo: ScaleDownMemo) -> ScaleDownResult:
     """Scale-down on the table where pending pods covered by existing capacity already sit on their future nodes."""
-    pool_of = {name: f.pool_name for name, f in facts.items() if f.pool_name is not None}
-    return plan_scale_down(nodes=cluster.nodes, table=table, pods_by_node=pods_by_node, pools=pools,
-                           pool_of=pool_of, pdbs=cluster.pdbs, policy=policy, state=state, now=now,
-                           unneeded_since=unneeded_since_from_taints(cluster.nodes),
-                           phases={name: f.phase for name, f in facts.items()},
-                           amounts=lambda node: facts[node.name].amounts)
+    return memo.plan(list(facts.values()), table=table, pods_by_node=pods_by_node, pdbs=cluster.pdbs, policy=policy,
+                     state=state, now=now)
 
 
 def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy, now: float,
@@ -262,7 +258,8 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     busy = _busy_rows(world, up.table, pods.by_node) if policy.buffers else set()  # only warm buffers read it
     buffers, _ = buffer_scale_ups(up.table, world, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])
-    down = _scale_down(cluster, up.table, by_name, facts, pods.by_node, state, policy, now)
+    down = _scale_down(cluster, up.table, facts, pods.by_node, state, policy, now,
+                       memo.scale_down if memo is not None else ScaleDownMemo())
     removals = down.removals
     blocked = list(down.blocked)
     if policy.buffers:

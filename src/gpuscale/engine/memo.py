@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
-from gpuscale.engine.scaledown import allocatable_amounts
+from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
 from gpuscale.engine.scaleup import Verdicts
 from gpuscale.engine.table import GroupKey, RowMemo, node_group_key
 from gpuscale.model.node import Node
@@ -69,7 +69,7 @@ VERDICTS_KEPT = 10_000
 class DecideMemo:
     """Per-node facts carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_keys", "_pools", "_templates", "_verdicts", "rows")
+    __slots__ = ("_facts", "_keys", "_pools", "_templates", "_verdicts", "rows", "scale_down")
 
     def __init__(self) -> None:
         self._facts: dict[str, NodeFacts] = {}
@@ -79,6 +79,8 @@ class DecideMemo:
         self._verdicts: Verdicts = {}
         self.rows = RowMemo()
         """The what-if table's rows (`NodeTable.build`)."""
+        self.scale_down = ScaleDownMemo()
+        """Scale-down's node set, unneeded clocks and candidate verdicts (`ScaleDownMemo`)."""
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str],
               pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:

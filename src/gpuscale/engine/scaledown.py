@@ -37,12 +37,18 @@ Steps, in this order:
    never spend the same disruption), or the parallelism limits (`max_empty_bulk_delete` empty nodes,
    `max_drain_parallelism` drains) are used up.
 
-Cost at 5,000 nodes × 150,000 pods: step 2 is O(nodes × resources) NumPy plus one Python pass over nodes; steps 3–4
-touch only candidates' pods; each simulated candidate costs one fork (O(nodes × resources)) plus one vectorised
-feasibility pass per pod. **Simulation cap** (like CA's `--scale-down-candidates-pool-ratio` /
-`--scale-down-candidates-pool-min-count`): nodes already unneeded are always re-simulated (their clocks must not reset
-for lack of time); at most max(`pool_min_count`, ⌈`pool_ratio` × nodes⌉) other non-empty candidates are simulated per
-decision, the rest wait for a later one.
+Cost at 5,000 nodes × 150,000 pods: step 2 is O(nodes × resources) NumPy over per-node columns (`NodeSet`: built by
+C-level passes, no Python loop per node); steps 3–4 touch only candidates' pods; each simulated candidate costs one
+fork (O(nodes × resources)) plus one vectorised feasibility pass per pod. **Carried between decisions**
+(`ScaleDownMemo`, part of the engine's decision memo; never changes a result): the node set while the node records are
+the very same objects (updated, not rebuilt, when some change: only records it does not hold are derived), and each
+underutilized node's verdict — its reason and drainability — while its record, utilization numbers and pod objects are
+the same and the policy and PDBs are equal, so a node blocked by the same pod tick after tick is not re-checked.
+
+**Simulation cap** (like CA's `--scale-down-candidates-pool-ratio` / `--scale-down-candidates-pool-min-count`): nodes
+already unneeded are always re-simulated (their clocks must not reset for lack of time); at most
+max(`pool_min_count`, ⌈`pool_ratio` × nodes⌉) other non-empty candidates are simulated per decision, the rest wait for
+a later one.
 
 Known conservatism: with inter-pod affinity in the table, a moved pod still counts at its old node (Topology has no
 removal), which can only make a move look infeasible, never the reverse.
@@ -51,10 +57,13 @@ removal), which can only make a move look infeasible, never the reverse.
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain, repeat
 from operator import attrgetter
+from typing import Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -73,6 +82,7 @@ from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 _FAR = np.iinfo(np.int64).max
 
 
@@ -99,20 +109,29 @@ class SimulationCap:
         return max(self.pool_min_count, math.ceil(self.pool_ratio * nodes))
 
 
+def _unneeded_since(node: Node) -> float | None:
+    """The node's unneeded clock from its taint (the last well-formed one), or `None`."""
+    since: float | None = None
+    for taint in node.taints:
+        if taint.key != DELETION_CANDIDATE_TAINT:
+            continue
+        try:
+            value = float(taint.value)
+        except ValueError:
+            continue
+        if math.isfinite(value) and value >= 0:
+            since = value
+    return since
+
+
 def unneeded_since_from_taints(nodes: Iterable[Node]) -> dict[str, float]:
     """Node → Unix seconds since which it is unneeded, from the `DeletionCandidateOfClusterAutoscaler` taint's value
     (a decimal string, as CA writes it). Taints with a missing or malformed value are skipped."""
     since: dict[str, float] = {}
     for node in nodes:
-        for taint in node.taints:
-            if taint.key != DELETION_CANDIDATE_TAINT:
-                continue
-            try:
-                value = float(taint.value)
-            except ValueError:
-                continue
-            if math.isfinite(value) and value >= 0:
-                since[node.name] = value
+        value = _unneeded_since(node)
+        if value is not None:
+            since[node.name] = value
     return since
 
 
@@ -120,8 +139,9 @@ def unneeded_since_from_taints(nodes: Iterable[Node]) -> dict[str, float]:
 class _Candidate:
     node: Node
     pool: NodePool | None
+    pool_name: str
+    gpu_pool: bool
     ready: bool
-    row: int | None
     utilization: float
     reason: Reason
     """UNDERUTILIZED; EMPTY or UNDERUTILIZED with the pods to move once drainability is known."""
@@ -132,6 +152,189 @@ class _Candidate:
         return (not self.drain.empty, self.utilization, len(self.drain.move), self.node.name)
 
 
+# ------------------------------------------------------------------------------------------------------------ nodes
+class NodeRecord(Protocol):
+    """What scale-down needs of one node besides the node itself (`engine.memo.NodeFacts` is one)."""
+
+    @property
+    def node(self) -> Node: ...
+    @property
+    def pool_name(self) -> str | None: ...
+    @property
+    def pool(self) -> NodePool | None: ...
+    @property
+    def phase(self) -> NodePhase: ...
+    @property
+    def amounts(self) -> tuple[int, int, int, int]:
+        """cpu, memory, whole GPUs and GPU milli of the node's allocatable (`allocatable_amounts`)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    node: Node
+    pool_name: str | None
+    pool: NodePool | None
+    phase: NodePhase
+    amounts: tuple[int, int, int, int]
+
+
+_NODE, _NAME, _POOL, _POOL_NAME = attrgetter("node"), attrgetter("name"), attrgetter("pool"), attrgetter("pool_name")
+_PHASE_CODE = {p: i for i, p in enumerate(NodePhase)}
+
+
+ObjectArray = npt.NDArray[np.object_]
+
+
+def _objects(items: Iterable[object], n: int) -> ObjectArray:
+    return np.fromiter(items, dtype=object, count=n)
+
+
+@dataclass(slots=True)
+class _Columns:
+    """Per node, position by position: what scale-down reads of it (see `NodeSet`)."""
+
+    nodes: ObjectArray
+    names: ObjectArray
+    pools: ObjectArray
+    pool_names: ObjectArray
+    since: ObjectArray
+    """The unneeded clock from the node's taint, or None."""
+    phases: npt.NDArray[np.int8]
+    alloc: IntArray
+    gpu_pool: npt.NDArray[np.bool_]
+    deleting: npt.NDArray[np.bool_]
+    ready: npt.NDArray[np.bool_]
+
+    @staticmethod
+    def of(records: Sequence[NodeRecord]) -> _Columns:
+        """One C-level pass per column, no Python loop per node."""
+        n = len(records)
+        nodes: list[Node] = list(map(_NODE, records))
+        pools: list[NodePool | None] = list(map(_POOL, records))
+        gpu_pools = {key: pool is not None and pool.is_gpu_pool()
+                     for key, pool in dict(zip(map(id, pools), pools, strict=True)).items()}
+        return _Columns(
+            nodes=_objects(nodes, n), names=_objects(map(_NAME, nodes), n), pools=_objects(pools, n),
+            pool_names=_objects(map(_POOL_NAME, records), n), since=_objects(map(_unneeded_since, nodes), n),
+            phases=np.fromiter(map(_PHASE_CODE.__getitem__, map(attrgetter("phase"), records)), dtype=np.int8,
+                               count=n),
+            alloc=np.fromiter(chain.from_iterable(map(attrgetter("amounts"), records)), dtype=np.int64,
+                              count=4 * n).reshape(n, 4),
+            gpu_pool=np.fromiter(map(gpu_pools.__getitem__, map(id, pools)), dtype=bool, count=n),
+            deleting=np.fromiter(map(attrgetter("deleting"), nodes), dtype=bool, count=n),
+            ready=np.fromiter(map(attrgetter("ready"), nodes), dtype=bool, count=n))
+
+    def take(self, source: IntArray) -> _Columns:
+        """Position i of the result is position `source[i]` of this one."""
+        return _Columns(nodes=self.nodes[source], names=self.names[source], pools=self.pools[source],
+                        pool_names=self.pool_names[source], since=self.since[source], phases=self.phases[source],
+                        alloc=self.alloc[source], gpu_pool=self.gpu_pool[source], deleting=self.deleting[source],
+                        ready=self.ready[source])
+
+    def copy(self) -> _Columns:
+        return _Columns(nodes=self.nodes.copy(), names=self.names.copy(), pools=self.pools.copy(),
+                        pool_names=self.pool_names.copy(), since=self.since.copy(), phases=self.phases.copy(),
+                        alloc=self.alloc.copy(), gpu_pool=self.gpu_pool.copy(), deleting=self.deleting.copy(),
+                        ready=self.ready.copy())
+
+    def put(self, at: IntArray, new: _Columns) -> None:
+        """Positions `at` take `new`'s entries, in order."""
+        self.nodes[at], self.names[at], self.pools[at], self.pool_names[at] = (new.nodes, new.names, new.pools,
+                                                                                new.pool_names)
+        self.since[at], self.phases[at], self.alloc[at] = new.since, new.phases, new.alloc
+        self.gpu_pool[at], self.deleting[at], self.ready[at] = new.gpu_pool, new.deleting, new.ready
+
+
+class NodeSet:
+    """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order, as
+    arrays built without a Python pass per node. A `ScaleDownMemo` keeps one while the records are the very same
+    objects, and otherwise derives only the records it does not hold yet (`updated`)."""
+
+    __slots__ = ("_live", "_sizes", "_unneeded_since", "alloc", "columns", "gpu_pool", "live_count", "names",
+                 "nodes", "records", "registered", "unready", "usable", "usable_positions", "usable_total")
+
+    def __init__(self, records: Sequence[NodeRecord], columns: _Columns | None = None) -> None:
+        """`columns`: those of `records`, which are then in name order already."""
+        if columns is None:
+            names: list[str] = list(map(_NAME, map(_NODE, records)))
+            if any(map(operator.ge, names, names[1:])):
+                records = [records[i] for i in sorted(range(len(names)), key=names.__getitem__)]
+            columns = _Columns.of(records)
+        self.records, self.columns = records, columns
+        self.nodes, self.names = columns.nodes, columns.names
+        self.alloc, self.gpu_pool = columns.alloc, columns.gpu_pool
+        self.usable = columns.phases == _PHASE_CODE[NodePhase.USABLE]
+        self.usable_positions = np.flatnonzero(self.usable)
+        self.registered: list[int] = np.flatnonzero(columns.phases == _PHASE_CODE[NodePhase.REGISTERED]).tolist()
+        """Not Ready: judged (from their pods) once no longer starting."""
+        self.usable_total = self.alloc[self.usable].sum(axis=0)
+        self.live_count = len(records) - int(columns.deleting.sum())
+        self.unready: list[Node] = columns.nodes[~columns.deleting & ~columns.ready].tolist()
+        """Not being deleted and not Ready (counted as unready unless still starting)."""
+        self._live: frozenset[str] | None = None
+        self._sizes: Counter[str] | None = None
+        self._unneeded_since: dict[str, float] | None = None
+
+    def updated(self, records: Sequence[NodeRecord]) -> NodeSet:
+        """The set of `records`: the columns of records this set holds (the very same objects) are copied, only the
+        others are derived. This set is returned as it is if nothing changed."""
+        if len(records) == len(self.records):
+            changed = np.flatnonzero(np.fromiter(map(operator.is_not, records, self.records), dtype=bool,
+                                                 count=len(records)))
+            if not len(changed):
+                return self
+            at = changed.tolist()
+            if all(records[i].node.name == self.names[i] for i in at):  # same names: still in name order
+                columns = self.columns.copy()
+                columns.put(changed, _Columns.of([records[i] for i in at]))
+                return NodeSet(records, columns)
+        # Held records are alive, so their ids are not another object's.
+        where = dict(zip(map(id, self.records), range(len(self.records)), strict=True))
+        source = np.fromiter(map(where.get, map(id, records), repeat(-1)), dtype=np.int64, count=len(records))
+        fresh = np.flatnonzero(source < 0)
+        kept = source[source >= 0]
+        if not len(kept) or not (kept[1:] > kept[:-1]).all():
+            return NodeSet(records)  # nothing to copy, or not in name order
+        columns = self.columns.take(np.maximum(source, 0))
+        if len(fresh):
+            columns.put(fresh, _Columns.of([records[i] for i in fresh.tolist()]))
+            names, last = columns.names, len(records) - 1
+            for i in fresh.tolist():  # the kept ones keep their order: only a new neighbour can break it
+                if (i > 0 and names[i - 1] >= names[i]) or (i < last and names[i] >= names[i + 1]):
+                    return NodeSet(records)
+        return NodeSet(records, columns)
+
+    def unneeded_since(self) -> Mapping[str, float]:
+        """Node → the unneeded clock its `DeletionCandidateOfClusterAutoscaler` taint carries."""
+        if self._unneeded_since is None:
+            since = self.columns.since
+            marked = np.fromiter(map(operator.is_not, since, repeat(None)), dtype=bool, count=len(since))
+            self._unneeded_since = dict(zip(self.names[marked].tolist(), since[marked].tolist(), strict=True))
+        return self._unneeded_since
+
+    def live(self) -> frozenset[str]:
+        """Names of the nodes not being deleted."""
+        if self._live is None:
+            self._live = frozenset(self.names[~self.columns.deleting].tolist())
+        return self._live
+
+    def pool_sizes(self) -> Counter[str]:
+        """Nodes not being deleted, per pool name (what `min_size` is checked against)."""
+        if self._sizes is None:
+            sizes = Counter(self.columns.pool_names[~self.columns.deleting].tolist())
+            sizes.pop(None, None)
+            self._sizes = cast("Counter[str]", sizes)
+        return self._sizes
+
+    def rows(self, table: NodeTable) -> IntArray:
+        """Each node's row in `table`, -1 for none."""
+        found: list[int | None] = list(map(table.index_of, self.names))
+        if None in found:
+            return np.array([-1 if row is None else row for row in found], dtype=np.int64)
+        return np.array(found, dtype=np.int64)
+
+
 # ------------------------------------------------------------------------------------------------------------- gate
 def _starting(node: Node, policy: Policy, now: float) -> bool:
     """A not-Ready node younger than the provisioning bound is still starting (an upcoming node, CA's NotStarted):
@@ -139,15 +342,15 @@ def _starting(node: Node, policy: Policy, now: float) -> bool:
     return not node.ready and node.created_s is not None and now - node.created_s < policy.max_node_provision_time_s
 
 
-def _halt(nodes: Sequence[Node], policy: Policy, state: EngineState, now: float) -> Reason | None:
+def _halt(nodes: NodeSet, policy: Policy, state: EngineState, now: float) -> Reason | None:
     """Why removals are withheld this decision, or `None`."""
-    live = [n for n in nodes if not n.deleting]
-    unready = sum(1 for n in live if not n.ready and not _starting(n, policy, now))
-    allowed = max(policy.ok_total_unready_count, policy.max_total_unready_percentage / 100.0 * len(live))
+    live = nodes.live_count
+    unready = sum(1 for n in nodes.unready if not _starting(n, policy, now))
+    allowed = max(policy.ok_total_unready_count, policy.max_total_unready_percentage / 100.0 * live)
     if unready > allowed:
         return Reason(ReasonCode.TOO_MANY_UNREADY,
-                      f"{unready} of {len(live)} nodes are unready (more than {allowed:g}): scale-down halted",
-                      {"unready": unready, "nodes": len(live), "allowed": allowed})
+                      f"{unready} of {live} nodes are unready (more than {allowed:g}): scale-down halted",
+                      {"unready": unready, "nodes": live, "allowed": allowed})
     after_add = state.last_scale_up_s if policy.scale_down_delay_after_add_scope is CooldownScope.CLUSTER else None
     for last, delay, what in ((after_add, policy.scale_down_delay_after_add_s, "scale-up"),
                               (state.last_scale_down_failure_s, policy.scale_down_delay_after_failure_s,
@@ -165,10 +368,6 @@ def _ratio(used: npt.NDArray[np.int64], total: npt.NDArray[np.int64]) -> FloatAr
     out = np.where(used > 0, 1.0, 0.0)
     np.divide(used, total, out=out, where=total > 0)
     return out
-
-
-Amounts = Callable[[Node], tuple[int, int, int, int]]
-"""cpu, memory, whole GPUs and GPU milli of a node's allocatable (`allocatable_amounts`, or a memo of it)."""
 
 
 def _amounts(res: Resources) -> tuple[int, int, int, int]:
@@ -189,23 +388,28 @@ class _Utilization:
     memory: FloatArray
     gpu: FloatArray
 
-    def numbers(self, i: int) -> dict[str, float]:
-        if self.gpu_node[i]:
-            return {"gpu": float(self.gpu[i])}
-        return {"cpu": float(self.cpu[i]), "memory": float(self.memory[i])}
+
+def _evaluated(nodes: NodeSet, policy: Policy, now: float) -> IntArray:
+    """Positions of the nodes judged: usable ones, and not-Ready ones no longer starting."""
+    late = [i for i in nodes.registered if not _starting(nodes.nodes[i], policy, now)]
+    if not late:
+        return nodes.usable_positions
+    mask = nodes.usable.copy()
+    mask[late] = True
+    return np.flatnonzero(mask)
 
 
-def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | None]], table: NodeTable,
-                  pods_by_node: Mapping[str, Sequence[Pod]], amounts: Amounts) -> _Utilization:
-    """Utilization of every evaluated node: GPU nodes (GPUs in allocatable, or a GPU pool) by GPU requests, others by
-    max(cpu, memory); one vectorised pass."""
-    n = len(evaluated)
-    alloc = np.array([amounts(node) for node, _, _, _ in evaluated], dtype=np.int64).reshape(n, 4)
+def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable,
+                  pods_by_node: Mapping[str, Sequence[Pod]]) -> _Utilization:
+    """Utilization of the nodes at positions `at` (table rows `rows`): GPU nodes (GPUs in allocatable, or a GPU pool)
+    by GPU requests, others by max(cpu, memory); one vectorised pass."""
+    n = len(at)
+    alloc = nodes.alloc[at]
     used = np.zeros((n, 4), dtype=np.int64)
-    in_rows = [(i, row) for i, (_, _, ready, row) in enumerate(evaluated) if ready and row is not None]
-    from_table = [i for i, _ in in_rows]
-    if in_rows:
-        free = table.free[[row for _, row in in_rows]]
+    in_table = nodes.usable[at] & (rows >= 0)
+    from_table = np.flatnonzero(in_table)
+    if len(from_table):
+        free = table.free[rows[from_table]]
         columns = table.columns
         for slot, name in ((0, CPU), (1, MEMORY), (3, GPU_MILLI)):
             if name in columns:
@@ -213,73 +417,117 @@ def _utilizations(evaluated: Sequence[tuple[Node, NodePool | None, bool, int | N
         gpu_cols = [i for i, c in enumerate(columns) if is_gpu_resource(c)]
         if gpu_cols:
             used[from_table, 2] = alloc[from_table, 2] - free[:, gpu_cols].sum(axis=1)
-    in_table = set(from_table)
-    for i, (node, _, _, _) in enumerate(evaluated):
-        if i not in in_table:
-            total = sum((p.requests for p in pods_by_node.get(node.name, ()) if not p.is_terminal()), Resources())
-            used[i] = _amounts(total)
+    if len(from_table) < n:
+        for i in np.flatnonzero(~in_table).tolist():
+            pods = pods_by_node.get(nodes.names[at[i]], ())
+            used[i] = _amounts(sum((p.requests for p in pods if not p.is_terminal()), Resources()))
     used = np.maximum(used, 0)
     gpu_cap = np.where(alloc[:, 2] > 0, 1000 * alloc[:, 2], alloc[:, 3])
     cpu, mem = _ratio(used[:, 0], alloc[:, 0]), _ratio(used[:, 1], alloc[:, 1])
     gpu = _ratio(1000 * used[:, 2] + used[:, 3], gpu_cap)
-    distinct = {id(pool): pool for _, pool, _, _ in evaluated if pool is not None}.values()
-    gpu_pools = {pool.name for pool in distinct if pool.is_gpu_pool()}
-    gpu_node = (gpu_cap > 0) | np.array([pool is not None and pool.name in gpu_pools for _, pool, _, _ in evaluated],
-                                        dtype=bool)
+    gpu_node = (gpu_cap > 0) | nodes.gpu_pool[at]
     return _Utilization(value=np.where(gpu_node, gpu, np.maximum(cpu, mem)), gpu_node=gpu_node, cpu=cpu,
                         memory=mem, gpu=gpu)
 
 
-def _underutilized(nodes: Sequence[Node], phases: Mapping[str, NodePhase], pools: Mapping[str, NodePool],
-                   pool_of: Mapping[str, str], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
-                   policy: Policy, now: float, amounts: Amounts) -> tuple[list[_Candidate], list[NodeVerdict]]:
-    """Candidates (strictly below threshold, known pool) and underutilized nodes of no known pool, by name."""
-    evaluated: list[tuple[Node, NodePool | None, bool, int | None]] = []
-    for node in sorted(nodes, key=attrgetter("name")):
-        pool = pools.get(pool_of.get(node.name, ""))
-        node_phase = phases[node.name]
-        if node_phase is NodePhase.USABLE or (node_phase is NodePhase.REGISTERED and not _starting(node, policy, now)):
-            evaluated.append((node, pool, node_phase is NodePhase.USABLE, table.index_of(node.name)))
-    candidates: list[_Candidate] = []
-    unknown: list[NodeVerdict] = []
-    found = _utilizations(evaluated, table, pods_by_node, amounts)
+_Numbers = tuple[float, float, float, float, float, bool]
+"""utilization, threshold, cpu, memory and GPU ratios, and whether judged as a GPU node."""
+
+
+def _judge(record: NodeRecord, numbers: _Numbers, pods: Sequence[Pod], policy: Policy,
+           budget: PdbBudget) -> _Candidate | NodeVerdict:
+    """An underutilized node: a drainable candidate, or why it cannot go (no known pool, a pod or PDB keeps it)."""
+    node = record.node
+    value, threshold, cpu, memory, gpu, gpu_node = numbers
+    ratios = {"gpu": gpu} if gpu_node else {"cpu": cpu, "memory": memory}
+    what = "GPU requests are" if gpu_node else "max(cpu, memory) requests are"
+    reason = Reason(ReasonCode.UNDERUTILIZED,
+                    f"node {node.name}: {what} {value:.0%} of allocatable, below the {threshold:.0%} threshold",
+                    {"utilization": value, "threshold": threshold, **ratios})
+    if record.pool is None or record.pool_name is None:
+        return NodeVerdict(node=node.name, reasons=(Reason(
+            ReasonCode.UNKNOWN_POOL, f"node {node.name} belongs to no known pool"), reason))
+    drain = drain_node(node, pods, policy=policy, budget=budget)
+    if drain.blocked is not None:
+        return NodeVerdict(node=node.name, reasons=(drain.blocked, reason))
+    candidate = _Candidate(node=node, pool=record.pool, pool_name=record.pool_name,
+                           gpu_pool=record.pool.is_gpu_pool(), ready=record.phase is NodePhase.USABLE,
+                           utilization=value, reason=reason)
+    return _with_drain(candidate, drain)
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    record: NodeRecord
+    numbers: _Numbers
+    pods: tuple[Pod, ...]
+    verdict: _Candidate | NodeVerdict
+
+
+class _Verdicts:
+    """The verdicts of one decision's underutilized nodes, reusing those of the previous decision (`known`) whose
+    inputs are unchanged: a verdict reads only the node record, its utilization numbers, its pods (the very same
+    objects), the policy and the whole PDB budget (the caller drops `known` when those two change)."""
+
+    __slots__ = ("budget", "fresh", "known", "policy")
+
+    def __init__(self, known: Mapping[str, _Judged], policy: Policy, pdbs: Sequence[PodDisruptionBudget]) -> None:
+        self.known, self.policy, self.budget = known, policy, PdbBudget(pdbs)
+        self.fresh: dict[str, _Judged] = {}
+
+    def of(self, record: NodeRecord, numbers: _Numbers, pods: Sequence[Pod]) -> _Candidate | NodeVerdict:
+        name = record.node.name
+        known = self.known.get(name)
+        if (known is None or known.record is not record or known.numbers != numbers
+                or len(known.pods) != len(pods) or not all(map(operator.is_, known.pods, pods))):
+            known = _Judged(record, numbers, tuple(pods), _judge(record, numbers, pods, self.policy, self.budget))
+        self.fresh[name] = known
+        return known.verdict
+
+
+def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+                   policy: Policy, now: float,
+                   verdicts: _Verdicts) -> tuple[list[tuple[_Candidate, int | None]], list[NodeVerdict]]:
+    """Drainable candidates (strictly below threshold, known pool) with their table rows, and the underutilized nodes
+    that cannot go."""
+    at = _evaluated(nodes, policy, now)
+    found = _utilizations(nodes, at, rows[at], table, pods_by_node)
     thresholds = np.where(found.gpu_node, policy.scale_down_gpu_utilization_threshold,
                           policy.scale_down_utilization_threshold)
-    for i in np.flatnonzero(found.value < thresholds).tolist():
-        node, pool, ready, row = evaluated[i]
-        gpu = bool(found.gpu_node[i])
-        value, threshold = float(found.value[i]), float(thresholds[i])
-        numbers = {"utilization": value, "threshold": threshold, **found.numbers(i)}
-        what = "GPU requests are" if gpu else "max(cpu, memory) requests are"
-        reason = Reason(ReasonCode.UNDERUTILIZED,
-                        f"node {node.name}: {what} {value:.0%} of allocatable, below the {threshold:.0%} threshold",
-                        numbers)
-        if pool is None:
-            unknown.append(NodeVerdict(node=node.name, reasons=(Reason(
-                ReasonCode.UNKNOWN_POOL, f"node {node.name} belongs to no known pool"), reason)))
-            continue
-        candidates.append(_Candidate(node=node, pool=pool, ready=ready, row=row, utilization=value, reason=reason))
-    return candidates, unknown
+    below = np.flatnonzero(found.value < thresholds)
+    ratios = np.column_stack((found.value, thresholds, found.cpu, found.memory, found.gpu))[below].tolist()
+    candidates: list[tuple[_Candidate, int | None]] = []
+    blocked: list[NodeVerdict] = []
+    for position, numbers, gpu_node in zip(at[below].tolist(), ratios, found.gpu_node[below].tolist(), strict=True):
+        pods = pods_by_node.get(nodes.names[position], ())
+        verdict = verdicts.of(nodes.records[position], (*numbers, gpu_node), pods)
+        if isinstance(verdict, NodeVerdict):
+            blocked.append(verdict)
+        else:
+            row = int(rows[position])
+            candidates.append((verdict, row if row >= 0 else None))
+    return candidates, blocked
 
 
 # ------------------------------------------------------------------------------------------------------- simulation
 class _Simulation:
     """The running what-if of step 4: destinations and the pods moved so far."""
 
-    def __init__(self, table: NodeTable, nodes: Sequence[Node], phases: Mapping[str, NodePhase],
-                 candidate_rows: set[int], amounts: Amounts) -> None:
+    def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray, candidate_rows: set[int]) -> None:
         self.work = table.fork()
         destination = np.zeros(len(table), dtype=bool)
         self.rank = np.full(len(table), _FAR, dtype=np.int64)
-        usable = [n for n in nodes if phases[n.name] is NodePhase.USABLE]
-        for position, node in enumerate(sorted(usable, key=attrgetter("name"))):
-            row = table.index_of(node.name)
-            if row is not None:
-                destination[row] = True
-                self.rank[row] = position + (len(usable) if row in candidate_rows else 0)
+        usable = rows[nodes.usable_positions]
+        known = usable >= 0
+        position = np.flatnonzero(known)  # the node's place among the usable nodes in name order
+        usable = usable[known]
+        destination[usable] = True
+        candidate = np.zeros(len(table), dtype=bool)
+        candidate[np.fromiter(candidate_rows, dtype=np.int64, count=len(candidate_rows))] = True
+        self.rank[usable] = position + np.where(candidate[usable], len(nodes.usable_positions), 0)
         self.work.enabled &= destination
         self.received: dict[int, list[Pod]] = {}
-        summed = np.array([amounts(n) for n in usable], dtype=np.int64).reshape(len(usable), 4).sum(axis=0)
+        summed = nodes.usable_total
         self._totals = [(name, max(int(summed[slot]), 1)) for name, slot in ((CPU, 0), (MEMORY, 1), (GPU_MILLI, 3))]
         self._shares: dict[Resources, float] = {}
 
@@ -292,9 +540,8 @@ class _Simulation:
                                                                                        strict=True))
         return share
 
-    def try_remove(self, candidate: _Candidate) -> Reason | None:
-        """Accept the node into the unneeded set if its pods fit elsewhere, else say why not."""
-        row = candidate.row
+    def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
+        """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
         pods = [*candidate.drain.move, *(self.received.get(row, []) if row is not None else [])]
         trial = self.work.fork() if pods else self.work
         if row is not None:
@@ -333,9 +580,7 @@ class _Simulation:
 # -------------------------------------------------------------------------------------------------------- selection
 def _wait_reason(candidate: _Candidate, since: float, policy: Policy, now: float) -> Reason | None:
     required = policy.scale_down_unneeded_time_s if candidate.ready else policy.scale_down_unready_time_s
-    pool = candidate.pool
-    gpu_node = pool.is_gpu_pool() if pool is not None else candidate.node.allocatable.gpu_count() > 0
-    if candidate.ready and gpu_node and policy.scale_down_gpu_unneeded_time_s is not None:
+    if candidate.ready and candidate.gpu_pool and policy.scale_down_gpu_unneeded_time_s is not None:
         required = policy.scale_down_gpu_unneeded_time_s
     waited = max(now - since, 0.0)
     if waited >= required:
@@ -359,10 +604,9 @@ def _pool_cooldown(pool: str, state: EngineState, policy: Policy, now: float) ->
                   {"remaining_s": last + delay - now, "delay_s": delay})
 
 
-def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapping[str, str],
-            unneeded_since: Mapping[str, float], halt: Reason | None, budget: PdbBudget, policy: Policy,
-            state: EngineState, now: float) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
-    size = Counter(pool_of[n.name] for n in nodes if not n.deleting and n.name in pool_of)
+def _select(unneeded: Sequence[_Candidate], nodes: NodeSet, unneeded_since: Mapping[str, float],
+            halt: Reason | None, budget: PdbBudget, policy: Policy, state: EngineState,
+            now: float) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
     removed: Counter[str] = Counter()
     empty_slots, drain_slots = policy.max_empty_bulk_delete, policy.max_drain_parallelism
     removals: list[Removal] = []
@@ -370,13 +614,13 @@ def _select(unneeded: Sequence[_Candidate], nodes: Sequence[Node], pool_of: Mapp
     waiting: list[NodeVerdict] = []
     for c in unneeded:
         assert c.pool is not None
-        pool = pool_of[c.node.name]
+        pool = c.pool_name
         since = unneeded_since.get(c.node.name, now)
         wait = (_wait_reason(c, since, policy, now) or halt or _pool_cooldown(pool, state, policy, now)
                 or budget.shortfall(c.drain.evict))
         if wait is not None:
             waiting.append(NodeVerdict(node=c.node.name, reasons=(wait, c.reason)))
-        elif size[pool] - removed[pool] <= c.pool.min_size:
+        elif (size := nodes.pool_sizes())[pool] - removed[pool] <= c.pool.min_size:
             blocked.append(NodeVerdict(node=c.node.name, reasons=(Reason(
                 ReasonCode.POOL_AT_MIN, f"pool {pool} at its minimum size {c.pool.min_size} "
                 f"({size[pool]} nodes, {removed[pool]} removal(s) already planned)",
@@ -407,53 +651,31 @@ def _with_drain(c: _Candidate, drain: NodeDrain) -> _Candidate:
     return replace(c, reason=reason, drain=drain)
 
 
-def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
-                    pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
-                    pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
-                    unneeded_since: Mapping[str, float], cap: SimulationCap | None = None,
-                    phases: Mapping[str, NodePhase] | None = None,
-                    amounts: Amounts = allocatable_amounts) -> ScaleDownResult:
-    """The scale-down part of one decision (steps in the module docstring).
-
-    `nodes`: every observed node; `table`: free capacity with a row per node (see step 2); `pods_by_node`: the pods
-    holding capacity per node; `pool_of`: node name → pool name; `unneeded_since`: node → Unix s it has been unneeded
-    since. Invariants: every removal's pods fit on the nodes that remain, together with every other removal's; no PDB
-    is spent twice; the result does not depend on the order of any input.
-    """
-    if not policy.scale_down_enabled:
-        return ScaleDownResult()
+def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
+          state: EngineState, now: float, unneeded_since: Mapping[str, float], cap: SimulationCap | None,
+          verdicts: _Verdicts) -> ScaleDownResult:
+    """Steps 1–6 of the module docstring."""
     halt = _halt(nodes, policy, state, now)
-    if phases is None:
-        phases = {n.name: phase(n, pools.get(pool_of.get(n.name, ""))) for n in nodes}
-    candidates, blocked = _underutilized(nodes, phases, pools, pool_of, table, pods_by_node, policy, now, amounts)
-    budget = PdbBudget(pdbs)
-    drainable: list[_Candidate] = []
-    for c in candidates:
-        drain = drain_node(c.node, pods_by_node.get(c.node.name, ()), policy=policy, budget=budget)
-        if drain.blocked is not None:
-            blocked.append(NodeVerdict(node=c.node.name, reasons=(drain.blocked, c.reason)))
-        else:
-            drainable.append(_with_drain(c, drain))
-    drainable.sort(key=_Candidate.order)
-    rows = {c.row for c in drainable if c.row is not None}
-    simulation = _Simulation(table, nodes, phases, rows, amounts)
-    new_allowed = (cap or SimulationCap()).limit(len(nodes))
+    rows = nodes.rows(table)
+    drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, verdicts)
+    drainable.sort(key=lambda candidate: candidate[0].order())
+    simulation = _Simulation(table, nodes, rows, {row for _, row in drainable if row is not None})
+    new_allowed = (cap or SimulationCap()).limit(len(nodes.names))
     unneeded: list[_Candidate] = []
-    for c in drainable:
+    for c, row in drainable:
         is_new = c.node.name not in unneeded_since
         if is_new and not c.drain.empty:
             if new_allowed <= 0:
                 continue
             new_allowed -= 1
-        why_not = simulation.try_remove(c)
+        why_not = simulation.try_remove(c, row)
         if why_not is None:
             unneeded.append(c)
         else:
             blocked.append(NodeVerdict(node=c.node.name, reasons=(why_not, c.reason)))
     names = {c.node.name for c in unneeded}
-    live = {n.name for n in nodes if not n.deleting}
-    removals, at_min, waiting = _select(unneeded, nodes, pool_of, unneeded_since, halt, budget, policy, state,
-                                               now)
+    live = nodes.live()
+    removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, verdicts.budget, policy, state, now)
     return ScaleDownResult(
         removals=tuple(removals),
         blocked=tuple(sorted((*blocked, *at_min), key=lambda v: v.node)),
@@ -461,3 +683,57 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
         mark_unneeded={name: now for name in sorted(names) if name not in unneeded_since},
         clear_unneeded=tuple(sorted(n for n in unneeded_since if n in live and n not in names)),
     )
+
+
+def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+                    pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
+                    pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
+                    unneeded_since: Mapping[str, float], cap: SimulationCap | None = None) -> ScaleDownResult:
+    """The scale-down part of one decision (steps in the module docstring).
+
+    `nodes`: every observed node; `table`: free capacity with a row per node (see step 2); `pods_by_node`: the pods
+    holding capacity per node; `pool_of`: node name → pool name; `unneeded_since`: node → Unix s it has been unneeded
+    since. Invariants: every removal's pods fit on the nodes that remain, together with every other removal's; no PDB
+    is spent twice; the result does not depend on the order of any input. (`ScaleDownMemo.plan` is the same from
+    per-node records, for a caller that decides again and again.)
+    """
+    if not policy.scale_down_enabled:
+        return ScaleDownResult()
+    records: list[NodeRecord] = []
+    for node in nodes:
+        pool_name = pool_of.get(node.name)
+        pool = pools.get(pool_name if pool_name is not None else "")
+        records.append(_Record(node, pool_name, pool, phase(node, pool), allocatable_amounts(node)))
+    return _plan(NodeSet(records), table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
+                 unneeded_since=unneeded_since, cap=cap, verdicts=_Verdicts({}, policy, pdbs))
+
+
+class ScaleDownMemo:
+    """Scale-down's share of the decision memo (engine/memo.py), carried from one decision to the next: the node set
+    (kept while every record is the very same object, patched where some are not) and the verdicts of underutilized
+    nodes (see `_Verdicts`; all dropped when the policy or a PDB changes). A fresh memo computes everything: `plan`
+    gives the same result with or without history."""
+
+    __slots__ = ("_context", "_nodes", "_verdicts")
+
+    def __init__(self) -> None:
+        self._nodes: NodeSet | None = None
+        self._verdicts: dict[str, _Judged] = {}
+        self._context: tuple[Policy, tuple[PodDisruptionBudget, ...]] | None = None
+
+    def plan(self, records: Sequence[NodeRecord], *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+             pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
+             cap: SimulationCap | None = None) -> ScaleDownResult:
+        """`plan_scale_down` for every node of `records` (the whole cluster), unneeded since what their
+        `DeletionCandidateOfClusterAutoscaler` taints say."""
+        if not policy.scale_down_enabled:
+            return ScaleDownResult()
+        nodes = self._nodes = NodeSet(records) if self._nodes is None else self._nodes.updated(records)
+        context = (policy, tuple(pdbs))
+        if self._context is None or self._context != context:
+            self._verdicts, self._context = {}, context
+        verdicts = _Verdicts(self._verdicts, policy, pdbs)
+        result = _plan(nodes, table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
+                       unneeded_since=nodes.unneeded_since(), cap=cap, verdicts=verdicts)
+        self._verdicts = verdicts.fresh
+        return result
