@@ -97,8 +97,17 @@ class SimScheduler:
         self._frag: tuple[frozenset[tuple[PodShape, int]], FragChooser] | None = None
         """The chooser for the workload it was built for (reused while the workload is the same)."""
         self.attempts = 0
-        self._still_failing: set[tuple[Resources, SchedulingConstraints, int]] = set()
-        """Pod kinds (requests, constraints, priority) that fit nowhere, even by preemption, and nothing they depend on
+        self._kind_ids: dict[tuple[Resources, SchedulingConstraints, int], int] = {}
+        """Pod kinds (requests, constraints, priority) by a small number, so a pass hashes each pod's kind once."""
+        self._queued: dict[str, tuple[tuple[int, float, str], Pod, int]] = {}
+        """Per pending pod: its queue position (priority, creation, key), the pod object it was computed for, and
+        its kind's number; recomputed only when the pod object changes, dropped when the pod stops pending."""
+        self._no_fit: set[int] = set()
+        """Pod kinds with no feasible node, and nothing that could make one feasible (a pod leaving, a node changing)
+        happened since: binding a pod only takes capacity, so `_place` would fail the same way again and is skipped
+        (preemption is still tried, as pods bound since may be victims)."""
+        self._still_failing: set[int] = set()
+        """Pod kinds (their numbers in `_kind_ids`) that fit nowhere, even by preemption, and nothing they depend on
         (nodes, their labels and taints, the pods bound) changed since: another attempt would fail the same way, so
         a pass marks such pods at once — kube-scheduler's queueing hints, which retry a pod only after an event
         that may make it schedulable. Cleared by every such change."""
@@ -122,6 +131,7 @@ class SimScheduler:
 
     def pod_removed(self, pod: Pod) -> None:
         self._still_failing.clear()
+        self._no_fit.clear()
         left = self._bound_priorities.get(pod.priority, 0) - 1
         if left > 0:
             self._bound_priorities[pod.priority] = left
@@ -145,6 +155,8 @@ class SimScheduler:
     def pending_changed(self, before: Pod | None, after: Pod | None) -> None:
         if before is not None:
             self._count_shape(before, -1)
+            if after is None:
+                self._queued.pop(before.key, None)
         if after is not None:
             self._count_shape(after, 1)
 
@@ -152,6 +164,7 @@ class SimScheduler:
         """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
         order, so every array is what a rebuild from scratch would give and ties still go to the first name."""
         self._still_failing.clear()
+        self._no_fit.clear()
         if not self._stale:
             row = self._row.get(name)
             if row is not None:
@@ -165,6 +178,7 @@ class SimScheduler:
         """Taints, labels or cordon changed (deletion-candidate marks, mostly): recompute that node's row of the
         cached filter masks instead of rebuilding every array."""
         self._still_failing.clear()
+        self._no_fit.clear()
         row = self._row.get(node.name)
         if not self._stale and row is not None:
             for constraints, mask in self._static.items():
@@ -214,6 +228,7 @@ class SimScheduler:
     def _rebuild(self) -> None:
         """All rows from scratch: at the first pass, and when a bound pod's devices must be reconstructed."""
         self._still_failing.clear()
+        self._no_fit.clear()
         self._names, self._row = [], {}
         self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
@@ -308,28 +323,41 @@ class SimScheduler:
             return
         if self._stale:
             self._rebuild()
-        pods = self._cluster.pods
-        pending = sorted((pods[k] for k in self._cluster.pending),
-                         key=lambda p: (-p.priority, p.created_s or 0.0, p.key))
-        failed: set[tuple[Resources, SchedulingConstraints, int]] = set()
+        failed: set[int] = set()
         gangs: dict[str, list[Pod]] = {}
-        for pod in pending:
+        for _, pod, kind in self._queue():
             if pod.scheduling_gated or pod.deleting:
                 continue
             if pod.group is not None:
                 gangs.setdefault(pod.group.key, []).append(pod)
                 continue
-            key = (pod.requests, pod.constraints, pod.priority)
-            if key in failed or key in self._still_failing:
-                failed.add(key)
+            if kind in failed or kind in self._still_failing:
+                failed.add(kind)
                 self._mark_unschedulable(pod)
                 continue
-            if not self._place(pod) and not self._preempt(pod):
-                failed.add(key)
-                self._still_failing.add(key)
-                self._mark_unschedulable(pod)
+            placed = kind not in self._no_fit and self._place(pod)
+            if not placed:
+                self._no_fit.add(kind)
+                if not self._preempt(pod):
+                    failed.add(kind)
+                    self._still_failing.add(kind)
+                    self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
+
+    def _queue(self) -> list[tuple[tuple[int, float, str], Pod, int]]:
+        """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key."""
+        pods, queued, kinds = self._cluster.pods, self._queued, self._kind_ids
+        entries = []
+        for key in self._cluster.pending:
+            pod = pods[key]
+            entry = queued.get(key)
+            if entry is None or entry[1] is not pod:
+                kind = kinds.setdefault((pod.requests, pod.constraints, pod.priority), len(kinds))
+                entry = queued[key] = ((-pod.priority, pod.created_s or 0.0, key), pod, kind)
+            entries.append(entry)
+        entries.sort()  # the positions are unique (they end with the key): pods are never compared
+        return entries
 
     def _mark_unschedulable(self, pod: Pod) -> None:
         self.attempts += 1
