@@ -57,6 +57,10 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+_GROWN_LIMIT = 256
+"""Past this many room changes, kinds that fitted nowhere are simply tried again (a full check is as cheap)."""
+
+
 class Scoring(StrEnum):
     LEAST_ALLOCATED = "least-allocated"
     MOST_ALLOCATED = "most-allocated"
@@ -102,10 +106,14 @@ class SimScheduler:
         self._queued: dict[str, tuple[tuple[int, float, str], Pod, int]] = {}
         """Per pending pod: its queue position (priority, creation, key), the pod object it was computed for, and
         its kind's number; recomputed only when the pod object changes, dropped when the pod stops pending."""
-        self._no_fit: set[int] = set()
-        """Pod kinds with no feasible node, and nothing that could make one feasible (a pod leaving, a node changing)
-        happened since: binding a pod only takes capacity, so `_place` would fail the same way again and is skipped
-        (preemption is still tried, as pods bound since may be victims)."""
+        self._no_fit: dict[int, int] = {}
+        """Pod kinds with no feasible node when last tried → the length of `_grown` then. Binding a pod only takes
+        capacity, so such a kind can have become feasible only on the nodes named in `_grown` since: `_place` is
+        tried again only if one of those is feasible now (preemption is still tried, as pods bound since may be
+        victims). Cleared when the arrays are rebuilt."""
+        self._grown: list[str] = []
+        """Nodes where room may have grown (a pod left; the node came, went or changed) or the filters changed
+        (taints, labels, cordon), oldest first."""
         self._still_failing: set[int] = set()
         """Pod kinds (their numbers in `_kind_ids`) that fit nowhere, even by preemption, and nothing they depend on
         (nodes, their labels and taints, the pods bound) changed since: another attempt would fail the same way, so
@@ -131,7 +139,7 @@ class SimScheduler:
 
     def pod_removed(self, pod: Pod) -> None:
         self._still_failing.clear()
-        self._no_fit.clear()
+        self._room_changed(pod.node_name or "")
         left = self._bound_priorities.get(pod.priority, 0) - 1
         if left > 0:
             self._bound_priorities[pod.priority] = left
@@ -162,9 +170,10 @@ class SimScheduler:
 
     def node_changed(self, name: str) -> None:
         """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
-        order, so every array is what a rebuild from scratch would give and ties still go to the first name."""
+        order, so every array is what a rebuild from scratch would give and ties still go to the first name. Only
+        that row can have become feasible for a pod (`_no_fit`): the others keep their values."""
         self._still_failing.clear()
-        self._no_fit.clear()
+        self._room_changed(name)
         if not self._stale:
             row = self._row.get(name)
             if row is not None:
@@ -178,12 +187,22 @@ class SimScheduler:
         """Taints, labels or cordon changed (deletion-candidate marks, mostly): recompute that node's row of the
         cached filter masks instead of rebuilding every array."""
         self._still_failing.clear()
-        self._no_fit.clear()
+        self._room_changed(node.name)
         row = self._row.get(node.name)
         if not self._stale and row is not None:
             for constraints, mask in self._static.items():
                 mask[row] = not static_failures(constraints, node)
         self.request_pass()
+
+    def _room_changed(self, name: str) -> None:
+        if self._no_fit:
+            self._grown.append(name)
+            if len(self._grown) > _GROWN_LIMIT:
+                self._forget_no_fit()
+
+    def _forget_no_fit(self) -> None:
+        self._no_fit.clear()
+        self._grown.clear()
 
     # ------------------------------------------------------------------------------------------------ devices
     def _need(self, requests: Resources) -> GpuNeed | None:
@@ -228,7 +247,7 @@ class SimScheduler:
     def _rebuild(self) -> None:
         """All rows from scratch: at the first pass, and when a bound pod's devices must be reconstructed."""
         self._still_failing.clear()
-        self._no_fit.clear()
+        self._forget_no_fit()
         self._names, self._row = [], {}
         self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
@@ -335,15 +354,25 @@ class SimScheduler:
                 failed.add(kind)
                 self._mark_unschedulable(pod)
                 continue
-            placed = kind not in self._no_fit and self._place(pod)
+            placed = self._may_fit(pod, kind) and self._place(pod)
             if not placed:
-                self._no_fit.add(kind)
+                self._no_fit[kind] = len(self._grown)
                 if not self._preempt(pod):
                     failed.add(kind)
                     self._still_failing.add(kind)
                     self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
+
+    def _may_fit(self, pod: Pod, kind: int) -> bool:
+        """False when `_place` would surely fail: the kind fitted nowhere, and none of the nodes whose room or
+        filters changed since is feasible for it now (every other node's row is as it was then)."""
+        since = self._no_fit.get(kind)
+        if since is None or self._stale:
+            return True
+        rows = sorted({row for name in self._grown[since:] if (row := self._row.get(name)) is not None})
+        return bool(rows) and bool(self._feasible(pod, self._free, self._free_pods,
+                                                  rows=np.array(rows, dtype=np.int64)).any())
 
     def _queue(self) -> list[tuple[tuple[int, float, str], Pod, int]]:
         """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key."""
@@ -366,19 +395,24 @@ class SimScheduler:
             self._on_unschedulable(pod)
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
-                  devices: GpuDevices | None = None) -> BoolArray:
+                  devices: GpuDevices | None = None, rows: IntArray | None = None) -> BoolArray:
+        """Which rows can take `pod` (all rows, or only `rows`: a row's answer depends on that row alone)."""
         vec = self._vector(pod.requests)
+        size = len(self._names) if rows is None else len(rows)
         if vec is None or pod.constraints.unsupported or not len(self._names):
-            return np.zeros(len(self._names), dtype=bool)
+            return np.zeros(size, dtype=bool)
         cols = np.flatnonzero(vec)
-        mask = self._static_mask(pod.constraints) & (free_pods >= 1)
+        static = self._static_mask(pod.constraints)
+        if rows is not None:
+            static, free, free_pods = static[rows], free[rows], free_pods[rows]
+        mask = static & (free_pods >= 1)
         if len(cols):
             mask = mask & (free[:, cols] >= vec[cols]).all(axis=1)
         devices = devices or self._devices
         if devices is not None and (need := self._need(pod.requests)) is not None:
-            rows = np.flatnonzero(mask)
-            if len(rows):
-                mask[rows] = devices.fits(need, rows)
+            fit = np.flatnonzero(mask)
+            if len(fit):
+                mask[fit] = devices.fits(need, fit if rows is None else rows[fit])
         return mask
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
