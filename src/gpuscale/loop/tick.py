@@ -301,6 +301,8 @@ class Autoscaler:
         return unevicted
 
     def _progress_drains(self, snapshot: Snapshot, now: float, acts: _Acts) -> None:
+        if not len(self.drains):
+            return
         present = {n.name for n in snapshot.cluster.nodes}
         for drain in self.drains:
             if drain.node not in present:  # deleted already (by an earlier call that reported failure, or by hand)

@@ -159,7 +159,8 @@ class SimCloud:
         return self._upcoming
 
     def node_pools(self) -> Mapping[str, str]:
-        return dict(self._live)
+        """A live view, not a copy: the loop copies it into each snapshot."""
+        return self._live
 
     def preload(self, pool: str, count: int) -> None:
         """Nodes that exist when the run starts: registered, Ready, GPUs in allocatable, billed from now."""
