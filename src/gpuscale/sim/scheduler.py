@@ -89,6 +89,7 @@ class SimScheduler:
         self._free_pods = np.zeros(0, dtype=np.int64)
         self._static: dict[SchedulingConstraints, BoolArray] = {}
         self._request_rows: dict[Resources, IntArray | None] = {}
+        self._request_cols: dict[Resources, tuple[IntArray, IntArray] | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
         self._devices: GpuDevices | None = None
         self._all_devices = GpuDevices.of([])
@@ -97,8 +98,9 @@ class SimScheduler:
         self._workload: Counter[PodShape] = Counter()
         """GPU pod shapes bound or pending now: the workload fragmentation is measured against. Kept as pods come,
         bind and go; binding moves a pod from pending to bound and leaves it unchanged."""
-        self._workload_changed = False
-        self._frag: tuple[frozenset[tuple[PodShape, int]], FragChooser] | None = None
+        self._workload_moved: Counter[PodShape] = Counter()
+        """Net change of `_workload` per shape since the chooser was built: all zero = the same workload."""
+        self._frag: FragChooser | None = None
         """The chooser for the workload it was built for (reused while the workload is the same)."""
         self.attempts = 0
         self._kind_ids: dict[tuple[Resources, SchedulingConstraints, int], int] = {}
@@ -214,7 +216,7 @@ class SimScheduler:
     def _count_shape(self, pod: Pod, delta: int) -> None:
         if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
             self._workload[shape] += delta
-            self._workload_changed = True
+            self._workload_moved[shape] += delta
 
     def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
         """A bound pod takes (or gives back) the devices its `gpuscale.io/gpu-index` annotation names."""
@@ -243,6 +245,13 @@ class SimScheduler:
             row[col] = amount
         self._request_rows[requests] = row
         return row
+
+    def _columns(self, requests: Resources) -> tuple[IntArray, IntArray] | None:
+        """The columns `requests` asks for and the amounts there (None: it asks for something no node has)."""
+        if requests not in self._request_cols:
+            vec = self._vector(requests)
+            self._request_cols[requests] = None if vec is None else (cols := vec.nonzero()[0], vec[cols])
+        return self._request_cols[requests]
 
     def _rebuild(self) -> None:
         """All rows from scratch: at the first pass, and when a bound pod's devices must be reconstructed."""
@@ -397,20 +406,19 @@ class SimScheduler:
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
                   devices: GpuDevices | None = None, rows: IntArray | None = None) -> BoolArray:
         """Which rows can take `pod` (all rows, or only `rows`: a row's answer depends on that row alone)."""
-        vec = self._vector(pod.requests)
+        cols = self._columns(pod.requests)
         size = len(self._names) if rows is None else len(rows)
-        if vec is None or pod.constraints.unsupported or not len(self._names):
+        if cols is None or pod.constraints.unsupported or not len(self._names):
             return np.zeros(size, dtype=bool)
-        cols = np.flatnonzero(vec)
         static = self._static_mask(pod.constraints)
         if rows is not None:
             static, free, free_pods = static[rows], free[rows], free_pods[rows]
         mask = static & (free_pods >= 1)
-        if len(cols):
-            mask = mask & (free[:, cols] >= vec[cols]).all(axis=1)
+        if len(cols[0]):
+            mask &= np.logical_and.reduce(free[:, cols[0]] >= cols[1], axis=1)
         devices = devices or self._devices
         if devices is not None and (need := self._need(pod.requests)) is not None:
-            fit = np.flatnonzero(mask)
+            fit = mask.nonzero()[0]
             if len(fit):
                 mask[fit] = devices.fits(need, fit if rows is None else rows[fit])
         return mask
@@ -443,12 +451,10 @@ class SimScheduler:
 
     def _chooser(self) -> FragChooser:
         assert self._gpu_placement is not None
-        if self._frag is None or self._workload_changed:
-            self._workload_changed = False
-            workload = frozenset((shape, n) for shape, n in self._workload.items() if n > 0)
-            if self._frag is None or self._frag[0] != workload:
-                self._frag = (workload, FragChooser(self._gpu_placement, self._workload))
-        return self._frag[1]
+        if self._frag is None or any(self._workload_moved.values()):
+            self._frag = FragChooser(self._gpu_placement, self._workload)
+        self._workload_moved.clear()
+        return self._frag
 
     def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray) -> IntArray:
         """Rank of each candidate under the configured scoring (0 = its choice), ties in name order."""
