@@ -432,11 +432,11 @@ class SimScheduler:
         chooser's rank tie-break would."""
         devices = devices or self._devices
         need = self._need(pod.requests) if devices is not None else None
-        row = self._score(pod, mask, free)
         if need is None or devices is None:
-            return row, ()
+            return self._score(pod, mask, free), ()
         shape = self._shape(pod.requests)
         candidates = np.flatnonzero(mask)
+        row: int | None = None  # the configured scoring's choice is needed only when the chooser makes none
         if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
             rank = np.empty(len(self._names), dtype=np.int64)
             rank[candidates] = self._kube_rank(pod, candidates, free)
@@ -447,6 +447,8 @@ class SimScheduler:
                 row = chosen[0]
                 if chosen[1]:
                     return row, chosen[1]
+        if row is None:
+            row = self._score(pod, mask, free)
         return row, devices.best_fit(row, need) if devices.count[row] else ()
 
     def _chooser(self) -> FragChooser:
