@@ -178,11 +178,16 @@ class SimScheduler:
         self._room_changed(name)
         if not self._stale:
             row = self._row.get(name)
-            if row is not None:
-                self._delete_row(row)
             node = self._cluster.nodes.get(name)
-            if node is not None and node.ready and not node.deleting:
-                self._insert_row(bisect.bisect_left(self._names, name), node)
+            schedulable = node is not None and node.ready and not node.deleting
+            if row is not None and schedulable:
+                assert node is not None
+                self._replace_row(row, node)  # stays at its place (GPUs registered, allocatable changed)
+            else:
+                if row is not None:
+                    self._delete_row(row)
+                if node is not None and schedulable:
+                    self._insert_row(bisect.bisect_left(self._names, name), node)
         self.request_pass()
 
     def node_relabelled(self, node: Node) -> None:
@@ -310,6 +315,21 @@ class SimScheduler:
                                     np.pad(devices.free[0], (0, width - devices.free.shape[1])), axis=0))
         for constraints, mask in self._static.items():
             self._static[constraints] = np.insert(mask, row, not static_failures(constraints, node))
+
+    def _replace_row(self, row: int, node: Node) -> None:
+        """Redo one row in place: what deleting and inserting it again would give, without moving every row."""
+        alloc, free, free_pods, devices = self._node_row(node)
+        self._alloc[row], self._free[row], self._free_pods[row] = alloc, free, free_pods
+        count = self._all_devices.count.copy()
+        count[row] = devices.count[0]
+        width = int(count.max(initial=0))  # as wide as the node with most devices, as `_set_devices` keeps it
+        old = self._all_devices.free
+        all_free = (np.pad(old, ((0, 0), (0, width - old.shape[1]))) if width > old.shape[1]
+                    else old[:, :width].copy())
+        all_free[row] = np.pad(devices.free[0], (0, width - devices.free.shape[1]))
+        self._set_devices(count, all_free)
+        for constraints, mask in self._static.items():
+            mask[row] = not static_failures(constraints, node)
 
     def _delete_row(self, row: int) -> None:
         del self._row[self._names.pop(row)]

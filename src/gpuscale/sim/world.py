@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -100,7 +101,9 @@ class World:
         return self.sim.now
 
     @staticmethod
+    @cache
     def gpus_of(requests: Resources) -> float:
+        """GPUs a pod holds (whole and fractions); cached, as the sampler asks for every bound pod each sample."""
         return float(sum(a for n, a in requests.items if is_gpu_resource(n))) + requests.get(GPU_MILLI) / 1000.0
 
     # ------------------------------------------------------------------------------------------------ pods
