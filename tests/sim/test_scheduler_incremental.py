@@ -10,6 +10,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuscale.engine.placement.devices import DEVICE_ANNOTATION
 from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
@@ -65,6 +66,27 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
         s._static_mask(constraints)
 
 
+def apply(sim: Simulation, cluster: SimCluster, i: int, op: str, n: int, k: int, flag: bool) -> None:
+    """One step of churn: nodes come, turn Ready, register GPUs, go, get marked; pods come and go; passes run."""
+    name, current = NAMES[n], cluster.nodes.get(NAMES[n])
+    if op == "add" and current is None:  # registered without its GPUs (flag) or with them, maybe Ready
+        cluster.put_node(node(name, k, ready=k % 2 == 0, registered=flag, tainted=k == 3))
+    elif op == "ready" and current is not None:
+        cluster.put_node(replace(current, ready=not current.ready))
+    elif op == "gpus" and current is not None:  # the device plugin registers (another count: a new shape)
+        cluster.put_node(replace(current, allocatable=node(name, k + 1, ready=True).allocatable))
+    elif op == "remove":
+        cluster.remove_node(name)
+    elif op == "taint" and current is not None:
+        cluster.mark_to_be_deleted(name, sim.now) if flag else cluster.unmark_to_be_deleted(name)
+    elif op == "pod":
+        cluster.put_pod(pod(i, k, n % 3, flag))
+    elif op == "delete" and cluster.pods:
+        cluster.delete_pod(sorted(cluster.pods)[n % len(cluster.pods)])
+    else:
+        sim.run(sim.now + 1)
+
+
 steps = st.lists(st.tuples(st.sampled_from(["add", "ready", "gpus", "remove", "taint", "pod", "delete", "pass"]),
                            st.integers(0, 3), st.integers(0, 3), st.booleans()), min_size=1, max_size=40)
 
@@ -79,23 +101,7 @@ def test_arrays_match_a_rebuild_after_any_churn(ops: list[tuple[str, int, int, b
     sim.run(sim.now + 1)
     assert not scheduler._stale
     for i, (op, n, k, flag) in enumerate(ops, start=1):
-        name, current = NAMES[n], cluster.nodes.get(NAMES[n])
-        if op == "add" and current is None:  # registered without its GPUs (flag) or with them, maybe Ready
-            cluster.put_node(node(name, k, ready=k % 2 == 0, registered=flag, tainted=k == 3))
-        elif op == "ready" and current is not None:
-            cluster.put_node(replace(current, ready=not current.ready))
-        elif op == "gpus" and current is not None:  # the device plugin registers (another count: a new shape)
-            cluster.put_node(replace(current, allocatable=node(name, k + 1, ready=True).allocatable))
-        elif op == "remove":
-            cluster.remove_node(name)
-        elif op == "taint" and current is not None:
-            cluster.mark_to_be_deleted(name, sim.now) if flag else cluster.unmark_to_be_deleted(name)
-        elif op == "pod":
-            cluster.put_pod(pod(i, k, n % 3, flag))
-        elif op == "delete" and cluster.pods:
-            cluster.delete_pod(sorted(cluster.pods)[n % len(cluster.pods)])
-        else:
-            sim.run(sim.now + 1)
+        apply(sim, cluster, i, op, n, k, flag)
         assert_matches_rebuild(cluster, scheduler)
     sim.run(sim.now + 1)
     assert_matches_rebuild(cluster, scheduler)
@@ -117,3 +123,35 @@ def test_a_kind_that_failed_waits_for_a_change_and_every_pod_of_it_is_marked() -
     cluster.delete_pod("default/big")  # room again: the kind is retried
     sim.run(sim.now + 1)
     assert cluster.pods["default/x"].node_name == "a" and cluster.pods["default/y"].node_name == "a"
+
+
+class _AlwaysRetry(SimScheduler):
+    """The reference: every pending kind is tried on every node in every pass (no `_no_fit` shortcut)."""
+
+    def _may_fit(self, pod: Pod, kind: int) -> bool:
+        return True
+
+
+def placements(cluster: SimCluster, scheduler: SimScheduler) -> tuple[object, ...]:
+    return scheduler.attempts, {key: (p.node_name, p.unschedulable, p.annotations.get(DEVICE_ANNOTATION))
+                                for key, p in cluster.pods.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps)
+def test_kinds_that_fit_nowhere_are_retried_exactly_when_a_full_retry_would_place_them(
+        ops: list[tuple[str, int, int, bool]]) -> None:
+    """A kind that fitted nowhere is re-checked only on nodes whose room or filters changed since; the binds,
+    the devices picked, the Unschedulable marks and the attempts must equal those of retrying every node."""
+    runs = []
+    for kind in (SimScheduler, _AlwaysRetry):
+        sim, cluster = Simulation(), SimCluster()
+        runs.append((sim, cluster, kind(sim, cluster, COLUMNS, gpu_placement="gpuscale")))
+        cluster.put_node(node("n0", 1, ready=True))
+    for i, (op, n, k, flag) in enumerate([("pod", 0, 3, False), ("pod", 1, 3, True), *ops], start=1):
+        for sim, cluster, _ in runs:
+            apply(sim, cluster, i, op, n, k, flag)
+        assert placements(*runs[0][1:]) == placements(*runs[1][1:])
+    for sim, _, _ in runs:
+        sim.run(sim.now + 1)
+    assert placements(*runs[0][1:]) == placements(*runs[1][1:])

@@ -212,7 +212,7 @@ class Autoscaler:
         self.state = record_failure(self.state, item.pool, kind, now, self.policy, message)
 
     def _scale_up(self, items: Sequence[ScaleUp], snapshot: Snapshot, now: float, acts: _Acts) -> None:
-        sizes = ev.pool_sizes(snapshot)
+        sizes: dict[str, int] | None = None  # counted at the first scale-up: most ticks have none
         for item in items:
             try:
                 request_ids = tuple(self.provider.increase(item.pool, item.nodes))
@@ -225,6 +225,8 @@ class Autoscaler:
             self.state = record_scale_up(self.state, now, item.pool)
             acts.scaled_up.append(ScaleUpDone(pool=item.pool, nodes=item.nodes, request_ids=request_ids))
             pool = self._pools.get(item.pool)
+            if sizes is None:
+                sizes = ev.pool_sizes(snapshot)
             before = sizes.get(item.pool, 0)
             sizes[item.pool] = before + item.nodes
             change = ev.GroupChange(pool=item.pool, before=before, after=before + item.nodes,
@@ -299,6 +301,8 @@ class Autoscaler:
         return unevicted
 
     def _progress_drains(self, snapshot: Snapshot, now: float, acts: _Acts) -> None:
+        if not len(self.drains):
+            return
         present = {n.name for n in snapshot.cluster.nodes}
         for drain in self.drains:
             if drain.node not in present:  # deleted already (by an earlier call that reported failure, or by hand)

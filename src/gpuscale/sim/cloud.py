@@ -98,7 +98,14 @@ class SimCloud:
         self._seq = 0
         self.timelines: dict[str, NodeTimeline] = {}
         """request id → timeline, for every node ever requested."""
+        self.open: dict[str, NodeTimeline] = {}
+        """The timelines not closed yet (billed now), in request order: what the sampler and billing go over."""
         self._by_node: dict[str, NodeTimeline] = {}
+        self._live: dict[str, str] = {}
+        """Registered, not deleted node → pool, in registration order (`node_pools`, kept as nodes come and go)."""
+        self._starting: dict[str, NodeTimeline] = {}
+        """Requests not registered and not given back, in request order (`upcoming`)."""
+        self._upcoming: tuple[UpcomingNode, ...] | None = None
         self.cost_usd_closed = 0.0
         self.cost_by_pool: dict[str, float] = {}
         self.gpu_seconds_by_pool: dict[str, float] = {}
@@ -124,7 +131,8 @@ class SimCloud:
             self._seq += 1
             request_id = f"{pool}-{self._seq:05d}"
             timeline = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, ordinal=self._next(pool))
-            self.timelines[request_id] = timeline
+            self.timelines[request_id] = self.open[request_id] = self._starting[request_id] = timeline
+            self._upcoming = None
             self._step(timeline, spec.profile.acquire_s, self._acquired)
             ids.append(request_id)
         return tuple(ids)
@@ -145,11 +153,14 @@ class SimCloud:
                 self._close(timeline)
 
     def upcoming(self) -> tuple[UpcomingNode, ...]:
-        return tuple(UpcomingNode(pool=t.pool, request_id=t.request_id, requested_s=t.requested_s)
-                     for t in self.timelines.values() if t.node is None and t.deleted_s is None)
+        if self._upcoming is None:
+            self._upcoming = tuple(UpcomingNode(pool=t.pool, request_id=t.request_id, requested_s=t.requested_s)
+                                   for t in self._starting.values())
+        return self._upcoming
 
     def node_pools(self) -> Mapping[str, str]:
-        return {name: t.pool for name, t in self._by_node.items() if t.deleted_s is None}
+        """A live view, not a copy: the loop copies it into each snapshot."""
+        return self._live
 
     def preload(self, pool: str, count: int) -> None:
         """Nodes that exist when the run starts: registered, Ready, GPUs in allocatable, billed from now."""
@@ -159,7 +170,7 @@ class SimCloud:
             now = self._sim.now
             t = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, acquired_s=now, running_s=now,
                              ordinal=self._next(pool))
-            self.timelines[request_id] = t
+            self.timelines[request_id] = self.open[request_id] = t
             self._registered(t)
             for handle in t.pending:
                 handle.cancel()
@@ -203,6 +214,9 @@ class SimCloud:
                     provider_id=f"twin://{pool.name}/{name}")
         t.node = name
         self._by_node[name] = t
+        self._live[name] = t.pool
+        if self._starting.pop(t.request_id, None) is not None:
+            self._upcoming = None
         self._cluster.put_node(node)
         self._step(t, self.pools[t.pool].profile.ready_s, self._ready)
 
@@ -233,6 +247,11 @@ class SimCloud:
         if t.deleted_s is not None:
             return
         t.deleted_s = self._sim.now
+        del self.open[t.request_id]
+        if t.node is not None:
+            self._live.pop(t.node, None)
+        if self._starting.pop(t.request_id, None) is not None:
+            self._upcoming = None
         self._bill(t, self._sim.now, closed=True)
 
     def _bill(self, t: NodeTimeline, until: float, closed: bool) -> tuple[float, float]:
@@ -251,11 +270,10 @@ class SimCloud:
         """USD and GPU-seconds per pool up to `now`, open nodes included."""
         cost = dict(self.cost_by_pool)
         gpus = dict(self.gpu_seconds_by_pool)
-        for t in self.timelines.values():
-            if t.deleted_s is None:
-                c, g = self._bill(t, now, closed=False)
-                cost[t.pool] = cost.get(t.pool, 0.0) + c
-                gpus[t.pool] = gpus.get(t.pool, 0.0) + g
+        for t in self.open.values():
+            c, g = self._bill(t, now, closed=False)
+            cost[t.pool] = cost.get(t.pool, 0.0) + c
+            gpus[t.pool] = gpus.get(t.pool, 0.0) + g
         return cost, gpus
 
     def timeline_of(self, node: str) -> NodeTimeline | None:

@@ -116,26 +116,27 @@ class SimCluster:
         self._changed()
 
     def put_pod(self, pod: Pod) -> None:
-        old = self.pods.get(pod.key)
+        key = pod.key
+        old = self.pods.get(key)
         listener = self.capacity_listener
         if old is not None and old.node_name and old.node_name != pod.node_name:
-            self.pods_on.get(old.node_name, set()).discard(pod.key)
+            self.pods_on.get(old.node_name, set()).discard(key)
             if listener is not None:
                 listener.pod_removed(old)
         if pod.node_name and (old is None or old.node_name != pod.node_name):
-            self.pods_on.setdefault(pod.node_name, set()).add(pod.key)
+            self.pods_on.setdefault(pod.node_name, set()).add(key)
             if listener is not None:
                 listener.pod_placed(pod)
         was_pending = old is not None and old.node_name is None
         if pod.node_name is None:
-            self.pending.add(pod.key)
+            self.pending.add(key)
             if listener is not None and old is None:
                 listener.pod_pending(pod)
         else:
-            self.pending.discard(pod.key)
+            self.pending.discard(key)
         if listener is not None and (was_pending or pod.node_name is None):
             listener.pending_changed(old if was_pending else None, pod if pod.node_name is None else None)
-        self.pods[pod.key] = pod
+        self.pods[key] = pod
         self._changed()
 
     def delete_pod(self, key: str) -> Pod | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 
 class Priority(IntEnum):
@@ -23,13 +23,8 @@ class Priority(IntEnum):
     SAMPLE = 4
 
 
-@dataclass(order=True, slots=True)
-class _Entry:
-    time: float
-    priority: int
-    seq: int
-    action: Callable[[], None] = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
+# A heap entry is a plain list [time, priority, seq, action] (the action is None once cancelled): the heap compares
+# lists in C, and `seq` is unique, so a comparison never reaches the action.
 
 
 class Handle:
@@ -37,21 +32,22 @@ class Handle:
 
     __slots__ = ("_entry",)
 
-    def __init__(self, entry: _Entry) -> None:
+    def __init__(self, entry: list[Any]) -> None:
         self._entry = entry
 
     def cancel(self) -> None:
-        self._entry.cancelled = True
+        self._entry[3] = None
 
     @property
     def time(self) -> float:
-        return self._entry.time
+        t: float = self._entry[0]
+        return t
 
 
 class Simulation:
     def __init__(self, start_s: float = 0.0) -> None:
         self.now = start_s
-        self._heap: list[_Entry] = []
+        self._heap: list[list[Any]] = []
         self._seq = 0
         self.events_run = 0
 
@@ -59,7 +55,7 @@ class Simulation:
         if time < self.now:
             time = self.now
         self._seq += 1
-        entry = _Entry(time, int(priority), self._seq, action)
+        entry = [time, int(priority), self._seq, action]
         heapq.heappush(self._heap, entry)
         return Handle(entry)
 
@@ -69,13 +65,14 @@ class Simulation:
     def run(self, until_s: float) -> None:
         """Run every event with time ≤ `until_s`, in order; the clock ends at `until_s`."""
         heap = self._heap
-        while heap and heap[0].time <= until_s:
-            entry = heapq.heappop(heap)
-            if entry.cancelled:
+        pop = heapq.heappop
+        while heap and heap[0][0] <= until_s:
+            time, _, _, action = pop(heap)
+            if action is None:
                 continue
-            self.now = entry.time
+            self.now = time
             self.events_run += 1
-            entry.action()
+            action()
         self.now = max(self.now, until_s)
 
 

@@ -204,8 +204,8 @@ class _Sampler:
         self.t.append(now)
         counts = dict.fromkeys(self.nodes, 0)
         gpus = 0.0
-        for t in self.cloud.timelines.values():
-            if t.acquired_s is not None and t.deleted_s is None:
+        for t in self.cloud.open.values():
+            if t.acquired_s is not None:
                 counts[t.pool] = counts.get(t.pool, 0) + 1
                 gpus += self.cloud.pools[t.pool].pool.gpus_per_node
         for pool, series in self.nodes.items():

@@ -57,6 +57,10 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+_GROWN_LIMIT = 256
+"""Past this many room changes, kinds that fitted nowhere are simply tried again (a full check is as cheap)."""
+
+
 class Scoring(StrEnum):
     LEAST_ALLOCATED = "least-allocated"
     MOST_ALLOCATED = "most-allocated"
@@ -85,6 +89,7 @@ class SimScheduler:
         self._free_pods = np.zeros(0, dtype=np.int64)
         self._static: dict[SchedulingConstraints, BoolArray] = {}
         self._request_rows: dict[Resources, IntArray | None] = {}
+        self._request_cols: dict[Resources, tuple[IntArray, IntArray] | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
         self._devices: GpuDevices | None = None
         self._all_devices = GpuDevices.of([])
@@ -93,12 +98,26 @@ class SimScheduler:
         self._workload: Counter[PodShape] = Counter()
         """GPU pod shapes bound or pending now: the workload fragmentation is measured against. Kept as pods come,
         bind and go; binding moves a pod from pending to bound and leaves it unchanged."""
-        self._workload_changed = False
-        self._frag: tuple[frozenset[tuple[PodShape, int]], FragChooser] | None = None
+        self._workload_moved: Counter[PodShape] = Counter()
+        """Net change of `_workload` per shape since the chooser was built: all zero = the same workload."""
+        self._frag: FragChooser | None = None
         """The chooser for the workload it was built for (reused while the workload is the same)."""
         self.attempts = 0
-        self._still_failing: set[tuple[Resources, SchedulingConstraints, int]] = set()
-        """Pod kinds (requests, constraints, priority) that fit nowhere, even by preemption, and nothing they depend on
+        self._kind_ids: dict[tuple[Resources, SchedulingConstraints, int], int] = {}
+        """Pod kinds (requests, constraints, priority) by a small number, so a pass hashes each pod's kind once."""
+        self._queued: dict[str, tuple[tuple[int, float, str], Pod, int]] = {}
+        """Per pending pod: its queue position (priority, creation, key), the pod object it was computed for, and
+        its kind's number; recomputed only when the pod object changes, dropped when the pod stops pending."""
+        self._no_fit: dict[int, int] = {}
+        """Pod kinds with no feasible node when last tried → the length of `_grown` then. Binding a pod only takes
+        capacity, so such a kind can have become feasible only on the nodes named in `_grown` since: `_place` is
+        tried again only if one of those is feasible now (preemption is still tried, as pods bound since may be
+        victims). Cleared when the arrays are rebuilt."""
+        self._grown: list[str] = []
+        """Nodes where room may have grown (a pod left; the node came, went or changed) or the filters changed
+        (taints, labels, cordon), oldest first."""
+        self._still_failing: set[int] = set()
+        """Pod kinds (their numbers in `_kind_ids`) that fit nowhere, even by preemption, and nothing they depend on
         (nodes, their labels and taints, the pods bound) changed since: another attempt would fail the same way, so
         a pass marks such pods at once — kube-scheduler's queueing hints, which retry a pod only after an event
         that may make it schedulable. Cleared by every such change."""
@@ -122,6 +141,7 @@ class SimScheduler:
 
     def pod_removed(self, pod: Pod) -> None:
         self._still_failing.clear()
+        self._room_changed(pod.node_name or "")
         left = self._bound_priorities.get(pod.priority, 0) - 1
         if left > 0:
             self._bound_priorities[pod.priority] = left
@@ -145,31 +165,51 @@ class SimScheduler:
     def pending_changed(self, before: Pod | None, after: Pod | None) -> None:
         if before is not None:
             self._count_shape(before, -1)
+            if after is None:
+                self._queued.pop(before.key, None)
         if after is not None:
             self._count_shape(after, 1)
 
     def node_changed(self, name: str) -> None:
         """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
-        order, so every array is what a rebuild from scratch would give and ties still go to the first name."""
+        order, so every array is what a rebuild from scratch would give and ties still go to the first name. Only
+        that row can have become feasible for a pod (`_no_fit`): the others keep their values."""
         self._still_failing.clear()
+        self._room_changed(name)
         if not self._stale:
             row = self._row.get(name)
-            if row is not None:
-                self._delete_row(row)
             node = self._cluster.nodes.get(name)
-            if node is not None and node.ready and not node.deleting:
-                self._insert_row(bisect.bisect_left(self._names, name), node)
+            schedulable = node is not None and node.ready and not node.deleting
+            if row is not None and schedulable:
+                assert node is not None
+                self._replace_row(row, node)  # stays at its place (GPUs registered, allocatable changed)
+            else:
+                if row is not None:
+                    self._delete_row(row)
+                if node is not None and schedulable:
+                    self._insert_row(bisect.bisect_left(self._names, name), node)
         self.request_pass()
 
     def node_relabelled(self, node: Node) -> None:
         """Taints, labels or cordon changed (deletion-candidate marks, mostly): recompute that node's row of the
         cached filter masks instead of rebuilding every array."""
         self._still_failing.clear()
+        self._room_changed(node.name)
         row = self._row.get(node.name)
         if not self._stale and row is not None:
             for constraints, mask in self._static.items():
                 mask[row] = not static_failures(constraints, node)
         self.request_pass()
+
+    def _room_changed(self, name: str) -> None:
+        if self._no_fit:
+            self._grown.append(name)
+            if len(self._grown) > _GROWN_LIMIT:
+                self._forget_no_fit()
+
+    def _forget_no_fit(self) -> None:
+        self._no_fit.clear()
+        self._grown.clear()
 
     # ------------------------------------------------------------------------------------------------ devices
     def _need(self, requests: Resources) -> GpuNeed | None:
@@ -181,7 +221,7 @@ class SimScheduler:
     def _count_shape(self, pod: Pod, delta: int) -> None:
         if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
             self._workload[shape] += delta
-            self._workload_changed = True
+            self._workload_moved[shape] += delta
 
     def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
         """A bound pod takes (or gives back) the devices its `gpuscale.io/gpu-index` annotation names."""
@@ -211,9 +251,17 @@ class SimScheduler:
         self._request_rows[requests] = row
         return row
 
+    def _columns(self, requests: Resources) -> tuple[IntArray, IntArray] | None:
+        """The columns `requests` asks for and the amounts there (None: it asks for something no node has)."""
+        if requests not in self._request_cols:
+            vec = self._vector(requests)
+            self._request_cols[requests] = None if vec is None else (cols := vec.nonzero()[0], vec[cols])
+        return self._request_cols[requests]
+
     def _rebuild(self) -> None:
         """All rows from scratch: at the first pass, and when a bound pod's devices must be reconstructed."""
         self._still_failing.clear()
+        self._forget_no_fit()
         self._names, self._row = [], {}
         self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
@@ -268,6 +316,21 @@ class SimScheduler:
         for constraints, mask in self._static.items():
             self._static[constraints] = np.insert(mask, row, not static_failures(constraints, node))
 
+    def _replace_row(self, row: int, node: Node) -> None:
+        """Redo one row in place: what deleting and inserting it again would give, without moving every row."""
+        alloc, free, free_pods, devices = self._node_row(node)
+        self._alloc[row], self._free[row], self._free_pods[row] = alloc, free, free_pods
+        count = self._all_devices.count.copy()
+        count[row] = devices.count[0]
+        width = int(count.max(initial=0))  # as wide as the node with most devices, as `_set_devices` keeps it
+        old = self._all_devices.free
+        all_free = (np.pad(old, ((0, 0), (0, width - old.shape[1]))) if width > old.shape[1]
+                    else old[:, :width].copy())
+        all_free[row] = np.pad(devices.free[0], (0, width - devices.free.shape[1]))
+        self._set_devices(count, all_free)
+        for constraints, mask in self._static.items():
+            mask[row] = not static_failures(constraints, node)
+
     def _delete_row(self, row: int) -> None:
         del self._row[self._names.pop(row)]
         for i in range(row, len(self._names)):
@@ -308,28 +371,51 @@ class SimScheduler:
             return
         if self._stale:
             self._rebuild()
-        pods = self._cluster.pods
-        pending = sorted((pods[k] for k in self._cluster.pending),
-                         key=lambda p: (-p.priority, p.created_s or 0.0, p.key))
-        failed: set[tuple[Resources, SchedulingConstraints, int]] = set()
+        failed: set[int] = set()
         gangs: dict[str, list[Pod]] = {}
-        for pod in pending:
+        for _, pod, kind in self._queue():
             if pod.scheduling_gated or pod.deleting:
                 continue
             if pod.group is not None:
                 gangs.setdefault(pod.group.key, []).append(pod)
                 continue
-            key = (pod.requests, pod.constraints, pod.priority)
-            if key in failed or key in self._still_failing:
-                failed.add(key)
+            if kind in failed or kind in self._still_failing:
+                failed.add(kind)
                 self._mark_unschedulable(pod)
                 continue
-            if not self._place(pod) and not self._preempt(pod):
-                failed.add(key)
-                self._still_failing.add(key)
-                self._mark_unschedulable(pod)
+            placed = self._may_fit(pod, kind) and self._place(pod)
+            if not placed:
+                self._no_fit[kind] = len(self._grown)
+                if not self._preempt(pod):
+                    failed.add(kind)
+                    self._still_failing.add(kind)
+                    self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
+
+    def _may_fit(self, pod: Pod, kind: int) -> bool:
+        """False when `_place` would surely fail: the kind fitted nowhere, and none of the nodes whose room or
+        filters changed since is feasible for it now (every other node's row is as it was then)."""
+        since = self._no_fit.get(kind)
+        if since is None or self._stale:
+            return True
+        rows = sorted({row for name in self._grown[since:] if (row := self._row.get(name)) is not None})
+        return bool(rows) and bool(self._feasible(pod, self._free, self._free_pods,
+                                                  rows=np.array(rows, dtype=np.int64)).any())
+
+    def _queue(self) -> list[tuple[tuple[int, float, str], Pod, int]]:
+        """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key."""
+        pods, queued, kinds = self._cluster.pods, self._queued, self._kind_ids
+        entries = []
+        for key in self._cluster.pending:
+            pod = pods[key]
+            entry = queued.get(key)
+            if entry is None or entry[1] is not pod:
+                kind = kinds.setdefault((pod.requests, pod.constraints, pod.priority), len(kinds))
+                entry = queued[key] = ((-pod.priority, pod.created_s or 0.0, key), pod, kind)
+            entries.append(entry)
+        entries.sort()  # the positions are unique (they end with the key): pods are never compared
+        return entries
 
     def _mark_unschedulable(self, pod: Pod) -> None:
         self.attempts += 1
@@ -338,19 +424,23 @@ class SimScheduler:
             self._on_unschedulable(pod)
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
-                  devices: GpuDevices | None = None) -> BoolArray:
-        vec = self._vector(pod.requests)
-        if vec is None or pod.constraints.unsupported or not len(self._names):
-            return np.zeros(len(self._names), dtype=bool)
-        cols = np.flatnonzero(vec)
-        mask = self._static_mask(pod.constraints) & (free_pods >= 1)
-        if len(cols):
-            mask = mask & (free[:, cols] >= vec[cols]).all(axis=1)
+                  devices: GpuDevices | None = None, rows: IntArray | None = None) -> BoolArray:
+        """Which rows can take `pod` (all rows, or only `rows`: a row's answer depends on that row alone)."""
+        cols = self._columns(pod.requests)
+        size = len(self._names) if rows is None else len(rows)
+        if cols is None or pod.constraints.unsupported or not len(self._names):
+            return np.zeros(size, dtype=bool)
+        static = self._static_mask(pod.constraints)
+        if rows is not None:
+            static, free, free_pods = static[rows], free[rows], free_pods[rows]
+        mask = static & (free_pods >= 1)
+        if len(cols[0]):
+            mask &= np.logical_and.reduce(free[:, cols[0]] >= cols[1], axis=1)
         devices = devices or self._devices
         if devices is not None and (need := self._need(pod.requests)) is not None:
-            rows = np.flatnonzero(mask)
-            if len(rows):
-                mask[rows] = devices.fits(need, rows)
+            fit = mask.nonzero()[0]
+            if len(fit):
+                mask[fit] = devices.fits(need, fit if rows is None else rows[fit])
         return mask
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
@@ -362,11 +452,11 @@ class SimScheduler:
         chooser's rank tie-break would."""
         devices = devices or self._devices
         need = self._need(pod.requests) if devices is not None else None
-        row = self._score(pod, mask, free)
         if need is None or devices is None:
-            return row, ()
+            return self._score(pod, mask, free), ()
         shape = self._shape(pod.requests)
         candidates = np.flatnonzero(mask)
+        row: int | None = None  # the configured scoring's choice is needed only when the chooser makes none
         if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
             rank = np.empty(len(self._names), dtype=np.int64)
             rank[candidates] = self._kube_rank(pod, candidates, free)
@@ -377,16 +467,16 @@ class SimScheduler:
                 row = chosen[0]
                 if chosen[1]:
                     return row, chosen[1]
+        if row is None:
+            row = self._score(pod, mask, free)
         return row, devices.best_fit(row, need) if devices.count[row] else ()
 
     def _chooser(self) -> FragChooser:
         assert self._gpu_placement is not None
-        if self._frag is None or self._workload_changed:
-            self._workload_changed = False
-            workload = frozenset((shape, n) for shape, n in self._workload.items() if n > 0)
-            if self._frag is None or self._frag[0] != workload:
-                self._frag = (workload, FragChooser(self._gpu_placement, self._workload))
-        return self._frag[1]
+        if self._frag is None or any(self._workload_moved.values()):
+            self._frag = FragChooser(self._gpu_placement, self._workload)
+        self._workload_moved.clear()
+        return self._frag
 
     def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray) -> IntArray:
         """Rank of each candidate under the configured scoring (0 = its choice), ties in name order."""

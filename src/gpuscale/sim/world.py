@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -86,8 +87,8 @@ class World:
         self.sim, self.cluster, self.scheduler, self.cloud, self.rng = sim, cluster, scheduler, cloud, rng
         self.metrics = Metrics()
         self.owners: dict[str, Workload] = {}
-        self._images: dict[tuple[str, int], float] = {}
-        """(node, image size) → time the image is (or will be) on the node."""
+        self._images: dict[str, dict[int, float]] = {}
+        """node → image size → time the image is (or will be) on the node."""
         self.withdrawn: set[str] = set()
         """Pods their owner deleted on purpose before they ran (scale-in, requeue): not counted as never run."""
         self.queues: QueueManager | None = None
@@ -100,7 +101,9 @@ class World:
         return self.sim.now
 
     @staticmethod
+    @cache
     def gpus_of(requests: Resources) -> float:
+        """GPUs a pod holds (whole and fractions); cached, as the sampler asks for every bound pod each sample."""
         return float(sum(a for n, a in requests.items if is_gpu_resource(n))) + requests.get(GPU_MILLI) / 1000.0
 
     # ------------------------------------------------------------------------------------------------ pods
@@ -140,9 +143,9 @@ class World:
         image_ready = self.now
         measured = profile.pull_s if profile is not None else None
         if pod.image_bytes or measured is not None:
-            key = (node.name, pod.image_bytes)
-            if key in self._images:
-                image_ready = max(self._images[key], self.now)
+            images = self._images.setdefault(node.name, {})
+            if pod.image_bytes in images:
+                image_ready = max(images[pod.image_bytes], self.now)
             else:
                 if measured is not None and timeline is not None:
                     image_ready = self.now + self.cloud.draw(measured, "pull_s", timeline.pool, timeline.ordinal,
@@ -151,7 +154,7 @@ class World:
                     rate = (self.cloud.draw(profile.pull_mb_per_s, "pull", timeline.pool, timeline.ordinal,
                                             pod.image_bytes) if profile and timeline else 45.0)
                     image_ready = self.now + pod.image_bytes / 1e6 / max(rate, 1.0)
-                self._images[key] = image_ready
+                images[pod.image_bytes] = image_ready
         start = self.cloud.draw(profile.start_s, "start", pod.key) if profile else 5.0
         self.sim.at(image_ready, Priority.WORKLOAD, lambda: self._pulled(pod.key, node.name, start))
 
@@ -186,8 +189,7 @@ class World:
             owner.on_terminated(pod, why)
 
     def _node_removed(self, name: str) -> None:
-        for key in [k for k in self._images if k[0] == name]:
-            del self._images[key]
+        self._images.pop(name, None)
 
     def _account(self, pod: Pod) -> None:
         """Allocated GPU-seconds: from binding until the pod leaves, on the pool of its node."""
