@@ -378,8 +378,8 @@ class NodeTable:
         return 0 if column is None else int(self.free[index, column])
 
 
-_RowEntry = tuple[Resources, tuple[Pod, ...], tuple[tuple[Resources, int], ...]]
-"""A row as the memo keys it: its capacity object, its bound pods, and their GPU requests counted."""
+_RowEntry = tuple[Resources, tuple[Pod, ...]]
+"""A row as the memo keys it: its capacity object and its bound pods."""
 
 
 class RowMemo:
@@ -428,7 +428,7 @@ class RowMemo:
             if hit is None or hit[0] != held:
                 if hit is not None:
                     count.subtract(hit[1])
-                hit = (held, frozenset(r for p in held for r in p.requests.names()))
+                hit = (held, frozenset(r for requests in {p.requests for p in held} for r in requests.names()))
                 count.update(hit[1])
                 changed.append(key)
             fresh[key] = hit
@@ -476,15 +476,14 @@ class RowMemo:
         names_of = self._names_of
         held_of = [known[0] if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
                    for i in miss]
-        if miss:
-            self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of, free, free_pods, devices)
         total = self._gpu_total
         for name in [*(self._rows.keys() - rows.keys()), *(names[i] for i in miss if names[i] in rows)]:
-            total.subtract(dict(self._rows[name][2]))
+            total.subtract(p.requests for p in self._rows[name][1] if self._kinds.need(p.requests) is not None)
+        if miss:
+            total.update(self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of, free,
+                                       free_pods, devices))
         for i, held in zip(miss, held_of, strict=True):
-            counted: Counter[Resources] = Counter(p.requests for p in held if self._kinds.need(p.requests) is not None)
-            rows[names[i]] = (capacity[i], held, tuple(counted.items()))
-            total.update(counted)
+            rows[names[i]] = (capacity[i], held)
         for requests in [r for r, k in total.items() if k <= 0]:
             del total[requests]
         group_of, members = self._groups_of(group_keys)
@@ -540,9 +539,11 @@ class RowMemo:
         return miss, rows, free, free_pods, devices
 
     def _compute(self, miss: list[int], held_of: list[tuple[Pod, ...]], caps: list[Resources], columns: list[str],
-                 column_of: dict[str, int], free: IntArray, free_pods: IntArray, devices: GpuDevices) -> None:
+                 column_of: dict[str, int], free: IntArray, free_pods: IntArray,
+                 devices: GpuDevices) -> dict[Resources, int]:
         """Rows `miss` from scratch: capacity minus the requests of their pods (one pass in Python maps each pod to
-        its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods."""
+        its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods. Returns
+        the GPU requests of those pods, counted."""
         distinct: dict[int, int] = {}
         cap_of = np.array([distinct.setdefault(id(c), len(distinct)) for c in caps], dtype=np.int64)
         shapes = list({id(c): c for c in caps}.values())
@@ -567,7 +568,7 @@ class RowMemo:
                 bound_kinds.append(kinds.setdefault(pod.requests, len(kinds)))
                 bound.append(pod)
         if not bound:
-            return
+            return {}
         vectors = np.zeros((len(kinds), len(columns)), dtype=np.int64)
         for requests, kind in kinds.items():
             for name, amount in requests.items:
@@ -577,12 +578,14 @@ class RowMemo:
         starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))  # pods come grouped by row
         free[rows[starts]] -= np.add.reduceat(vectors[of_kind], starts, axis=0)
         free_pods[rows[starts]] -= np.diff(np.append(starts, len(rows)))
+        needs = [self._kinds.need(requests) for requests in kinds]
+        gpu_kind = np.array([need is not None for need in needs], dtype=bool)
         if devices:
-            needs = [self._kinds.need(requests) for requests in kinds]
-            gpu_kind = np.array([need is not None for need in needs], dtype=bool)
             loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
             devices.load(rows[loaded], [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None],
                          [bound[i] for i in loaded])
+        counts = np.bincount(of_kind, minlength=len(kinds)).tolist()
+        return {requests: counts[kind] for requests, kind in kinds.items() if gpu_kind[kind] and counts[kind]}
 
     def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]]]:
         """Rows grouped by node-group key (in first-seen order), kept while the keys are the same objects."""
