@@ -26,7 +26,7 @@ class PodIndex:
     placed: tuple[Pod, ...]
     """Bound and not finished: holding their requests on their node."""
     by_node: dict[str, list[Pod]]
-    """`placed` per node name; every node of the cluster has an entry."""
+    """`placed` per node name; a node with no such pod has no entry (read it with `.get(name, ())`)."""
     pod_affinity: bool = False
     """Some pod (of any phase) has inter-pod affinity or anti-affinity terms."""
 
@@ -42,7 +42,7 @@ class Cluster:
 
     def index(self) -> PodIndex:
         """The pods sorted into pending, placed and placed-per-node in one pass (input order kept in each)."""
-        by_node: dict[str, list[Pod]] = {n.name: [] for n in self.nodes}
+        by_node: dict[str, list[Pod]] = {}
         pending: list[Pod] = []
         placed: list[Pod] = []
         affinity = False
@@ -63,11 +63,14 @@ class Cluster:
         return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node, pod_affinity=affinity)
 
     def pods_by_node(self) -> dict[str, list[Pod]]:
-        """Pods that hold capacity, per node name (bound and not Succeeded/Failed)."""
+        """Pods that hold capacity, per node name (bound and not Succeeded/Failed); a node without any has no entry."""
         return self.index().by_node
 
     def requested_by_node(self) -> dict[str, Resources]:
-        return {name: sum((p.requests for p in pods), Resources()) for name, pods in self.pods_by_node().items()}
+        """Requests held per node name: every node (zero when empty) and any other name pods are bound to."""
+        held = self.pods_by_node()
+        return {name: sum((p.requests for p in held.get(name, ())), Resources())
+                for name in dict.fromkeys([*(n.name for n in self.nodes), *held])}
 
     def pending_pods(self) -> tuple[Pod, ...]:
         """Pods not bound to any node and not finished, in input order."""
