@@ -26,7 +26,8 @@ def frag_score(before: FloatArray, after: FloatArray) -> IntArray:
     return scores
 
 
-_DEDUPE_ABOVE = 48
+DEDUPE_ABOVE = 48
+"""`score` scores each distinct node state once when given more nodes than this."""
 
 
 class FgdScorer:
@@ -37,7 +38,7 @@ class FgdScorer:
         self.table = table
 
     def score(self, state: ClusterState, pod: PodShape, nodes: IntArray, rng: RandomSource) -> IntArray:
-        if len(nodes) > _DEDUPE_ABOVE:
+        if len(nodes) > DEDUPE_ABOVE:
             # FGD's score depends only on (model, free CPU, multiset of free device milli), subclasses' also on
             # the device count: score each distinct state once. Early on most nodes are empty and alike.
             key = np.column_stack((state.model[nodes], state.gpu_count[nodes], state.cpu_free[nodes],
@@ -48,15 +49,20 @@ class FgdScorer:
 
     def _scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         if pod.is_fractional:
-            best: IntArray = self.device_scores(state, pod, nodes).max(axis=1)
+            best: IntArray = self.device_matrix(state, pod, nodes).max(axis=1)
             return best
         return self._whole_scores(state, pod, nodes)
 
     def pick_gpus(self, state: ClusterState, pod: PodShape, node: int, rng: RandomSource) -> tuple[int, ...]:
         if pod.is_fractional:
-            per_device = self.device_scores(state, pod, np.array([node], dtype=np.int64))[0]
-            return (int(np.argmax(per_device)),)
+            return (int(np.argmax(self.device_matrix(state, pod, np.array([node], dtype=np.int64))[0])),)
         return state.lowest_free_gpus(node, pod.gpu_count)
+
+    def device_matrix(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
+        """(nodes × devices) for a fractional pod: a node scores its row's maximum and takes the device of the row's
+        first maximum. Each row depends on its node's state only, so a caller that scored candidates this way
+        has the chosen node's pick already."""
+        return self.device_scores(state, pod, nodes)
 
     def device_scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         """(nodes × devices) scores of a fractional pod on each device; −1 where the device cannot take it."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -72,28 +72,49 @@ def typical_classes(pods: Sequence[PodShape], popularity_pct: int = 95, step: in
     Classes go by count, descending; equal counts by descending (cpu, milli, count, model). Classes are added
     `step` at a time until their cumulative count reaches `popularity_pct` % of all pods.
     """
-    counts = Counter((p.cpu_milli, p.gpu_milli, p.gpu_count, p.model_key) for p in pods)
+    counts = Counter(class_key(p) for p in pods)
     return typical_classes_of(counts, popularity_pct, step)
 
 
-def typical_classes_of(counts: Mapping[tuple[int, int, int, str], int], popularity_pct: int = 95,
+ClassKey = tuple[int, int, int, str]
+"""A resource class: (cpu milli, per-GPU milli, GPU count, model key)."""
+
+
+def class_key(shape: PodShape) -> ClassKey:
+    """The resource class of a pod shape (its memory does not enter fragmentation)."""
+    return (shape.cpu_milli, shape.gpu_milli, shape.gpu_count, shape.model_key)
+
+
+def typical_classes_of(counts: Mapping[ClassKey, int], popularity_pct: int = 95,
                        step: int = 1) -> tuple[TypicalClass, ...]:
     """`typical_classes` from pod counts per class (cpu, per-GPU milli, GPU count, model key)."""
-    ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-    total = float(sum(counts.values()))
+    ranked = _ranked(counts)
+    shares = _typical_shares([n for _, n in ranked], popularity_pct, step)
+    return tuple(TypicalClass(cpu_milli=k[0], gpu_milli=k[1], gpu_count=k[2], model_key=k[3], pods=n, weight=w)
+                 for (k, n), w in zip(ranked[:len(shares)], shares, strict=True))
+
+
+def _ranked(counts: Mapping[ClassKey, int]) -> list[tuple[ClassKey, int]]:
+    """Classes by count, descending; equal counts by descending class key."""
+    return sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+
+
+def _typical_shares(ranked: Sequence[int], popularity_pct: int, step: int) -> list[float]:
+    """The renormalised weights of the typical classes among `ranked` counts (as many as are typical), `step`
+    classes at a time until their cumulative count reaches `popularity_pct` % of all, with the artifact's floats."""
+    total = float(sum(ranked))
     expected = float(popularity_pct) * total / 100.0
     taken, cum = 0, 0.0
     shares: list[float] = []
     while cum < expected and taken < len(ranked):
         limit = taken + step
         while taken < limit and taken < len(ranked):
-            cum += float(ranked[taken][1])
-            shares.append(float(ranked[taken][1]) / total)
+            cum += float(ranked[taken])
+            shares.append(float(ranked[taken]) / total)
             taken += 1
     if taken < len(ranked):
         shares = [s / (cum / total) for s in shares]
-    return tuple(TypicalClass(cpu_milli=k[0], gpu_milli=k[1], gpu_count=k[2], model_key=k[3], pods=n, weight=w)
-                 for (k, n), w in zip(ranked[:taken], shares, strict=True))
+    return shares
 
 
 def node_frag(cpu_free_milli: int, gpu_free_milli: Sequence[int], gpu_model: str,
@@ -126,7 +147,9 @@ class FragTable:
     """The typical classes as arrays, and F for many hypothetical node states at once."""
 
     def __init__(self, classes: Sequence[TypicalClass], models: Sequence[str]) -> None:
-        self.classes = tuple(classes)
+        self._classes: tuple[TypicalClass, ...] | None = tuple(classes)
+        self._base = self._classes
+        self._pods: Sequence[int] = ()
         self.cpu = np.array([c.cpu_milli for c in classes], dtype=np.int64)
         self.milli = np.array([c.gpu_milli for c in classes], dtype=np.int64)
         self.count = np.array([c.gpu_count for c in classes], dtype=np.int64)
@@ -136,6 +159,23 @@ class FragTable:
         self.access = np.array([[model_allows(c.models, m) for c in classes] for m in models], dtype=np.bool_)
         self._class_bits = 4 * self.access.astype(np.int64) + 8 * self.gpu_class.astype(np.int64)
         self.weight_sum = float(self.weight.sum())
+
+    @property
+    def classes(self) -> tuple[TypicalClass, ...]:
+        if self._classes is None:
+            self._classes = tuple(replace(c, pods=n, weight=w) for c, n, w
+                                  in zip(self._base, self._pods, self.weight.tolist(), strict=True))
+        return self._classes
+
+    def reweighted(self, pods: Sequence[int], weights: Sequence[float]) -> FragTable:
+        """The same classes with other pod counts and weights. F reads the classes' resources and weights only, so
+        the arrays built from the resources are shared, not rebuilt."""
+        table = FragTable.__new__(FragTable)
+        table.__dict__.update(self.__dict__)
+        table._classes, table._pods = None, pods
+        table.weight = np.array(weights, dtype=np.float64)
+        table.weight_sum = float(table.weight.sum())
+        return table
 
     def stats(self, gpu_free: IntArray) -> tuple[IntArray, IntArray]:
         """Per state and class: devices with ≥ the class's milli free, and free milli on devices below it.
@@ -162,3 +202,32 @@ class FragTable:
         """F of actual node states: free CPU (S), free device milli (S × devices), model index (S)."""
         fit_count, small = self.stats(gpu_free)
         return self.frag(cpu_free, gpu_free.sum(axis=-1), model, fit_count, small)
+
+
+class TypicalTables:
+    """`FragTable`s of the typical classes of a workload that keeps changing (the twin's scheduler needs one per
+    placement). The popular classes rank alike most of the time while their counts, hence weights, move: the table of
+    a ranked class list seen before is reweighted, not rebuilt. Tables equal `FragTable(typical_classes_of(counts))`.
+    """
+
+    _KEEP = 4096
+    """Ranked class lists remembered; past that the memory starts again (a cache, never a result)."""
+
+    def __init__(self, models: Sequence[str] = ("",)) -> None:
+        self.models = tuple(models)
+        self._tables: dict[tuple[ClassKey, ...], FragTable] = {}
+
+    def table(self, counts: Mapping[ClassKey, int]) -> FragTable | None:
+        """The table of the typical classes of `counts` (classes with no pods left out); None if there are none."""
+        ranked = _ranked({k: n for k, n in counts.items() if n > 0})
+        if not ranked:
+            return None
+        pods = [n for _, n in ranked]
+        shares = _typical_shares(pods, 95, 1)
+        keys = tuple(k for k, _ in ranked[:len(shares)])
+        base = self._tables.get(keys)
+        if base is None:
+            if len(self._tables) >= self._KEEP:
+                self._tables.clear()
+            base = self._tables[keys] = FragTable(typical_classes_of(dict(ranked)), self.models)
+        return base.reweighted(pods[:len(shares)], shares)
