@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +47,15 @@ def _case_category(case: int) -> int:
 
 _CASE_USABLE = np.array([case == 0b1111 for case in range(16)], dtype=np.bool_)
 """Cases where the class fits entirely (Q3): only devices too small for it count, not all idle milli."""
-_CASE_ONE_HOT = np.array([[float(_case_category(case) == b) for b in _FRAG_BUCKETS] for case in range(16)])
+_CASE_COLUMN = np.array([_FRAG_BUCKETS.index(_case_category(case)) for case in range(16)], dtype=np.int64)
+"""Each case's category as a position in `_FRAG_BUCKETS`."""
+
+
+def _columns_of(class_bits: IntArray) -> tuple[int, ...]:
+    """The categories (positions in `_FRAG_BUCKETS`, in order) that classes with these bits can land in: the others
+    sum to +0.0 for every state, and adding +0.0 changes no partial sum, so F may leave them out."""
+    cases = (np.unique(class_bits)[:, None] + np.arange(4)).reshape(-1)
+    return tuple(int(c) for c in np.unique(_CASE_COLUMN[cases]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,9 +103,13 @@ def typical_classes_of(counts: Mapping[ClassKey, int], popularity_pct: int = 95,
                  for (k, n), w in zip(ranked[:len(shares)], shares, strict=True))
 
 
+_BY_COUNT = itemgetter(1, 0)
+"""Sort key of (class, count): classes go by count, equal counts by class, both descending."""
+
+
 def _ranked(counts: Mapping[ClassKey, int]) -> list[tuple[ClassKey, int]]:
     """Classes by count, descending; equal counts by descending class key."""
-    return sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    return sorted(counts.items(), key=_BY_COUNT, reverse=True)
 
 
 def _typical_shares(ranked: Sequence[int], popularity_pct: int, step: int) -> list[float]:
@@ -158,6 +171,7 @@ class FragTable:
         # access[model index, class]: may the class use that model?
         self.access = np.array([[model_allows(c.models, m) for c in classes] for m in models], dtype=np.bool_)
         self._class_bits = 4 * self.access.astype(np.int64) + 8 * self.gpu_class.astype(np.int64)
+        self._columns = _columns_of(self._class_bits)
         self.weight_sum = float(self.weight.sum())
 
     @property
@@ -167,12 +181,17 @@ class FragTable:
                                   in zip(self._base, self._pods, self.weight.tolist(), strict=True))
         return self._classes
 
-    def reweighted(self, pods: Sequence[int], weights: Sequence[float]) -> FragTable:
-        """The same classes with other pod counts and weights. F reads the classes' resources and weights only, so
-        the arrays built from the resources are shared, not rebuilt."""
+    def subset(self, ids: Sequence[int], pods: Sequence[int], weights: Sequence[float]) -> FragTable:
+        """The table of classes `ids` (positions in this one, in that order) with other pod counts and weights, as
+        `FragTable` would build it: the per-class arrays are this table's columns, not computed again."""
+        at = np.array(ids, dtype=np.int64)
         table = FragTable.__new__(FragTable)
-        table.__dict__.update(self.__dict__)
         table._classes, table._pods = None, pods
+        table._base = tuple(self._base[i] for i in ids)
+        table.cpu, table.milli, table.count = self.cpu[at], self.milli[at], self.count[at]
+        table.gpu_class = self.gpu_class[at]
+        table.access, table._class_bits = self.access[:, at], self._class_bits[:, at]
+        table._columns = _columns_of(table._class_bits)
         table.weight = np.array(weights, dtype=np.float64)
         table.weight_sum = float(table.weight.sum())
         return table
@@ -191,11 +210,15 @@ class FragTable:
         """F for states given by free CPU, idle milli, model index (shape S) and `stats` (shape S × classes)."""
         case = (fit_count >= self.count) + 2 * (cpu_free[..., None] >= self.cpu) + self._class_bits[model]
         amount = np.where(_CASE_USABLE[case], small_milli, gpu_left[..., None]).astype(np.float64)
-        # (S × classes × categories): each class's p·amount in its category's column, 0.0 in the others. cumsum
-        # adds strictly in order (Go's class order, then category order) and +0.0 leaves a partial sum unchanged.
-        per_category = (self.weight * amount)[..., None] * _CASE_ONE_HOT[case]
-        sums = np.cumsum(per_category, axis=-2)[..., -1, :]
-        out: FloatArray = np.cumsum(sums, axis=-1)[..., -1]
+        # Per category, each class's p·amount where the class falls in it and 0.0 elsewhere: cumsum adds strictly
+        # in order (Go's class order, then category order) and +0.0 leaves a partial sum unchanged.
+        share = self.weight * amount
+        column = _CASE_COLUMN[case]
+        out: FloatArray | None = None
+        for c in self._columns:
+            part = np.cumsum(np.where(column == c, share, 0.0), axis=-1)[..., -1]
+            out = part if out is None else out + part
+        assert out is not None
         return out
 
     def frag_of_nodes(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
@@ -206,28 +229,26 @@ class FragTable:
 
 class TypicalTables:
     """`FragTable`s of the typical classes of a workload that keeps changing (the twin's scheduler needs one per
-    placement). The popular classes rank alike most of the time while their counts, hence weights, move: the table of
-    a ranked class list seen before is reweighted, not rebuilt. Tables equal `FragTable(typical_classes_of(counts))`.
-    """
-
-    _KEEP = 4096
-    """Ranked class lists remembered; past that the memory starts again (a cache, never a result)."""
+    placement). Every class met gets a column in one table of all of them, once; a workload's table takes its
+    typical classes' columns from there, in their order, with their weights. Tables equal
+    `FragTable(typical_classes_of(counts), models)`."""
 
     def __init__(self, models: Sequence[str] = ("",)) -> None:
         self.models = tuple(models)
-        self._tables: dict[tuple[ClassKey, ...], FragTable] = {}
+        self._id: dict[ClassKey, int] = {}
+        self._all = FragTable((), self.models)
 
     def table(self, counts: Mapping[ClassKey, int]) -> FragTable | None:
         """The table of the typical classes of `counts` (classes with no pods left out); None if there are none."""
-        ranked = _ranked({k: n for k, n in counts.items() if n > 0})
+        ranked = sorted(((k, n) for k, n in counts.items() if n > 0), key=_BY_COUNT, reverse=True)
         if not ranked:
             return None
         pods = [n for _, n in ranked]
         shares = _typical_shares(pods, 95, 1)
-        keys = tuple(k for k, _ in ranked[:len(shares)])
-        base = self._tables.get(keys)
-        if base is None:
-            if len(self._tables) >= self._KEEP:
-                self._tables.clear()
-            base = self._tables[keys] = FragTable(typical_classes_of(dict(ranked)), self.models)
-        return base.reweighted(pods[:len(shares)], shares)
+        keys = [k for k, _ in ranked[:len(shares)]]
+        if any(k not in self._id for k in keys):
+            for k in keys:
+                self._id.setdefault(k, len(self._id))
+            self._all = FragTable([TypicalClass(cpu_milli=k[0], gpu_milli=k[1], gpu_count=k[2], model_key=k[3], pods=0,
+                                                weight=0.0) for k in self._id], self.models)
+        return self._all.subset([self._id[k] for k in keys], pods[:len(shares)], shares)
