@@ -105,15 +105,19 @@ class RequestKinds:
         self._shapes: dict[Resources, PodShape | None] = {}
 
     def need(self, requests: Resources) -> GpuNeed | None:
-        if requests not in self._needs:
-            self._needs[requests] = gpu_need(requests)
-        return self._needs[requests]
+        try:  # one lookup: hashing a request is most of the cost
+            return self._needs[requests]
+        except KeyError:
+            need = self._needs[requests] = gpu_need(requests)
+            return need
 
     def shape(self, requests: Resources) -> PodShape | None:
         """The scorers' view of a GPU pod; None for a pod that needs no GPU device (or that no scorer can take)."""
-        if requests not in self._shapes:
-            self._shapes[requests] = pod_shape(requests) if self.need(requests) is not None else None
-        return self._shapes[requests]
+        try:
+            return self._shapes[requests]
+        except KeyError:
+            shape = self._shapes[requests] = pod_shape(requests) if self.need(requests) is not None else None
+            return shape
 
 
 class GpuDevices:

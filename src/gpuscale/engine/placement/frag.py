@@ -51,11 +51,23 @@ _CASE_COLUMN = np.array([_FRAG_BUCKETS.index(_case_category(case)) for case in r
 """Each case's category as a position in `_FRAG_BUCKETS`."""
 
 
-def _columns_of(class_bits: IntArray) -> tuple[int, ...]:
-    """The categories (positions in `_FRAG_BUCKETS`, in order) that classes with these bits can land in: the others
-    sum to +0.0 for every state, and adding +0.0 changes no partial sum, so F may leave them out."""
-    cases = (np.unique(class_bits)[:, None] + np.arange(4)).reshape(-1)
-    return tuple(int(c) for c in np.unique(_CASE_COLUMN[cases]))
+_BITS_COLUMNS = np.array([sum(1 << c for c in {int(_CASE_COLUMN[(bits & ~3) + low]) for low in range(4)})
+                          for bits in range(16)], dtype=np.int64)
+"""Per class bits (access, GPU class), the categories the class can land in (bit i: `_FRAG_BUCKETS[i]`)."""
+
+
+def _column_sets(class_bits: IntArray) -> IntArray:
+    """Per class, the categories (bit i: `_FRAG_BUCKETS[i]`) it can land in on any of the models."""
+    sets: IntArray = np.bitwise_or.reduce(_BITS_COLUMNS[class_bits], axis=0) if len(class_bits) else \
+        np.zeros(class_bits.shape[1], dtype=np.int64)
+    return sets
+
+
+def _columns_of(column_sets: IntArray) -> tuple[int, ...]:
+    """The categories (positions in `_FRAG_BUCKETS`, in order) that some class can land in: the others sum to +0.0
+    for every state, and adding +0.0 changes no partial sum, so F may leave them out."""
+    union = int(np.bitwise_or.reduce(column_sets)) if len(column_sets) else 0
+    return tuple(c for c in range(len(_FRAG_BUCKETS)) if union >> c & 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,7 +112,7 @@ def typical_classes_of(counts: Mapping[ClassKey, int], popularity_pct: int = 95,
     ranked = _ranked(counts)
     shares = _typical_shares([n for _, n in ranked], popularity_pct, step)
     return tuple(TypicalClass(cpu_milli=k[0], gpu_milli=k[1], gpu_count=k[2], model_key=k[3], pods=n, weight=w)
-                 for (k, n), w in zip(ranked[:len(shares)], shares, strict=True))
+                 for (k, n), w in zip(ranked[:len(shares)], shares.tolist(), strict=True))
 
 
 _BY_COUNT = itemgetter(1, 0)
@@ -112,21 +124,21 @@ def _ranked(counts: Mapping[ClassKey, int]) -> list[tuple[ClassKey, int]]:
     return sorted(counts.items(), key=_BY_COUNT, reverse=True)
 
 
-def _typical_shares(ranked: Sequence[int], popularity_pct: int, step: int) -> list[float]:
-    """The renormalised weights of the typical classes among `ranked` counts (as many as are typical), `step`
-    classes at a time until their cumulative count reaches `popularity_pct` % of all, with the artifact's floats."""
+def _typical_shares(ranked: Sequence[int], popularity_pct: int, step: int) -> FloatArray:
+    """The renormalised weights of the typical classes among `ranked` counts (as many as are typical).
+
+    The artifact adds classes `step` at a time while their cumulative count is below `popularity_pct` % of all, then
+    divides each count by the total and, if classes were left out, by the taken share: the same float operations
+    here, vectorised (cumulative counts are integers below 2⁵³, so summing them as floats is exact in any order)."""
+    counts = np.array(ranked, dtype=np.float64)
     total = float(sum(ranked))
     expected = float(popularity_pct) * total / 100.0
-    taken, cum = 0, 0.0
-    shares: list[float] = []
-    while cum < expected and taken < len(ranked):
-        limit = taken + step
-        while taken < limit and taken < len(ranked):
-            cum += float(ranked[taken])
-            shares.append(float(ranked[taken]) / total)
-            taken += 1
-    if taken < len(ranked):
-        shares = [s / (cum / total) for s in shares]
+    cum = np.cumsum(counts)
+    one_by_one = int(np.searchsorted(cum, expected, side="left")) + 1 if expected > 0.0 else 0
+    taken = min(len(ranked), -(-one_by_one // step) * step)
+    shares: FloatArray = counts[:taken] / total
+    if 0 < taken < len(ranked):
+        shares = shares / (float(cum[taken - 1]) / total)
     return shares
 
 
@@ -171,7 +183,8 @@ class FragTable:
         # access[model index, class]: may the class use that model?
         self.access = np.array([[model_allows(c.models, m) for c in classes] for m in models], dtype=np.bool_)
         self._class_bits = 4 * self.access.astype(np.int64) + 8 * self.gpu_class.astype(np.int64)
-        self._columns = _columns_of(self._class_bits)
+        self._column_sets = _column_sets(self._class_bits)
+        self._columns = _columns_of(self._column_sets)
         self.weight_sum = float(self.weight.sum())
 
     @property
@@ -181,7 +194,7 @@ class FragTable:
                                   in zip(self._base, self._pods, self.weight.tolist(), strict=True))
         return self._classes
 
-    def subset(self, ids: Sequence[int], pods: Sequence[int], weights: Sequence[float]) -> FragTable:
+    def subset(self, ids: Sequence[int], pods: Sequence[int], weights: FloatArray) -> FragTable:
         """The table of classes `ids` (positions in this one, in that order) with other pod counts and weights, as
         `FragTable` would build it: the per-class arrays are this table's columns, not computed again."""
         at = np.array(ids, dtype=np.int64)
@@ -191,8 +204,9 @@ class FragTable:
         table.cpu, table.milli, table.count = self.cpu[at], self.milli[at], self.count[at]
         table.gpu_class = self.gpu_class[at]
         table.access, table._class_bits = self.access[:, at], self._class_bits[:, at]
-        table._columns = _columns_of(table._class_bits)
-        table.weight = np.array(weights, dtype=np.float64)
+        table._column_sets = self._column_sets[at]
+        table._columns = _columns_of(table._column_sets)
+        table.weight = weights
         table.weight_sum = float(table.weight.sum())
         return table
 
