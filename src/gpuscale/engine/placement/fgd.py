@@ -80,15 +80,18 @@ class FgdScorer:
         free = state.gpu_free[nodes]
         cpu, idle, model = state.cpu_free[nodes], state.gpu_left[nodes], state.model[nodes]
         fit_count, small = t.stats(free)
-        before = t.frag(cpu, idle, model, fit_count, small)
         row, dev = np.nonzero(free >= pod.gpu_milli)
         g = free[row, dev][:, None]
         g_after = g - pod.gpu_milli
         fit_after = fit_count[row] - (g >= t.milli) + (g_after >= t.milli)
         small_after = small[row] - np.where(g < t.milli, g, 0) + np.where(g_after < t.milli, g_after, 0)
+        # F of every state is computed on its own (no sum runs across states): nodes now and after, in one call.
+        both = t.frag(np.concatenate((cpu, cpu[row] - pod.cpu_milli)),
+                      np.concatenate((idle, idle[row] - pod.gpu_milli)), np.concatenate((model, model[row])),
+                      np.concatenate((fit_count, fit_after)), np.concatenate((small, small_after)))
+        before = both[:len(nodes)]
         after = np.repeat(before[:, None], free.shape[1], axis=1)
-        after[row, dev] = t.frag(cpu[row] - pod.cpu_milli, idle[row] - pod.gpu_milli, model[row], fit_after,
-                                 small_after)
+        after[row, dev] = both[len(nodes):]
         return before, after
 
     def whole_frag(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
@@ -96,12 +99,14 @@ class FgdScorer:
         t = self.table
         free = state.gpu_free[nodes]
         cpu, model = state.cpu_free[nodes], state.model[nodes]
-        before = t.frag_of_nodes(cpu, free, model)
+        after = free
         if pod.uses_gpu:
             is_free = free == MILLI
             taken = is_free & (np.cumsum(is_free, axis=1) <= pod.gpu_count)
-            free = np.where(taken, free - pod.gpu_milli, free)
-        return before, t.frag_of_nodes(cpu - pod.cpu_milli, free, model)
+            after = np.where(taken, free - pod.gpu_milli, free)
+        both = t.frag_of_nodes(np.concatenate((cpu, cpu - pod.cpu_milli)), np.concatenate((free, after)),
+                               np.concatenate((model, model)))  # each state on its own, in one call
+        return both[:len(nodes)], both[len(nodes):]
 
     def _whole_scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         return frag_score(*self.whole_frag(state, pod, nodes))

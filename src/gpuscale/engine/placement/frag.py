@@ -63,11 +63,11 @@ def _column_sets(class_bits: IntArray) -> IntArray:
     return sets
 
 
-def _columns_of(column_sets: IntArray) -> tuple[int, ...]:
+def _columns_of(column_sets: IntArray) -> IntArray:
     """The categories (positions in `_FRAG_BUCKETS`, in order) that some class can land in: the others sum to +0.0
     for every state, and adding +0.0 changes no partial sum, so F may leave them out."""
     union = int(np.bitwise_or.reduce(column_sets)) if len(column_sets) else 0
-    return tuple(c for c in range(len(_FRAG_BUCKETS)) if union >> c & 1)
+    return np.array([c for c in range(len(_FRAG_BUCKETS)) if union >> c & 1], dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,15 +224,13 @@ class FragTable:
         """F for states given by free CPU, idle milli, model index (shape S) and `stats` (shape S × classes)."""
         case = (fit_count >= self.count) + 2 * (cpu_free[..., None] >= self.cpu) + self._class_bits[model]
         amount = np.where(_CASE_USABLE[case], small_milli, gpu_left[..., None]).astype(np.float64)
-        # Per category, each class's p·amount where the class falls in it and 0.0 elsewhere: cumsum adds strictly
-        # in order (Go's class order, then category order) and +0.0 leaves a partial sum unchanged.
-        share = self.weight * amount
-        column = _CASE_COLUMN[case]
-        out: FloatArray | None = None
-        for c in self._columns:
-            part = np.cumsum(np.where(column == c, share, 0.0), axis=-1)[..., -1]
-            out = part if out is None else out + part
-        assert out is not None
+        # (S × categories × classes), only the categories the classes can land in: each class's p·amount in its
+        # category's row, 0.0 in the others. cumsum adds strictly in order (Go's class order, then category order)
+        # and +0.0 leaves a partial sum unchanged.
+        per_category = np.where(_CASE_COLUMN[case][..., None, :] == self._columns[:, None],
+                                (self.weight * amount)[..., None, :], 0.0)
+        sums = np.cumsum(per_category, axis=-1)[..., -1]
+        out: FloatArray = np.cumsum(sums, axis=-1)[..., -1]
         return out
 
     def frag_of_nodes(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
