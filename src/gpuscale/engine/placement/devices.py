@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscale.engine.placement.fgd import DEDUPE_ABOVE, FgdScorer
-from gpuscale.engine.placement.frag import ClassKey, FragTable, TypicalTables, class_key
+from gpuscale.engine.placement.frag import ClassKey, FragTable, TypicalTables, class_key, typical_classes_of
 from gpuscale.engine.placement.gpuscale import GpuscaleScorer
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.placement.state import BoolArray, ClusterState, IntArray
@@ -257,7 +257,7 @@ class FragChooser:
         for shape, n in workload.items():
             if n > 0:
                 counts[class_key(shape)] += n
-        self._use(policy, TypicalTables().table(counts))
+        self._use(policy, FragTable(typical_classes_of(counts), ("",)) if counts else None)
 
     @classmethod
     def of_classes(cls, policy: str, counts: Mapping[ClassKey, int], tables: TypicalTables) -> FragChooser:
