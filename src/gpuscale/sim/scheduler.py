@@ -233,7 +233,9 @@ class SimScheduler:
         if devices is None or not devices.count[row] or (need := self._need(pod.requests)) is None:
             return
         held = annotated_devices(pod)
-        if held is None:  # bound by something other than this scheduler: rebuild from all pods of the node
+        if held is None or not devices.may_hold(row, need, held, free=take):
+            # bound by something other than this scheduler, or to devices the node no longer has as they were (its
+            # GPUs re-registered): rebuild from all pods of the node, as a rebuild would
             self._stale = True
         elif take:
             devices.take(row, need, held)

@@ -175,6 +175,12 @@ class GpuDevices:
         whole = np.flatnonzero(free == MILLI)
         return tuple(int(g) for g in whole[:need.count]) if len(whole) >= need.count else ()
 
+    def may_hold(self, row: int, need: GpuNeed, held: Sequence[int], *, free: bool = True) -> bool:
+        """Whether `held` can be `need`'s devices on `row`: `count` distinct devices of the row (with `free`, each
+        with `milli` free). An annotation that fails this is not honoured (the devices are reconstructed)."""
+        return (len(held) == need.count and len(set(held)) == need.count
+                and all(0 <= d < self.count[row] and (not free or self.free[row, d] >= need.milli) for d in held))
+
     # ------------------------------------------------------------------------------------------------ mutation
     def take(self, row: int, need: GpuNeed, devices: Sequence[int]) -> None:
         for d in devices:
@@ -208,8 +214,7 @@ class GpuDevices:
             if DEVICE_ANNOTATION not in pod.annotations:
                 continue
             held, row = annotated_devices(pod), int(at[i])
-            if (held is not None and len(held) == count[i] and len(set(held)) == count[i]
-                    and all(0 <= d < self.count[row] and self.free[row, d] >= milli[i] for d in held)):
+            if held is not None and self.may_hold(row, needs[i], held):
                 self.take(row, needs[i], held)
                 placed[i] = True
         whole = ~placed & (milli == MILLI)
