@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.placement.devices import DEVICE_ANNOTATION
+from gpuscale.engine.placement.frag import class_key
 from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
@@ -58,7 +59,7 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
     expected: Counter[object] = Counter()
     for p in cluster.pods.values():
         if (shape := s._shape(p.requests)) is not None:
-            expected[shape] += 1
+            expected[class_key(shape)] += 1
     assert workload == expected
     s._rebuild()
     assert arrays(s) == incremental

@@ -45,6 +45,7 @@ from gpuscale.engine.placement.devices import (
     RequestKinds,
     annotated_devices,
 )
+from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
 from gpuscale.engine.placement.shapes import PodShape
 from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
@@ -95,13 +96,15 @@ class SimScheduler:
         self._all_devices = GpuDevices.of([])
         self._kinds = RequestKinds()
         self._gpu_placement = gpu_placement
-        self._workload: Counter[PodShape] = Counter()
-        """GPU pod shapes bound or pending now: the workload fragmentation is measured against. Kept as pods come,
-        bind and go; binding moves a pod from pending to bound and leaves it unchanged."""
-        self._workload_moved: Counter[PodShape] = Counter()
-        """Net change of `_workload` per shape since the chooser was built: all zero = the same workload."""
+        self._workload: Counter[ClassKey] = Counter()
+        """GPU pods bound or pending now per resource class: the workload fragmentation is measured against. Kept as
+        pods come, bind and go; binding moves a pod from pending to bound and leaves it unchanged."""
+        self._workload_moved: Counter[ClassKey] = Counter()
+        """Net change of `_workload` per class since the chooser was built: all zero = the same workload."""
         self._frag: FragChooser | None = None
         """The chooser for the workload it was built for (reused while the workload is the same)."""
+        self._frag_tables = TypicalTables()
+        """The typical-class tables of workloads met so far: a new chooser mostly only reweighs one."""
         self.attempts = 0
         self._kind_ids: dict[tuple[Resources, SchedulingConstraints, int], int] = {}
         """Pod kinds (requests, constraints, priority) by a small number, so a pass hashes each pod's kind once."""
@@ -220,8 +223,9 @@ class SimScheduler:
 
     def _count_shape(self, pod: Pod, delta: int) -> None:
         if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
-            self._workload[shape] += delta
-            self._workload_moved[shape] += delta
+            key = class_key(shape)
+            self._workload[key] += delta
+            self._workload_moved[key] += delta
 
     def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
         """A bound pod takes (or gives back) the devices its `gpuscale.io/gpu-index` annotation names."""
@@ -229,7 +233,9 @@ class SimScheduler:
         if devices is None or not devices.count[row] or (need := self._need(pod.requests)) is None:
             return
         held = annotated_devices(pod)
-        if held is None:  # bound by something other than this scheduler: rebuild from all pods of the node
+        if held is None or not devices.may_hold(row, need, held, free=take):
+            # bound by something other than this scheduler, or to devices the node no longer has as they were (its
+            # GPUs re-registered): rebuild from all pods of the node, as a rebuild would
             self._stale = True
         elif take:
             devices.take(row, need, held)
@@ -458,11 +464,10 @@ class SimScheduler:
         candidates = np.flatnonzero(mask)
         row: int | None = None  # the configured scoring's choice is needed only when the chooser makes none
         if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
-            rank = np.empty(len(self._names), dtype=np.int64)
-            rank[candidates] = self._kube_rank(pod, candidates, free)
             cpu = self._col.get(CPU)
             cpu_free = free[:, cpu] if cpu is not None else np.zeros(len(self._names), dtype=np.int64)
-            chosen = self._chooser().choose(shape, cpu_free, devices, candidates, rank[candidates])
+            chosen = self._chooser().choose(shape, cpu_free, devices, candidates,
+                                            lambda tied: self._kube_rank(pod, tied, free))
             if chosen is not None:
                 row = chosen[0]
                 if chosen[1]:
@@ -474,12 +479,13 @@ class SimScheduler:
     def _chooser(self) -> FragChooser:
         assert self._gpu_placement is not None
         if self._frag is None or any(self._workload_moved.values()):
-            self._frag = FragChooser(self._gpu_placement, self._workload)
+            self._frag = FragChooser.of_classes(self._gpu_placement, self._workload, self._frag_tables)
         self._workload_moved.clear()
         return self._frag
 
     def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray) -> IntArray:
-        """Rank of each candidate under the configured scoring (0 = its choice), ties in name order."""
+        """Rank of each candidate under the configured scoring (0 = its choice), ties in name order. A row's score
+        depends on its own state only, so ranks among a subset of candidates order it as among all of them."""
         score = self._kube_scores(pod, candidates, free)
         order = np.lexsort((candidates, -score))
         rank = np.empty(len(candidates), dtype=np.int64)

@@ -29,15 +29,14 @@ popularity cut.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from gpuscale.engine.placement.fgd import FgdScorer
-from gpuscale.engine.placement.frag import FragTable, typical_classes_of
+from gpuscale.engine.placement.fgd import DEDUPE_ABOVE, FgdScorer
+from gpuscale.engine.placement.frag import ClassKey, FragTable, TypicalTables, class_key, typical_classes_of
 from gpuscale.engine.placement.gpuscale import GpuscaleScorer
-from gpuscale.engine.placement.scorers import Scorer
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.placement.state import BoolArray, ClusterState, IntArray
 from gpuscale.model.pod import Pod
@@ -106,15 +105,19 @@ class RequestKinds:
         self._shapes: dict[Resources, PodShape | None] = {}
 
     def need(self, requests: Resources) -> GpuNeed | None:
-        if requests not in self._needs:
-            self._needs[requests] = gpu_need(requests)
-        return self._needs[requests]
+        try:  # one lookup: hashing a request is most of the cost
+            return self._needs[requests]
+        except KeyError:
+            need = self._needs[requests] = gpu_need(requests)
+            return need
 
     def shape(self, requests: Resources) -> PodShape | None:
         """The scorers' view of a GPU pod; None for a pod that needs no GPU device (or that no scorer can take)."""
-        if requests not in self._shapes:
-            self._shapes[requests] = pod_shape(requests) if self.need(requests) is not None else None
-        return self._shapes[requests]
+        try:
+            return self._shapes[requests]
+        except KeyError:
+            shape = self._shapes[requests] = pod_shape(requests) if self.need(requests) is not None else None
+            return shape
 
 
 class GpuDevices:
@@ -172,6 +175,12 @@ class GpuDevices:
         whole = np.flatnonzero(free == MILLI)
         return tuple(int(g) for g in whole[:need.count]) if len(whole) >= need.count else ()
 
+    def may_hold(self, row: int, need: GpuNeed, held: Sequence[int], *, free: bool = True) -> bool:
+        """Whether `held` can be `need`'s devices on `row`: `count` distinct devices of the row (with `free`, each
+        with `milli` free). An annotation that fails this is not honoured (the devices are reconstructed)."""
+        return (len(held) == need.count and len(set(held)) == need.count
+                and all(0 <= d < self.count[row] and (not free or self.free[row, d] >= need.milli) for d in held))
+
     # ------------------------------------------------------------------------------------------------ mutation
     def take(self, row: int, need: GpuNeed, devices: Sequence[int]) -> None:
         for d in devices:
@@ -205,8 +214,7 @@ class GpuDevices:
             if DEVICE_ANNOTATION not in pod.annotations:
                 continue
             held, row = annotated_devices(pod), int(at[i])
-            if (held is not None and len(held) == count[i] and len(set(held)) == count[i]
-                    and all(0 <= d < self.count[row] and self.free[row, d] >= milli[i] for d in held)):
+            if held is not None and self.may_hold(row, needs[i], held):
                 self.take(row, needs[i], held)
                 placed[i] = True
         whole = ~placed & (milli == MILLI)
@@ -245,16 +253,28 @@ class FragChooser:
 
     `workload` counts the GPU pod shapes FGD measures fragmentation against (its typical pods: the most popular
     classes up to 95 % of the pods). Scores are computed on a `ClusterState` view of the candidates only.
+    A caller whose workload changes at every placement keeps class counts and a `TypicalTables` and builds its
+    choosers with `of_classes`, which does not redo the parts of the table that only the class list decides.
     """
 
     def __init__(self, policy: str, workload: Counter[PodShape]) -> None:
-        counts: Counter[tuple[int, int, int, str]] = Counter()
+        counts: Counter[ClassKey] = Counter()
         for shape, n in workload.items():
             if n > 0:
-                counts[(shape.cpu_milli, shape.gpu_milli, shape.gpu_count, shape.model_key)] += n
-        self.table = FragTable(typical_classes_of(counts), ("",)) if counts else None
+                counts[class_key(shape)] += n
+        self._use(policy, FragTable(typical_classes_of(counts), ("",)) if counts else None)
+
+    @classmethod
+    def of_classes(cls, policy: str, counts: Mapping[ClassKey, int], tables: TypicalTables) -> FragChooser:
+        """The chooser for a workload given as pods per class (`class_key`), its table from `tables`."""
+        chooser = cls.__new__(cls)
+        chooser._use(policy, tables.table(counts))
+        return chooser
+
+    def _use(self, policy: str, table: FragTable | None) -> None:
+        self.table = table
         scorer = {"fgd": FgdScorer, "gpuscale": GpuscaleScorer}[policy]
-        self.scorer: Scorer | None = scorer(self.table) if self.table is not None else None
+        self.scorer: FgdScorer | None = scorer(table) if table is not None else None
 
     def scores(self, shape: PodShape, cpu_free: IntArray, devices: GpuDevices, rows: IntArray) -> IntArray | None:
         """Score of `shape` on each of `rows` (higher is better; each depends on that row's state only), or None
@@ -268,20 +288,38 @@ class FragChooser:
         """The devices `shape` takes on `row` under this policy (empty on a row without devices)."""
         if self.scorer is None or not shape.uses_gpu or not devices.count[row]:
             return ()
+        if not shape.is_fractional:  # the lowest-index free devices, as the scorers' `lowest_free_gpus`
+            return tuple(int(g) for g in np.flatnonzero(devices.free[row] == MILLI)[:shape.gpu_count])
         rows = np.array([row], dtype=np.int64)
         view = ClusterState.view(cpu_free[rows], devices.free[rows], devices.count[rows])
         return self.scorer.pick_gpus(view, shape, 0, _NO_DRAWS)
 
     def choose(self, shape: PodShape, cpu_free: IntArray, devices: GpuDevices, rows: IntArray,
-               rank: IntArray) -> tuple[int, tuple[int, ...]] | None:
+               rank: Callable[[IntArray], IntArray]) -> tuple[int, tuple[int, ...]] | None:
         """The best of `rows` (all feasible) for `shape` and the devices to use there: highest score, then lowest
-        `rank` (parallel to `rows`). None when there is no workload to measure against."""
-        scores = self.scores(shape, cpu_free, devices, rows) if len(rows) else None
-        if scores is None:
+        rank, `rank(tied)` giving the ranks of the tied rows (asked only when there is a tie). None when there is
+        no workload to measure against.
+
+        A fractional pod on a few rows is scored by the scorer's device matrix directly: the chosen row's devices
+        are read off its row of the matrix rather than scored again."""
+        if self.scorer is None or not len(rows):
             return None
-        best = np.flatnonzero(scores == scores.max())
-        row = int(rows[best[np.argmin(rank[best])]])
+        if shape.is_fractional and len(rows) <= DEDUPE_ABOVE:
+            view = ClusterState.view(cpu_free[rows], devices.free[rows], devices.count[rows])
+            matrix = self.scorer.device_matrix(view, shape, np.arange(len(rows), dtype=np.int64))
+            at = _best(matrix.max(axis=1), rows, rank)
+            row = int(rows[at])
+            return row, (int(np.argmax(matrix[at])),) if devices.count[row] else ()
+        scores = self.scores(shape, cpu_free, devices, rows)
+        assert scores is not None
+        row = int(rows[_best(scores, rows, rank)])
         return row, self.pick(shape, cpu_free, devices, row)
+
+
+def _best(scores: IntArray, rows: IntArray, rank: Callable[[IntArray], IntArray]) -> int:
+    """Position of the highest score, ties to the lowest `rank` of the tied rows."""
+    best = np.flatnonzero(scores == scores.max())
+    return int(best[0]) if len(best) == 1 else int(best[np.argmin(rank(rows[best]))])
 
 
 class _NoDraws:

@@ -26,7 +26,8 @@ def frag_score(before: FloatArray, after: FloatArray) -> IntArray:
     return scores
 
 
-_DEDUPE_ABOVE = 48
+DEDUPE_ABOVE = 48
+"""`score` scores each distinct node state once when given more nodes than this."""
 
 
 class FgdScorer:
@@ -37,7 +38,7 @@ class FgdScorer:
         self.table = table
 
     def score(self, state: ClusterState, pod: PodShape, nodes: IntArray, rng: RandomSource) -> IntArray:
-        if len(nodes) > _DEDUPE_ABOVE:
+        if len(nodes) > DEDUPE_ABOVE:
             # FGD's score depends only on (model, free CPU, multiset of free device milli), subclasses' also on
             # the device count: score each distinct state once. Early on most nodes are empty and alike.
             key = np.column_stack((state.model[nodes], state.gpu_count[nodes], state.cpu_free[nodes],
@@ -48,15 +49,20 @@ class FgdScorer:
 
     def _scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         if pod.is_fractional:
-            best: IntArray = self.device_scores(state, pod, nodes).max(axis=1)
+            best: IntArray = self.device_matrix(state, pod, nodes).max(axis=1)
             return best
         return self._whole_scores(state, pod, nodes)
 
     def pick_gpus(self, state: ClusterState, pod: PodShape, node: int, rng: RandomSource) -> tuple[int, ...]:
         if pod.is_fractional:
-            per_device = self.device_scores(state, pod, np.array([node], dtype=np.int64))[0]
-            return (int(np.argmax(per_device)),)
+            return (int(np.argmax(self.device_matrix(state, pod, np.array([node], dtype=np.int64))[0])),)
         return state.lowest_free_gpus(node, pod.gpu_count)
+
+    def device_matrix(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
+        """(nodes × devices) for a fractional pod: a node scores its row's maximum and takes the device of the row's
+        first maximum. Each row depends on its node's state only, so a caller that scored candidates this way
+        has the chosen node's pick already."""
+        return self.device_scores(state, pod, nodes)
 
     def device_scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         """(nodes × devices) scores of a fractional pod on each device; −1 where the device cannot take it."""
@@ -74,15 +80,18 @@ class FgdScorer:
         free = state.gpu_free[nodes]
         cpu, idle, model = state.cpu_free[nodes], state.gpu_left[nodes], state.model[nodes]
         fit_count, small = t.stats(free)
-        before = t.frag(cpu, idle, model, fit_count, small)
         row, dev = np.nonzero(free >= pod.gpu_milli)
         g = free[row, dev][:, None]
         g_after = g - pod.gpu_milli
         fit_after = fit_count[row] - (g >= t.milli) + (g_after >= t.milli)
         small_after = small[row] - np.where(g < t.milli, g, 0) + np.where(g_after < t.milli, g_after, 0)
+        # F of every state is computed on its own (no sum runs across states): nodes now and after, in one call.
+        both = t.frag(np.concatenate((cpu, cpu[row] - pod.cpu_milli)),
+                      np.concatenate((idle, idle[row] - pod.gpu_milli)), np.concatenate((model, model[row])),
+                      np.concatenate((fit_count, fit_after)), np.concatenate((small, small_after)))
+        before = both[:len(nodes)]
         after = np.repeat(before[:, None], free.shape[1], axis=1)
-        after[row, dev] = t.frag(cpu[row] - pod.cpu_milli, idle[row] - pod.gpu_milli, model[row], fit_after,
-                                 small_after)
+        after[row, dev] = both[len(nodes):]
         return before, after
 
     def whole_frag(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
@@ -90,12 +99,14 @@ class FgdScorer:
         t = self.table
         free = state.gpu_free[nodes]
         cpu, model = state.cpu_free[nodes], state.model[nodes]
-        before = t.frag_of_nodes(cpu, free, model)
+        after = free
         if pod.uses_gpu:
             is_free = free == MILLI
             taken = is_free & (np.cumsum(is_free, axis=1) <= pod.gpu_count)
-            free = np.where(taken, free - pod.gpu_milli, free)
-        return before, t.frag_of_nodes(cpu - pod.cpu_milli, free, model)
+            after = np.where(taken, free - pod.gpu_milli, free)
+        both = t.frag_of_nodes(np.concatenate((cpu, cpu - pod.cpu_milli)), np.concatenate((free, after)),
+                               np.concatenate((model, model)))  # each state on its own, in one call
+        return both[:len(nodes)], both[len(nodes):]
 
     def _whole_scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         return frag_score(*self.whole_frag(state, pod, nodes))

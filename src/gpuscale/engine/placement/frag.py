@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +47,27 @@ def _case_category(case: int) -> int:
 
 _CASE_USABLE = np.array([case == 0b1111 for case in range(16)], dtype=np.bool_)
 """Cases where the class fits entirely (Q3): only devices too small for it count, not all idle milli."""
-_CASE_ONE_HOT = np.array([[float(_case_category(case) == b) for b in _FRAG_BUCKETS] for case in range(16)])
+_CASE_COLUMN = np.array([_FRAG_BUCKETS.index(_case_category(case)) for case in range(16)], dtype=np.int64)
+"""Each case's category as a position in `_FRAG_BUCKETS`."""
+
+
+_BITS_COLUMNS = np.array([sum(1 << c for c in {int(_CASE_COLUMN[(bits & ~3) + low]) for low in range(4)})
+                          for bits in range(16)], dtype=np.int64)
+"""Per class bits (access, GPU class), the categories the class can land in (bit i: `_FRAG_BUCKETS[i]`)."""
+
+
+def _column_sets(class_bits: IntArray) -> IntArray:
+    """Per class, the categories (bit i: `_FRAG_BUCKETS[i]`) it can land in on any of the models."""
+    sets: IntArray = np.bitwise_or.reduce(_BITS_COLUMNS[class_bits], axis=0) if len(class_bits) else \
+        np.zeros(class_bits.shape[1], dtype=np.int64)
+    return sets
+
+
+def _columns_of(column_sets: IntArray) -> IntArray:
+    """The categories (positions in `_FRAG_BUCKETS`, in order) that some class can land in: the others sum to +0.0
+    for every state, and adding +0.0 changes no partial sum, so F may leave them out."""
+    union = int(np.bitwise_or.reduce(column_sets)) if len(column_sets) else 0
+    return np.array([c for c in range(len(_FRAG_BUCKETS)) if union >> c & 1], dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,28 +93,53 @@ def typical_classes(pods: Sequence[PodShape], popularity_pct: int = 95, step: in
     Classes go by count, descending; equal counts by descending (cpu, milli, count, model). Classes are added
     `step` at a time until their cumulative count reaches `popularity_pct` % of all pods.
     """
-    counts = Counter((p.cpu_milli, p.gpu_milli, p.gpu_count, p.model_key) for p in pods)
+    counts = Counter(class_key(p) for p in pods)
     return typical_classes_of(counts, popularity_pct, step)
 
 
-def typical_classes_of(counts: Mapping[tuple[int, int, int, str], int], popularity_pct: int = 95,
+ClassKey = tuple[int, int, int, str]
+"""A resource class: (cpu milli, per-GPU milli, GPU count, model key)."""
+
+
+def class_key(shape: PodShape) -> ClassKey:
+    """The resource class of a pod shape (its memory does not enter fragmentation)."""
+    return (shape.cpu_milli, shape.gpu_milli, shape.gpu_count, shape.model_key)
+
+
+def typical_classes_of(counts: Mapping[ClassKey, int], popularity_pct: int = 95,
                        step: int = 1) -> tuple[TypicalClass, ...]:
     """`typical_classes` from pod counts per class (cpu, per-GPU milli, GPU count, model key)."""
-    ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-    total = float(sum(counts.values()))
-    expected = float(popularity_pct) * total / 100.0
-    taken, cum = 0, 0.0
-    shares: list[float] = []
-    while cum < expected and taken < len(ranked):
-        limit = taken + step
-        while taken < limit and taken < len(ranked):
-            cum += float(ranked[taken][1])
-            shares.append(float(ranked[taken][1]) / total)
-            taken += 1
-    if taken < len(ranked):
-        shares = [s / (cum / total) for s in shares]
+    ranked = _ranked(counts)
+    shares = _typical_shares([n for _, n in ranked], popularity_pct, step)
     return tuple(TypicalClass(cpu_milli=k[0], gpu_milli=k[1], gpu_count=k[2], model_key=k[3], pods=n, weight=w)
-                 for (k, n), w in zip(ranked[:taken], shares, strict=True))
+                 for (k, n), w in zip(ranked[:len(shares)], shares.tolist(), strict=True))
+
+
+_BY_COUNT = itemgetter(1, 0)
+"""Sort key of (class, count): classes go by count, equal counts by class, both descending."""
+
+
+def _ranked(counts: Mapping[ClassKey, int]) -> list[tuple[ClassKey, int]]:
+    """Classes by count, descending; equal counts by descending class key."""
+    return sorted(counts.items(), key=_BY_COUNT, reverse=True)
+
+
+def _typical_shares(ranked: Sequence[int], popularity_pct: int, step: int) -> FloatArray:
+    """The renormalised weights of the typical classes among `ranked` counts (as many as are typical).
+
+    The artifact adds classes `step` at a time while their cumulative count is below `popularity_pct` % of all, then
+    divides each count by the total and, if classes were left out, by the taken share: the same float operations
+    here, vectorised (cumulative counts are integers below 2⁵³, so summing them as floats is exact in any order)."""
+    counts = np.array(ranked, dtype=np.float64)
+    total = float(sum(ranked))
+    expected = float(popularity_pct) * total / 100.0
+    cum = np.cumsum(counts)
+    one_by_one = int(np.searchsorted(cum, expected, side="left")) + 1 if expected > 0.0 else 0
+    taken = min(len(ranked), -(-one_by_one // step) * step)
+    shares: FloatArray = counts[:taken] / total
+    if 0 < taken < len(ranked):
+        shares = shares / (float(cum[taken - 1]) / total)
+    return shares
 
 
 def node_frag(cpu_free_milli: int, gpu_free_milli: Sequence[int], gpu_model: str,
@@ -126,7 +172,9 @@ class FragTable:
     """The typical classes as arrays, and F for many hypothetical node states at once."""
 
     def __init__(self, classes: Sequence[TypicalClass], models: Sequence[str]) -> None:
-        self.classes = tuple(classes)
+        self._classes: tuple[TypicalClass, ...] | None = tuple(classes)
+        self._base = self._classes
+        self._pods: Sequence[int] = ()
         self.cpu = np.array([c.cpu_milli for c in classes], dtype=np.int64)
         self.milli = np.array([c.gpu_milli for c in classes], dtype=np.int64)
         self.count = np.array([c.gpu_count for c in classes], dtype=np.int64)
@@ -135,7 +183,32 @@ class FragTable:
         # access[model index, class]: may the class use that model?
         self.access = np.array([[model_allows(c.models, m) for c in classes] for m in models], dtype=np.bool_)
         self._class_bits = 4 * self.access.astype(np.int64) + 8 * self.gpu_class.astype(np.int64)
+        self._column_sets = _column_sets(self._class_bits)
+        self._columns = _columns_of(self._column_sets)
         self.weight_sum = float(self.weight.sum())
+
+    @property
+    def classes(self) -> tuple[TypicalClass, ...]:
+        if self._classes is None:
+            self._classes = tuple(replace(c, pods=n, weight=w) for c, n, w
+                                  in zip(self._base, self._pods, self.weight.tolist(), strict=True))
+        return self._classes
+
+    def subset(self, ids: Sequence[int], pods: Sequence[int], weights: FloatArray) -> FragTable:
+        """The table of classes `ids` (positions in this one, in that order) with other pod counts and weights, as
+        `FragTable` would build it: the per-class arrays are this table's columns, not computed again."""
+        at = np.array(ids, dtype=np.int64)
+        table = FragTable.__new__(FragTable)
+        table._classes, table._pods = None, pods
+        table._base = tuple(self._base[i] for i in ids)
+        table.cpu, table.milli, table.count = self.cpu[at], self.milli[at], self.count[at]
+        table.gpu_class = self.gpu_class[at]
+        table.access, table._class_bits = self.access[:, at], self._class_bits[:, at]
+        table._column_sets = self._column_sets[at]
+        table._columns = _columns_of(table._column_sets)
+        table.weight = weights
+        table.weight_sum = float(table.weight.sum())
+        return table
 
     def stats(self, gpu_free: IntArray) -> tuple[IntArray, IntArray]:
         """Per state and class: devices with ≥ the class's milli free, and free milli on devices below it.
@@ -151,10 +224,12 @@ class FragTable:
         """F for states given by free CPU, idle milli, model index (shape S) and `stats` (shape S × classes)."""
         case = (fit_count >= self.count) + 2 * (cpu_free[..., None] >= self.cpu) + self._class_bits[model]
         amount = np.where(_CASE_USABLE[case], small_milli, gpu_left[..., None]).astype(np.float64)
-        # (S × classes × categories): each class's p·amount in its category's column, 0.0 in the others. cumsum
-        # adds strictly in order (Go's class order, then category order) and +0.0 leaves a partial sum unchanged.
-        per_category = (self.weight * amount)[..., None] * _CASE_ONE_HOT[case]
-        sums = np.cumsum(per_category, axis=-2)[..., -1, :]
+        # (S × categories × classes), only the categories the classes can land in: each class's p·amount in its
+        # category's row, 0.0 in the others. cumsum adds strictly in order (Go's class order, then category order)
+        # and +0.0 leaves a partial sum unchanged.
+        per_category = np.where(_CASE_COLUMN[case][..., None, :] == self._columns[:, None],
+                                (self.weight * amount)[..., None, :], 0.0)
+        sums = np.cumsum(per_category, axis=-1)[..., -1]
         out: FloatArray = np.cumsum(sums, axis=-1)[..., -1]
         return out
 
@@ -162,3 +237,30 @@ class FragTable:
         """F of actual node states: free CPU (S), free device milli (S × devices), model index (S)."""
         fit_count, small = self.stats(gpu_free)
         return self.frag(cpu_free, gpu_free.sum(axis=-1), model, fit_count, small)
+
+
+class TypicalTables:
+    """`FragTable`s of the typical classes of a workload that keeps changing (the twin's scheduler needs one per
+    placement). Every class met gets a column in one table of all of them, once; a workload's table takes its
+    typical classes' columns from there, in their order, with their weights. Tables equal
+    `FragTable(typical_classes_of(counts), models)`."""
+
+    def __init__(self, models: Sequence[str] = ("",)) -> None:
+        self.models = tuple(models)
+        self._id: dict[ClassKey, int] = {}
+        self._all = FragTable((), self.models)
+
+    def table(self, counts: Mapping[ClassKey, int]) -> FragTable | None:
+        """The table of the typical classes of `counts` (classes with no pods left out); None if there are none."""
+        ranked = sorted(((k, n) for k, n in counts.items() if n > 0), key=_BY_COUNT, reverse=True)
+        if not ranked:
+            return None
+        pods = [n for _, n in ranked]
+        shares = _typical_shares(pods, 95, 1)
+        keys = [k for k, _ in ranked[:len(shares)]]
+        if any(k not in self._id for k in keys):
+            for k in keys:
+                self._id.setdefault(k, len(self._id))
+            self._all = FragTable([TypicalClass(cpu_milli=k[0], gpu_milli=k[1], gpu_count=k[2], model_key=k[3], pods=0,
+                                                weight=0.0) for k in self._id], self.models)
+        return self._all.subset([self._id[k] for k in keys], pods[:len(shares)], shares)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import numpy as np
 
 from gpuscale.engine.placement.fgd import FgdScorer, frag_score
-from gpuscale.engine.placement.scorers import RandomSource
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.placement.state import ClusterState, IntArray
 
@@ -31,11 +30,6 @@ _SECONDARY = 1 << 20
 class GpuscaleScorer(FgdScorer):
     name = "gpuscale"
 
-    def pick_gpus(self, state: ClusterState, pod: PodShape, node: int, rng: RandomSource) -> tuple[int, ...]:
-        if pod.is_fractional:
-            return (int(np.argmax(self.device_keys(state, pod, np.array([node], dtype=np.int64))[0])),)
-        return state.lowest_free_gpus(node, pod.gpu_count)
-
     def device_keys(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         """(nodes × devices) keys of a fractional pod: FGD score, then tightest device, then node usage."""
         before, after = self.device_frag(state, pod, nodes)
@@ -45,11 +39,11 @@ class GpuscaleScorer(FgdScorer):
         out: IntArray = np.where(left_after >= 0, keys, np.iinfo(np.int64).min)
         return out
 
-    def _scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
-        if pod.is_fractional:
-            best: IntArray = self.device_keys(state, pod, nodes).max(axis=1)
-            return best
-        primary: IntArray = frag_score(*self.whole_frag(state, pod, nodes)) * _PRIMARY
+    def device_matrix(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
+        return self.device_keys(state, pod, nodes)
+
+    def _whole_scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
+        primary: IntArray = super()._whole_scores(state, pod, nodes) * _PRIMARY
         if pod.uses_gpu:
             return primary
         keys: IntArray = primary + (_SECONDARY - 1 - state.gpu_left[nodes])

@@ -1,0 +1,116 @@
+"""The twin's per-placement fragmentation machinery equals the plain construction to the bit.
+
+`TypicalTables` (tables for a changing workload, built from columns kept per class) must give what
+`FragTable(typical_classes_of(counts))` gives, and `FragChooser.choose` (which reads a fractional pod's device off
+the matrix that scored the rows, and asks for ranks only on ties) what scoring, ranking and `pick` give.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscale.engine.placement.devices import FragChooser, GpuDevices
+from gpuscale.engine.placement.frag import ClassKey, FragTable, TypicalTables, typical_classes_of
+from gpuscale.engine.placement.shapes import MILLI, PodShape
+
+KEYS: list[ClassKey] = [(cpu, milli, count if milli == MILLI else 1, model)
+                        for cpu in (1000, 4000, 12000) for milli in (250, 500, 810, 1000) for count in (1, 2)
+                        for model in ("", "T4")]
+counts_st = st.dictionaries(st.sampled_from(KEYS), st.integers(0, 60), min_size=1, max_size=20)
+
+
+def reference_classes(counts: dict[ClassKey, int], pct: int, step: int) -> list[tuple[ClassKey, int, float]]:
+    """The artifact's `GetTypicalPods` loop, written out plainly."""
+    ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    total = float(sum(counts.values()))
+    expected = float(pct) * total / 100.0
+    taken, cum, shares = 0, 0.0, []
+    while cum < expected and taken < len(ranked):
+        for _ in range(step):
+            if taken == len(ranked):
+                break
+            cum += float(ranked[taken][1])
+            shares.append(float(ranked[taken][1]) / total)
+            taken += 1
+    if taken < len(ranked):
+        shares = [s / (cum / total) for s in shares]
+    return [(k, n, w) for (k, n), w in zip(ranked[:taken], shares, strict=True)]
+
+
+@given(st.dictionaries(st.sampled_from(KEYS), st.integers(1, 60), min_size=1, max_size=20), st.integers(0, 120),
+       st.integers(1, 4))
+@settings(max_examples=300, deadline=None)
+def test_typical_classes_equal_the_artifacts_loop(counts: dict[ClassKey, int], pct: int, step: int) -> None:
+    got = [((c.cpu_milli, c.gpu_milli, c.gpu_count, c.model_key), c.pods, c.weight)
+           for c in typical_classes_of(counts, pct, step)]
+    assert got == reference_classes(counts, pct, step)
+
+
+def _table_fields(t: FragTable) -> tuple[object, ...]:
+    return (t.cpu.tolist(), t.milli.tolist(), t.count.tolist(), t.weight.tolist(), t.gpu_class.tolist(),
+            t.access.tolist(), t._class_bits.tolist(), t._columns.tolist(), t.weight_sum, t.classes)
+
+
+@given(st.lists(counts_st, min_size=1, max_size=8), st.lists(st.integers(0, 1000), min_size=6, max_size=6))
+@settings(max_examples=150, deadline=None)
+def test_tables_of_a_changing_workload_equal_tables_built_afresh(workloads: list[dict[ClassKey, int]],
+                                                                   milli: list[int]) -> None:
+    models = ("", "T4", "V100")
+    tables = TypicalTables(models)
+    free = np.array([milli[:3], milli[3:], [MILLI, MILLI, 0]], dtype=np.int64)
+    cpu = np.array([500, 8000, 64000], dtype=np.int64)
+    model = np.array([0, 1, 2], dtype=np.int64)
+    for counts in workloads:
+        got = tables.table(counts)
+        live = {k: n for k, n in counts.items() if n > 0}
+        if not live:
+            assert got is None
+            continue
+        expected = FragTable(typical_classes_of(live), models)
+        assert got is not None
+        assert _table_fields(got) == _table_fields(expected)
+        assert got.frag_of_nodes(cpu, free, model).tolist() == expected.frag_of_nodes(cpu, free, model).tolist()
+
+
+def _reference_choice(chooser: FragChooser, shape: PodShape, cpu: np.ndarray, devices: GpuDevices,
+                      rows: np.ndarray, rank: np.ndarray) -> tuple[int, tuple[int, ...]]:
+    scores = chooser.scores(shape, cpu, devices, rows)
+    assert scores is not None
+    best = np.flatnonzero(scores == scores.max())
+    row = int(rows[best[np.argmin(rank[best])]])
+    return row, chooser.pick(shape, cpu, devices, row)
+
+
+@given(st.sampled_from(["fgd", "gpuscale"]), counts_st,
+       st.lists(st.tuples(st.integers(0, 16000), st.lists(st.sampled_from([0, 190, 250, 500, 750, 1000]),
+                                                          min_size=0, max_size=4)), min_size=1, max_size=60),
+       st.sampled_from([(250, 1), (500, 1), (810, 1), (1000, 1), (1000, 2)]), st.randoms(use_true_random=False))
+@settings(max_examples=200, deadline=None)
+def test_choose_equals_scoring_ranking_and_picking(policy: str, counts: dict[ClassKey, int],
+                                                   nodes: list[tuple[int, list[int]]], need: tuple[int, int],
+                                                   rnd: object) -> None:
+    workload = Counter({PodShape(cpu_milli=k[0], memory_mib=0, gpu_milli=k[1], gpu_count=k[2]): n
+                        for k, n in counts.items() if not k[3]})
+    chooser = FragChooser(policy, workload)
+    devices = GpuDevices(np.array([len(d) for _, d in nodes], dtype=np.int64),
+                         np.array([d + [0] * (4 - len(d)) for _, d in nodes], dtype=np.int64).reshape(-1, 4))
+    cpu = np.array([c for c, _ in nodes], dtype=np.int64)
+    shape = PodShape(cpu_milli=1000, memory_mib=0, gpu_milli=need[0], gpu_count=need[1])
+    rows = np.arange(len(nodes), dtype=np.int64)
+    rank = np.array(rnd.sample(range(len(nodes)), len(nodes)), dtype=np.int64)  # type: ignore[attr-defined]
+    asked: list[int] = []
+
+    def ranks(tied: np.ndarray) -> np.ndarray:
+        asked.append(len(tied))
+        return rank[tied]
+
+    got = chooser.choose(shape, cpu, devices, rows, ranks)
+    if chooser.scorer is None:
+        assert got is None
+        return
+    assert got == _reference_choice(chooser, shape, cpu, devices, rows, rank)
+    assert all(n > 1 for n in asked)
