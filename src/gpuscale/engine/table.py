@@ -390,8 +390,10 @@ class RowMemo:
     unchanged objects), its row is copied from the last build, and only rows that changed are computed — the
     vectorised sums and `GpuDevices.load` on those rows alone. The columns (every resource a node offers or a pod
     requests) are kept per node too; when they change, every row is computed. A fresh memo computes everything, so a
-    build without one is the same code, and a memo never changes a table (tests/engine/test_memo.py). It holds the
-    objects it compares by identity, so a recycled object can never match.
+    build without one is the same code, and a memo never changes a table (tests/engine/test_row_memo.py, and the
+    twin-wide plan comparison in tests/engine/test_memo.py). When the rows are those of the last build (same names and
+    capacities: the usual tick), the table starts from the last one and only rows whose pods changed are touched. It
+    holds the objects it compares by identity, so a recycled object can never match.
     """
 
     __slots__ = ("_capacity", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_total", "_groups",
