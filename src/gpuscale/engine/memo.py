@@ -63,6 +63,7 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
                      group_key=key,
                      amounts=allocatable_amounts(node))
 
+
 VERDICTS_KEPT = 10_000
 
 

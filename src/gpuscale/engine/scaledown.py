@@ -233,10 +233,7 @@ class _Columns:
                         ready=self.ready[source])
 
     def copy(self) -> _Columns:
-        return _Columns(nodes=self.nodes.copy(), names=self.names.copy(), pools=self.pools.copy(),
-                        pool_names=self.pool_names.copy(), since=self.since.copy(), phases=self.phases.copy(),
-                        alloc=self.alloc.copy(), gpu_pool=self.gpu_pool.copy(), deleting=self.deleting.copy(),
-                        ready=self.ready.copy())
+        return self.take(np.arange(len(self.names)))
 
     def put(self, at: IntArray, new: _Columns) -> None:
         """Positions `at` take `new`'s entries, in order."""

@@ -198,7 +198,8 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
 
 
 Verdicts = dict[tuple[str, Resources, SchedulingConstraints], str]
-"""`pool_verdict` per (pool name, pod requests, pod constraints), kept for one decision."""
+"""`pool_verdict` per (pool name, pod requests, pod constraints): one decision's, or the decision memo's, kept for
+as long as the pools are the same."""
 
 
 def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:

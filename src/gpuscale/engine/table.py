@@ -116,6 +116,34 @@ class _Shared:
         return self.kinds.shape(requests)
 
 
+def _capacity_vectors(capacity: Sequence[Resources], column_of: Mapping[str, int]) -> tuple[IntArray, IntArray]:
+    """Each capacity as a row over the columns, and its pod slots. Nodes of one pool share their capacity object: each
+    distinct one is read once. Resources outside the columns are left out."""
+    distinct: dict[int, int] = {}
+    cap_of = np.array([distinct.setdefault(id(c), len(distinct)) for c in capacity], dtype=np.int64)
+    shapes = list({id(c): c for c in capacity}.values())
+    shape_free = np.zeros((len(shapes), len(column_of)), dtype=np.int64)
+    shape_pods = np.zeros(len(shapes), dtype=np.int64)
+    for i, cap in enumerate(shapes):
+        for name, amount in cap.items:
+            if name == PODS:
+                shape_pods[i] = amount
+            elif (column := column_of.get(name)) is not None:
+                shape_free[i, column] = amount
+    return shape_free[cap_of], shape_pods[cap_of]
+
+
+def _add_to_groups(keys: Iterable[GroupKey], start: int, groups: dict[GroupKey, int], group_of: list[int],
+                  members: list[list[int]]) -> None:
+    """Rows `start`, `start + 1`, … with these node-group keys join their groups (new keys open groups, in order)."""
+    for i, key in enumerate(keys, start):
+        g = groups.setdefault(key, len(groups))
+        if g == len(members):
+            members.append([])
+        members[g].append(i)
+        group_of.append(g)
+
+
 class NodeTable:
     """Free capacity of a set of nodes (real, upcoming or hypothetical), for what-if placement."""
 
@@ -184,25 +212,13 @@ class NodeTable:
         """
         s = self._s
         start = len(s.nodes)
-        extra_free = np.zeros((len(nodes), len(s.columns)), dtype=np.int64)
-        extra_pods = np.zeros(len(nodes), dtype=np.int64)
-        for k, cap in enumerate(capacity):
-            for name, amount in cap.items:
-                if name == PODS:
-                    extra_pods[k] = amount
-                elif name in s.column_of:
-                    extra_free[k, s.column_of[name]] = amount
+        extra_free, extra_pods = _capacity_vectors(capacity, s.column_of)
         groups = {node_group_key(s.nodes[m[0]]): g for g, m in enumerate(s.group_members)}
         members = [list(m) for m in s.group_members]
         group_of = list(s.group_of)
+        _add_to_groups(map(node_group_key, nodes), start, groups, group_of, members)
         index = dict(s.index)
-        for k, node in enumerate(nodes):
-            g = groups.setdefault(node_group_key(node), len(groups))
-            if g == len(members):
-                members.append([])
-            members[g].append(start + k)
-            group_of.append(g)
-            index[node.name] = start + k
+        index.update((node.name, start + k) for k, node in enumerate(nodes))
         shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache,
                          s.placement, s.workload, s.chooser, s.kinds, {}, s.clock)
         topology = self.topology.copy() if self.topology is not None else None
@@ -546,20 +562,8 @@ class RowMemo:
         """Rows `miss` from scratch: capacity minus the requests of their pods (one pass in Python maps each pod to
         its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods. Returns
         the GPU requests of those pods, counted."""
-        distinct: dict[int, int] = {}
-        cap_of = np.array([distinct.setdefault(id(c), len(distinct)) for c in caps], dtype=np.int64)
-        shapes = list({id(c): c for c in caps}.values())
-        shape_free = np.zeros((len(shapes), len(columns)), dtype=np.int64)
-        shape_pods = np.zeros(len(shapes), dtype=np.int64)
-        for i, cap in enumerate(shapes):
-            for name, amount in cap.items:
-                if name == PODS:
-                    shape_pods[i] = amount
-                else:
-                    shape_free[i, column_of[name]] = amount
         at = np.array(miss, dtype=np.int64)
-        free[at] = shape_free[cap_of]
-        free_pods[at] = shape_pods[cap_of]
+        free[at], free_pods[at] = _capacity_vectors(caps, column_of)
         kinds: dict[Resources, int] = {}
         bound_rows: list[int] = []
         bound_kinds: list[int] = []
@@ -594,14 +598,8 @@ class RowMemo:
         cached = self._groups
         if cached is not None and cached[0] == keys:
             return cached[1], cached[2]
-        groups: dict[GroupKey, int] = {}
         group_of: list[int] = []
         members: list[list[int]] = []
-        for i, key in enumerate(keys):
-            g = groups.setdefault(key, len(groups))
-            if g == len(members):
-                members.append([])
-            members[g].append(i)
-            group_of.append(g)
+        _add_to_groups(keys, 0, {}, group_of, members)
         self._groups = (list(keys), group_of, members)
         return group_of, members
