@@ -16,7 +16,7 @@ from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, PODS, Resources
-from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator
+from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator, soft_taint_count
 from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Simulation
 from gpuscale.sim.scheduler import SimScheduler
@@ -55,6 +55,8 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
     masks = {c: m.tolist() for c, m in s._static.items()}
     for constraints, mask in masks.items():
         assert mask == [not static_failures(constraints, cluster.nodes[n]) for n in s._names]
+    for tolerations, soft in s._soft.items():
+        assert soft.tolist() == [soft_taint_count(cluster.nodes[n].taints, tolerations) for n in s._names]
     workload = +s._workload
     expected: Counter[object] = Counter()
     for p in cluster.pods.values():
@@ -65,6 +67,7 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
     assert arrays(s) == incremental
     for constraints in masks:  # cached again, so later steps keep the masks up to date by rows
         s._static_mask(constraints)
+        s._soft_counts(constraints.tolerations)
 
 
 def apply(sim: Simulation, cluster: SimCluster, i: int, op: str, n: int, k: int, flag: bool) -> None:
@@ -80,6 +83,8 @@ def apply(sim: Simulation, cluster: SimCluster, i: int, op: str, n: int, k: int,
         cluster.remove_node(name)
     elif op == "taint" and current is not None:
         cluster.mark_to_be_deleted(name, sim.now) if flag else cluster.unmark_to_be_deleted(name)
+    elif op == "candidate" and current is not None:
+        cluster.set_deletion_candidate(name, sim.now) if flag else cluster.clear_deletion_candidate(name)
     elif op == "pod":
         cluster.put_pod(pod(i, k, n % 3, flag))
     elif op == "delete" and cluster.pods:
@@ -88,7 +93,8 @@ def apply(sim: Simulation, cluster: SimCluster, i: int, op: str, n: int, k: int,
         sim.run(sim.now + 1)
 
 
-steps = st.lists(st.tuples(st.sampled_from(["add", "ready", "gpus", "remove", "taint", "pod", "delete", "pass"]),
+steps = st.lists(st.tuples(st.sampled_from(["add", "ready", "gpus", "remove", "taint", "candidate", "pod",
+                                             "delete", "pass"]),
                            st.integers(0, 3), st.integers(0, 3), st.booleans()), min_size=1, max_size=40)
 
 

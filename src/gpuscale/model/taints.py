@@ -65,5 +65,12 @@ def untolerated_taint(taints: tuple[Taint, ...], tolerations: tuple[Toleration, 
     return None
 
 
+def soft_taint_count(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> int:
+    """How many `PreferNoSchedule` taints no toleration matches: what TaintToleration's Score counts (fewer is
+    better; a `PreferNoSchedule` toleration or one with an empty effect matches)."""
+    return sum(1 for taint in taints if taint.effect is TaintEffect.PREFER_NO_SCHEDULE
+               and not any(t.tolerates(taint) for t in tolerations))
+
+
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=TaintEffect.NO_SCHEDULE)
 """The taint a cordoned node implies; a pod tolerating it may land on a cordoned node (NodeUnschedulable)."""

@@ -4,7 +4,10 @@
 - Feasibility: the engine's filters (`engine.scheduling`), on Ready nodes only (a node that is not Ready carries the
   `not-ready` taint in a real cluster); GPUs exist for a pod only once the device plugin put them in allocatable.
 - Scoring: `least-allocated` (kube's default NodeResourcesFit strategy), `most-allocated`, or `gpu-binpack` (most
-  allocated GPUs first); ties go to the node first in name order, so runs are reproducible.
+  allocated GPUs first), each 0–100, plus TaintToleration's score at its default weight 3: nodes with fewer
+  `PreferNoSchedule` taints the pod does not tolerate score higher (0–100, normalised over the feasible nodes), so
+  pods avoid nodes the autoscaler marked `DeletionCandidateOfClusterAutoscaler` as kube-scheduler makes them do.
+  Ties go to the node first in name order, so runs are reproducible.
 - GPU sharing by fraction (`gpuscale.io/gpu-milli` nodes): per-GPU accounting (`engine.placement.devices`) — a
   fraction needs one device with room, whole GPUs need free devices — and the device picked is written on the bound
   pod as `gpuscale.io/gpu-index` (what a sharing extender records; the autoscaler reads it back). With
@@ -51,12 +54,16 @@ from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
+from gpuscale.model.taints import Toleration, soft_taint_count
 from gpuscale.sim.cluster import SimCluster, Termination
 from gpuscale.sim.core import Priority, Simulation
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
+
+TAINT_TOLERATION_WEIGHT = 3
+"""TaintToleration's weight in kube-scheduler's default profile (NodeResourcesFit's is 1)."""
 
 _GROWN_LIMIT = 256
 """Past this many room changes, kinds that fitted nowhere are simply tried again (a full check is as cheap)."""
@@ -89,6 +96,8 @@ class SimScheduler:
         self._free = self._alloc.copy()
         self._free_pods = np.zeros(0, dtype=np.int64)
         self._static: dict[SchedulingConstraints, BoolArray] = {}
+        self._soft: dict[tuple[Toleration, ...], IntArray] = {}
+        """Per toleration set: each row's `PreferNoSchedule` taints it does not tolerate (TaintToleration's score)."""
         self._request_rows: dict[Resources, IntArray | None] = {}
         self._request_cols: dict[Resources, tuple[IntArray, IntArray] | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
@@ -200,8 +209,7 @@ class SimScheduler:
         self._room_changed(node.name)
         row = self._row.get(node.name)
         if not self._stale and row is not None:
-            for constraints, mask in self._static.items():
-                mask[row] = not static_failures(constraints, node)
+            self._redo_filters(row, node)
         self.request_pass()
 
     def _room_changed(self, name: str) -> None:
@@ -274,7 +282,7 @@ class SimScheduler:
         self._free_pods = np.zeros(0, dtype=np.int64)
         self._all_devices = GpuDevices.of([])
         self._devices = None
-        self._static = {}
+        self._static, self._soft = {}, {}
         for node in sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting),
                            key=lambda n: n.name):
             self._insert_row(len(self._names), node)
@@ -321,6 +329,8 @@ class SimScheduler:
                                     np.pad(devices.free[0], (0, width - devices.free.shape[1])), axis=0))
         for constraints, mask in self._static.items():
             self._static[constraints] = np.insert(mask, row, not static_failures(constraints, node))
+        for tolerations, soft in self._soft.items():
+            self._soft[tolerations] = np.insert(soft, row, soft_taint_count(node.taints, tolerations))
 
     def _replace_row(self, row: int, node: Node) -> None:
         """Redo one row in place: what deleting and inserting it again would give, without moving every row."""
@@ -334,8 +344,7 @@ class SimScheduler:
                     else old[:, :width].copy())
         all_free[row] = np.pad(devices.free[0], (0, width - devices.free.shape[1]))
         self._set_devices(count, all_free)
-        for constraints, mask in self._static.items():
-            mask[row] = not static_failures(constraints, node)
+        self._redo_filters(row, node)
 
     def _delete_row(self, row: int) -> None:
         del self._row[self._names.pop(row)]
@@ -348,6 +357,15 @@ class SimScheduler:
         self._set_devices(count, np.delete(self._all_devices.free, row, axis=0)[:, :int(count.max(initial=0))])
         for constraints, mask in self._static.items():
             self._static[constraints] = np.delete(mask, row)
+        for tolerations, soft in self._soft.items():
+            self._soft[tolerations] = np.delete(soft, row)
+
+    def _redo_filters(self, row: int, node: Node) -> None:
+        """One row of the cached filter masks and soft-taint counts, after the node's taints or labels changed."""
+        for constraints, mask in self._static.items():
+            mask[row] = not static_failures(constraints, node)
+        for tolerations, soft in self._soft.items():
+            soft[row] = soft_taint_count(node.taints, tolerations)
 
     def _set_devices(self, count: IntArray, free: IntArray) -> None:
         """Per-device state of every row, as wide as the node with most devices (`GpuDevices.of`); kept as None
@@ -362,6 +380,14 @@ class SimScheduler:
             mask = np.array([not static_failures(constraints, nodes[n]) for n in self._names], dtype=bool)
             self._static[constraints] = mask
         return mask
+
+    def _soft_counts(self, tolerations: tuple[Toleration, ...]) -> IntArray:
+        soft = self._soft.get(tolerations)
+        if soft is None:
+            nodes = self._cluster.nodes
+            soft = np.array([soft_taint_count(nodes[n].taints, tolerations) for n in self._names], dtype=np.int64)
+            self._soft[tolerations] = soft
+        return soft
 
     # ------------------------------------------------------------------------------------------------ passes
     def request_pass(self) -> None:
@@ -467,7 +493,7 @@ class SimScheduler:
             cpu = self._col.get(CPU)
             cpu_free = free[:, cpu] if cpu is not None else np.zeros(len(self._names), dtype=np.int64)
             chosen = self._chooser().choose(shape, cpu_free, devices, candidates,
-                                            lambda tied: self._kube_rank(pod, tied, free))
+                                            lambda tied: self._kube_rank(pod, tied, free, candidates))
             if chosen is not None:
                 row = chosen[0]
                 if chosen[1]:
@@ -483,10 +509,11 @@ class SimScheduler:
         self._workload_moved.clear()
         return self._frag
 
-    def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray) -> IntArray:
+    def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray, feasible: IntArray) -> IntArray:
         """Rank of each candidate under the configured scoring (0 = its choice), ties in name order. A row's score
-        depends on its own state only, so ranks among a subset of candidates order it as among all of them."""
-        score = self._kube_scores(pod, candidates, free)
+        depends on its own state and on the soft-taint counts of all `feasible` rows (TaintToleration normalises
+        over them), so ranks among a subset of candidates order it as among all of them."""
+        score = self._kube_scores(pod, candidates, free, feasible)
         order = np.lexsort((candidates, -score))
         rank = np.empty(len(candidates), dtype=np.int64)
         rank[order] = np.arange(len(candidates))
@@ -496,9 +523,24 @@ class SimScheduler:
         candidates = np.flatnonzero(mask)
         if len(candidates) == 1:
             return int(candidates[0])
-        return int(candidates[int(np.argmax(self._kube_scores(pod, candidates, free)))])
+        return int(candidates[int(np.argmax(self._kube_scores(pod, candidates, free, candidates)))])
 
-    def _kube_scores(self, pod: Pod, candidates: IntArray, free: IntArray) -> npt.NDArray[np.float64]:
+    def _kube_scores(self, pod: Pod, candidates: IntArray, free: IntArray,
+                     feasible: IntArray) -> npt.NDArray[np.float64]:
+        """kube-scheduler's weighted score of each candidate: the configured resource scoring (0–100) plus
+        TaintToleration's (0–100, weight 3) when some feasible row has a `PreferNoSchedule` taint the pod does not
+        tolerate. TaintToleration reverses and normalises the counts over the feasible rows as kube's
+        DefaultNormalizeScore does: 100 − count × 100 // max."""
+        score = self._fit_scores(pod, candidates, free)
+        soft = self._soft_counts(pod.constraints.tolerations)
+        most = int(soft[feasible].max(initial=0))
+        if most:
+            score = score + TAINT_TOLERATION_WEIGHT * (100 - soft[candidates] * 100 // most)
+        return score
+
+    def _fit_scores(self, pod: Pod, candidates: IntArray, free: IntArray) -> npt.NDArray[np.float64]:
+        """NodeResourcesFit's score, 0–100: the mean share of CPU and memory left free (least-allocated) or used
+        (most-allocated), or of GPUs used (gpu-binpack)."""
         vec = self._vector(pod.requests)
         assert vec is not None
         if self._scoring is Scoring.GPU_BINPACK and self._gpu_cols:
@@ -510,9 +552,7 @@ class SimScheduler:
         with np.errstate(divide="ignore", invalid="ignore"):
             share_free = np.where(alloc > 0, after / alloc, 0.0)
         score: npt.NDArray[np.float64] = share_free.mean(axis=1)
-        if self._scoring is not Scoring.LEAST_ALLOCATED:
-            score = -score
-        return score
+        return 100.0 * (score if self._scoring is Scoring.LEAST_ALLOCATED else 1.0 - score)
 
     def _place(self, pod: Pod) -> bool:
         mask = self._feasible(pod, self._free, self._free_pods)
