@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter
 
 import numpy as np
 
+from gpuscale.engine.arrange import arrange
 from gpuscale.engine.limits import Totals, headroom, totals_of
 from gpuscale.engine.memo import DecideMemo, NodeFacts, facts_of
 from gpuscale.engine.nodes import NodePhase
@@ -103,22 +103,53 @@ class _World:
     """GPUs (and GPU slices) each row offers once usable: with the free ones, what a warm buffer counts as in use."""
 
 
-def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
-                facts: Mapping[str, NodeFacts], gpu_placement: str | None = None,
-                memo: DecideMemo | None = None, pods: PodIndex | None = None) -> _World:
-    expired = timeouts.expired_nodes
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _NodeRows:
+    """The rows of the what-if table that existing nodes make, and what they were made from: while the facts (the
+    same dict: the memo hands back the last one when no node changed) and the expired nodes are the same, so are
+    these."""
+
+    facts: Mapping[str, NodeFacts]
+    expired: frozenset[str]
+    nodes: list[Node]
+    capacity: list[Resources]
+    row_pool: list[str | None]
+    upcoming: list[bool]
+    group_keys: list[GroupKey]
+    gpus: list[int]
+    counted: list[tuple[NodePool | None, int]]
+    """Node counts per pool, pools in first-seen order (the order `totals_of` adds them in)."""
+
+
+def _node_rows(cluster: Cluster, pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
+               expired: frozenset[str]) -> _NodeRows:
     kept = [f for f in (facts[n.name] for n in cluster.nodes)
             if f.phase is not NodePhase.DELETING and f.node.name not in expired]
-    nodes: list[Node] = [f.row_node for f in kept]
-    capacity: list[Resources] = [f.capacity for f in kept]
-    row_pool: list[str | None] = [f.pool_name for f in kept]
-    upcoming: list[bool] = [f.phase is not NodePhase.USABLE for f in kept]
-    group_keys: list[GroupKey] = [f.group_key for f in kept]
-    gpus: list[int] = [f.gpu_units for f in kept]
-    # Node counts per pool, pools in first-seen order (the order `totals_of` adds them in).
     of_pool = Counter(None if f.pool is None else f.pool.name for f in kept)
-    counted: list[tuple[NodePool | None, int]] = [(None if name is None else pools[name], n)
-                                                  for name, n in of_pool.items()]
+    return _NodeRows(facts=facts, expired=expired, nodes=[f.row_node for f in kept],
+                     capacity=[f.capacity for f in kept], row_pool=[f.pool_name for f in kept],
+                     upcoming=[f.phase is not NodePhase.USABLE for f in kept], group_keys=[f.group_key for f in kept],
+                     gpus=[f.gpu_units for f in kept],
+                     counted=[(None if name is None else pools[name], n) for name, n in of_pool.items()])
+
+
+def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
+                facts: Mapping[str, NodeFacts], gpu_placement: str | None = None,
+                memo: DecideMemo | None = None, pods: PodIndex | None = None,
+                moved: tuple[int, frozenset[str] | None] | None = None) -> _World:
+    """`moved`: the arrangement's generation and the nodes whose pods may have changed since the one before (for
+    the table's row memo)."""
+    expired = timeouts.expired_nodes
+    last = memo.world if memo is not None else None
+    if isinstance(last, _NodeRows) and last.facts is facts and last.expired == expired:
+        base = last
+    else:
+        base = _node_rows(cluster, pools, facts, expired)
+        if memo is not None:
+            memo.world = base
+    nodes, capacity, row_pool = list(base.nodes), list(base.capacity), list(base.row_pool)
+    upcoming, group_keys, gpus = list(base.upcoming), list(base.group_keys), list(base.gpus)
+    counted = list(base.counted)
     for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
         pool = pools.get(request.pool)
         if pool is None or request.request_id in timeouts.expired_requests:
@@ -135,18 +166,11 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     pending_names = {r for p in pods.pending for r in p.requests.names()}
     table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=pods.pod_affinity,
                             placement=gpu_placement, workload=pods.pending, group_keys=group_keys,
-                            by_node=pods.by_node, memo=memo.rows if memo is not None else None)
+                            by_node=pods.by_node, memo=memo.rows if memo is not None else None, moved=moved)
     return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
                   upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted),
                   free_pods_before=table.free_pods.copy(),
                   gpu_capacity=np.array(gpus, dtype=np.int64))
-
-
-def _sorted_cluster(cluster: Cluster) -> Cluster:
-    return replace(cluster, nodes=tuple(sorted(cluster.nodes, key=attrgetter("name"))),
-                   pods=tuple(sorted(cluster.pods, key=attrgetter("namespace", "name"))),
-                   pdbs=tuple(sorted(cluster.pdbs, key=lambda b: b.key)),
-                   pod_groups=tuple(sorted(cluster.pod_groups, key=lambda g: g.key)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,16 +268,17 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
            memo: DecideMemo | None = None) -> Plan:
     """The whole decision for one loop. Deterministic; independent of input order. `memo` (kept by the caller from
     one decision to the next) only saves work: the plan is the same without it."""
-    cluster = _sorted_cluster(snapshot.cluster)
+    arranged = memo.arrange.arrange(snapshot.cluster) if memo is not None else arrange(snapshot.cluster)
+    cluster, pods = arranged.cluster, arranged.pods
     by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
     ordered_pools = list(by_name.values())
-    facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo)
+    facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo, (arranged.generation, arranged.nodes_same))
     timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts)
     state = timeouts.state
-    pods = cluster.index()
-    world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo, pods)
+    world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo, pods,
+                        (arranged.generation, arranged.moved))
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
-                       totals=world.totals, state=state, policy=policy, now=now, pending=pods.pending,
+                       totals=world.totals, state=state, policy=policy, now=now, pods=pods,
                        verdicts=memo.verdicts() if memo is not None else None)
     busy = _busy_rows(world, up.table, pods.by_node) if policy.buffers else set()  # only warm buffers read it
     buffers, _ = buffer_scale_ups(up.table, world, busy, by_name, up.totals, policy)

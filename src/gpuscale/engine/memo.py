@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpuscale.engine.arrange import ArrangeMemo
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
 from gpuscale.engine.scaleup import Verdicts
@@ -70,10 +71,16 @@ VERDICTS_KEPT = 10_000
 class DecideMemo:
     """Per-node facts carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_keys", "_pools", "_templates", "_verdicts", "rows", "scale_down")
+    __slots__ = ("_facts", "_keys", "_node_pools", "_pools", "_seen", "_templates", "_verdicts", "arrange", "rows",
+                 "scale_down", "world")
 
     def __init__(self) -> None:
+        self.arrange = ArrangeMemo()
+        """The snapshot in name order and its pod index (`engine.arrange`)."""
         self._facts: dict[str, NodeFacts] = {}
+        self._node_pools: dict[str, str] = {}
+        self._seen = -1
+        """The arrangement `_facts` was made for (its `generation`; -1: unknown)."""
         self._pools: dict[str, NodePool] = {}
         self._keys: dict[GroupKey, GroupKey] = {}
         self._templates: dict[str, tuple[NodePool, GroupKey]] = {}
@@ -82,12 +89,22 @@ class DecideMemo:
         """The what-if table's rows (`NodeTable.build`)."""
         self.scale_down = ScaleDownMemo()
         """Scale-down's node set, unneeded clocks and candidate verdicts (`ScaleDownMemo`)."""
+        self.world: object = None
+        """The node rows of the last what-if world and what they were made from (`engine.decide.build_world`)."""
 
-    def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str],
-              pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:
-        """Facts of every node, by name; derived again only for nodes (or pools) that changed."""
+    def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
+              arranged: tuple[int, bool] | None = None) -> dict[str, NodeFacts]:
+        """Facts of every node, by name; derived again only for nodes (or pools) that changed. `arranged`: the
+        generation of the arrangement `nodes` come from and whether they are the very nodes of the one before
+        (`engine.arrange.Arranged`): then, with the same pools and provider answers, the facts are the last ones —
+        the same dict, which callers only read."""
+        generation, same = arranged if arranged is not None else (-1, False)
+        seen, self._seen = self._seen, generation
         if pools != self._pools:  # pools compare by value: a reloaded but equal config keeps the memo
             self._facts, self._pools, self._verdicts = {}, dict(pools), {}
+        elif same and generation >= 0 and seen == generation - 1 and node_pools == self._node_pools:
+            return self._facts
+        self._node_pools = dict(node_pools)
         old = self._facts
         keys = self._keys
         fresh: dict[str, NodeFacts] = {}
@@ -121,8 +138,8 @@ class DecideMemo:
 
 
 def facts_of(nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
-             memo: DecideMemo | None) -> dict[str, NodeFacts]:
+             memo: DecideMemo | None, arranged: tuple[int, bool] | None = None) -> dict[str, NodeFacts]:
     """Facts of every node by name: from the memo when there is one, else derived afresh."""
     if memo is not None:
-        return memo.facts(nodes, node_pools, pools)
+        return memo.facts(nodes, node_pools, pools, arranged)
     return {n.name: derive(n, node_pools.get(n.name), pools) for n in nodes}

@@ -33,7 +33,7 @@ from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
-from gpuscale.model.cluster import Cluster
+from gpuscale.model.cluster import Cluster, PodIndex
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, PODS, Resources, is_gpu_resource
@@ -67,13 +67,13 @@ def _verdict(pod: Pod, code: ReasonCode, message: str, **numbers: float) -> PodV
     return PodVerdict(pod=pod.key, reasons=(Reason(code, message, numbers),))
 
 
-def select_candidates(cluster: Cluster, policy: Policy, now: float,
-                      pending: Sequence[Pod] | None = None) -> Candidates:
-    """Step 1: the pods scale-up works for, grouped into units, and the ones it waits on (with why). `pending` is
-    `cluster.pending_pods()` if the caller has it already."""
+def select_candidates(cluster: Cluster, policy: Policy, now: float, index: PodIndex | None = None) -> Candidates:
+    """Step 1: the pods scale-up works for, grouped into units, and the ones it waits on (with why). `index` is
+    `cluster.index()` if the caller has it already."""
+    index = index or cluster.index()
     result = Candidates()
     wanted: list[Pod] = []
-    for pod in sorted(cluster.pending_pods() if pending is None else pending, key=lambda p: p.key):
+    for pod in sorted(index.pending, key=lambda p: p.key):
         if pod.scheduling_gated:
             result.waiting.append(_verdict(pod, ReasonCode.SCHEDULING_GATED, "pod has scheduling gates"))
         elif pod.priority < policy.expendable_priority_cutoff:
@@ -91,10 +91,7 @@ def select_candidates(cluster: Cluster, policy: Policy, now: float,
             singles.append(pod)
     units = [Unit((p,)) for p in singles]
     declared = {g.key: g.min_member for g in cluster.pod_groups}
-    members: dict[str, int] = {}
-    for pod in cluster.pods:
-        if pod.group is not None and not pod.is_terminal():
-            members[pod.group.key] = members.get(pod.group.key, 0) + 1
+    members = index.group_members
     for key, pods in sorted(gang_pods.items()):
         if not any(p.unschedulable for p in pods):
             continue  # the scheduler has not tried this gang yet
@@ -314,9 +311,10 @@ class ScaleUpResult:
 
 def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArray, pools: Sequence[NodePool],
                   totals: Totals, state: EngineState, policy: Policy, now: float,
-                  pending: Sequence[Pod] | None = None, verdicts: Verdicts | None = None) -> ScaleUpResult:
-    """`verdicts`: pool verdicts kept by the caller for these very pools (a memo); by default, one decision's."""
-    candidates = select_candidates(cluster, policy, now, pending)
+                  pods: PodIndex | None = None, verdicts: Verdicts | None = None) -> ScaleUpResult:
+    """`pods`: `cluster.index()`, if the caller has it; `verdicts`: pool verdicts kept by the caller for these very
+    pools (a memo); by default, one decision's."""
+    candidates = select_candidates(cluster, policy, now, pods)
     verdicts = {} if verdicts is None else verdicts
     normalizer = Resources()
     for pool in pools:

@@ -166,23 +166,26 @@ class NodeTable:
     def build(nodes: Sequence[Node], capacity: Sequence[Resources], placed: Iterable[Pod],
               extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
               workload: Iterable[Pod] = (), group_keys: Sequence[GroupKey] | None = None,
-              by_node: Mapping[str, Sequence[Pod]] | None = None, memo: RowMemo | None = None) -> NodeTable:
+              by_node: Mapping[str, Sequence[Pod]] | None = None, memo: RowMemo | None = None,
+              moved: tuple[int, frozenset[str] | None] | None = None) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
         workload fragmentation is measured against. `group_keys[i]` is `node_group_key(nodes[i])` and `by_node` the
         `placed` pods per node name, if the caller has them already; `memo` carries rows from one build to the next
-        (same table, less work: see `RowMemo`)."""
+        (same table, less work: see `RowMemo`), and `moved` says which nodes' entries in `by_node` may differ from
+        the last build's (`engine.arrange.Arranged`: its generation and `moved`)."""
         if by_node is None or with_topology:
             placed = list(placed)
         if by_node is None:
+            moved = None
             grouped: dict[str, list[Pod]] = {}
             for pod in placed:
                 grouped.setdefault(pod.node_name or "", []).append(pod)
             by_node = grouped
         table = (memo if memo is not None else RowMemo()).build(
             nodes, capacity, by_node, extra_names, placement, workload,
-            group_keys if group_keys is not None else [node_group_key(n) for n in nodes])
+            group_keys if group_keys is not None else [node_group_key(n) for n in nodes], moved)
         if with_topology:
             table.topology = Topology(nodes, placed)
         return table
@@ -398,6 +401,10 @@ _RowEntry = tuple[Resources, tuple[Pod, ...]]
 """A row as the memo keys it: its capacity object and its bound pods."""
 
 
+def _request_names(pods: Sequence[Pod]) -> frozenset[str]:
+    return frozenset(r for requests in {p.requests for p in pods} for r in requests.names())
+
+
 class RowMemo:
     """The rows of the last table built, carried to the next build (`NodeTable.build(memo=...)`).
 
@@ -413,7 +420,7 @@ class RowMemo:
     """
 
     __slots__ = ("_capacity", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_total", "_groups",
-                 "_kinds", "_name_count", "_names_of", "_position", "_rows")
+                 "_kinds", "_name_count", "_names_of", "_position", "_rows", "_seen")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -432,11 +439,19 @@ class RowMemo:
         self._kinds = RequestKinds()
         self._chooser: tuple[tuple[str, frozenset[tuple[PodShape, int]]], _Shared] | None = None
         """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
+        self._seen = -1
+        """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
-                    extra_names: Iterable[str]) -> tuple[list[str], list[str]]:
+                    extra_names: Iterable[str], moved: tuple[int, frozenset[str] | None] | None) -> tuple[
+                        list[str], list[str]]:
         """Every resource any node offers or any pod (bound anywhere) requests, but pods; and the node names whose
-        pods changed since the last build (new, different or gone). Request names are counted per node entry."""
+        pods changed since the last build (new, different or gone). Request names are counted per node entry. With
+        `moved` against the arrangement of the last build, only the nodes it names are looked at."""
+        generation, names = moved if moved is not None else (-1, None)
+        seen, self._seen = self._seen, generation
+        if names is not None and generation >= 0 and seen == generation - 1:
+            return self._union(offered, extra_names), self._recount(by_node, sorted(names))
         old, fresh = self._names_of, {}
         count = self._name_count
         changed: list[str] = []
@@ -446,7 +461,7 @@ class RowMemo:
             if hit is None or hit[0] != held:
                 if hit is not None:
                     count.subtract(hit[1])
-                hit = (held, frozenset(r for requests in {p.requests for p in held} for r in requests.names()))
+                hit = (held, _request_names(held))
                 count.update(hit[1])
                 changed.append(key)
             fresh[key] = hit
@@ -454,11 +469,32 @@ class RowMemo:
             count.subtract(old[key][1])
             changed.append(key)
         self._names_of = fresh
-        union = {name for name, n in count.items() if n > 0}
+        return self._union(offered, extra_names), changed
+
+    def _recount(self, by_node: Mapping[str, Sequence[Pod]], names: Iterable[str]) -> list[str]:
+        """`_columns_of`'s entries brought up to date for `names` only; those whose pods changed."""
+        entries, count = self._names_of, self._name_count
+        changed: list[str] = []
+        for key in names:
+            pods, hit = by_node.get(key), entries.get(key)
+            held = tuple(pods) if pods is not None else None
+            if hit is None if held is None else hit is not None and hit[0] == held:
+                continue
+            if hit is not None:
+                count.subtract(hit[1])
+                del entries[key]
+            if held is not None:
+                entries[key] = hit = (held, _request_names(held))
+                count.update(hit[1])
+            changed.append(key)
+        return changed
+
+    def _union(self, offered: frozenset[str], extra_names: Iterable[str]) -> list[str]:
+        union = {name for name, n in self._name_count.items() if n > 0}
         union.update(extra_names)
         union.update(offered)
         union.discard(PODS)
-        return sorted(union), changed
+        return sorted(union)
 
     def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices, bool]:
         """The resources the rows offer, their devices all free, and whether the capacities are those of the last
@@ -472,10 +508,10 @@ class RowMemo:
 
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
               extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
-              group_keys: Sequence[GroupKey]) -> NodeTable:
+              group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None) -> NodeTable:
         """The table of `NodeTable.build` (which see), from the rows that changed since the last build."""
         offered, template, same_capacity = self._capacity_of(capacity)
-        columns, changed = self._columns_of(by_node, offered, extra_names)
+        columns, changed = self._columns_of(by_node, offered, extra_names, moved)
         column_of = {n: i for i, n in enumerate(columns)}
         names = [n.name for n in nodes]
         if same_capacity and columns == self._columns and names == list(self._position):

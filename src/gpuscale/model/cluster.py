@@ -29,6 +29,30 @@ class PodIndex:
     """`placed` per node name; a node with no such pod has no entry (read it with `.get(name, ())`)."""
     pod_affinity: bool = False
     """Some pod (of any phase) has inter-pod affinity or anti-affinity terms."""
+    group_members: Mapping[str, int] = field(default_factory=dict)
+    """Pods of each pod group (by `PodGroupRef.key`) that have not finished: pending, bound or being deleted."""
+
+
+PLACED, PENDING = 1, 2
+"""Where `Cluster.index` files a pod (`index_slot`); 0 is neither."""
+
+
+def index_slot(pod: Pod) -> int:
+    """`PLACED` (bound, not finished), `PENDING` (unbound, not finished, not being deleted) or 0."""
+    if pod.phase in TERMINAL_PHASES:
+        return 0
+    if pod.node_name is not None:
+        return PLACED
+    return 0 if pod.deleting else PENDING
+
+
+def has_pod_affinity(pod: Pod) -> bool:
+    return bool(pod.constraints.pod_affinity or pod.constraints.pod_anti_affinity)
+
+
+def group_member(pod: Pod) -> str | None:
+    """The pod group a pod counts towards (`PodIndex.group_members`): its group's key while it has not finished."""
+    return pod.group.key if pod.group is not None and pod.phase not in TERMINAL_PHASES else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,22 +69,25 @@ class Cluster:
         by_node: dict[str, list[Pod]] = {}
         pending: list[Pod] = []
         placed: list[Pod] = []
+        groups: dict[str, int] = {}
         affinity = False
         for pod in self.pods:  # the one pass over every pod of a decision: kept tight
-            if not affinity and (pod.constraints.pod_affinity or pod.constraints.pod_anti_affinity):
+            if not affinity and has_pod_affinity(pod):
                 affinity = True
-            if pod.phase in TERMINAL_PHASES:
-                continue
-            name = pod.node_name
-            if name is not None:
+            slot = index_slot(pod)
+            if slot == PLACED:
                 placed.append(pod)
+                name = pod.node_name or ""  # PLACED: bound, so the name is there
                 held = by_node.get(name)
                 if held is None:
                     held = by_node[name] = []
                 held.append(pod)
-            elif not pod.deleting:
+            elif slot == PENDING:
                 pending.append(pod)
-        return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node, pod_affinity=affinity)
+            if pod.group is not None and (group := group_member(pod)) is not None:
+                groups[group] = groups.get(group, 0) + 1
+        return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node, pod_affinity=affinity,
+                        group_members=groups)
 
     def pods_by_node(self) -> dict[str, list[Pod]]:
         """Pods that hold capacity, per node name (bound and not Succeeded/Failed); a node without any has no entry."""

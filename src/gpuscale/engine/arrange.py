@@ -1,0 +1,187 @@
+"""The snapshot arranged for one decision — nodes and pods in name order, the pod index — carried between decisions.
+
+A decision reads the cluster sorted by name (so its result does not depend on input order) and indexed (pending,
+bound, bound per node). Done afresh, that is a sort and a pass over every object each loop. Between two loops only a
+few objects change, and snapshots hand back the very same object for every object that did not (the watch cache and
+the twin both do). `ArrangeMemo` therefore tells objects apart by identity: it finds the objects that left and the
+ones that came (a changed object is one of each), and moves only those in its sorted lists and its index. Past a
+handful of changes, or when two objects share a name (where input order would decide a tie), it sorts afresh.
+
+It also says what changed, for the next steps' own memos: whether the nodes are the very ones of the last
+arrangement, and which nodes' bound pods may differ (`Arranged.moved`, valid against the arrangement just before).
+An arrangement made with a memo equals one made without (tests/engine/test_arrange.py); the pod index's lists are the
+memo's and are valid until its next arrangement.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from operator import attrgetter
+from typing import Any, Generic, TypeVar
+
+from gpuscale.model.cluster import PENDING, PLACED, Cluster, PodIndex, group_member, has_pod_affinity, index_slot
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod
+
+T = TypeVar("T")
+
+_POD_ORDER: Callable[[Pod], tuple[str, str]] = attrgetter("namespace", "name")
+_NODE_ORDER: Callable[[Node], str] = attrgetter("name")
+
+_FEW = 16
+"""Up to this many changed objects (or an eighth of them all, if more) are moved one by one; past it, all are sorted."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arranged:
+    cluster: Cluster
+    """The snapshot's cluster with nodes, pods, budgets and pod groups in name order."""
+    pods: PodIndex
+    nodes_same: bool
+    """The nodes are the very objects of the memo's last arrangement, in the same order."""
+    moved: frozenset[str] | None
+    """Nodes whose bound pods may differ from the last arrangement's (None: any may)."""
+    generation: int
+    """This arrangement's number in its memo (0 without one): `moved` is against `generation - 1`."""
+
+
+def _sorted_rest(cluster: Cluster, nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> Cluster:
+    return replace(cluster, nodes=nodes, pods=pods, pdbs=tuple(sorted(cluster.pdbs, key=lambda b: b.key)),
+                   pod_groups=tuple(sorted(cluster.pod_groups, key=lambda g: g.key)))
+
+
+def arrange(cluster: Cluster) -> Arranged:
+    """The arrangement from scratch."""
+    ordered = _sorted_rest(cluster, tuple(sorted(cluster.nodes, key=_NODE_ORDER)),
+                           tuple(sorted(cluster.pods, key=_POD_ORDER)))
+    return Arranged(cluster=ordered, pods=ordered.index(), nodes_same=False, moved=None, generation=0)
+
+
+class _Sorted(Generic[T]):
+    """Objects in key order, brought from one input to the next by the objects that left and came."""
+
+    __slots__ = ("_by_id", "_key", "_ties", "items")
+
+    def __init__(self, key: Callable[[T], Any]) -> None:
+        self._key = key
+        self.items: list[T] = []
+        self._by_id: dict[int, T] = {}
+        """Every object held, by `id`: held, so an id can never be that of a new object."""
+        self._ties = False
+        """Two held objects have the same key: their order is the input's, so every update sorts afresh."""
+
+    def update(self, objects: Sequence[T]) -> tuple[list[T], list[T]] | None:
+        """Bring the list to `objects`; the objects that left and came, or None if it was sorted afresh."""
+        held, fresh = self._by_id, dict(zip(map(id, objects), objects, strict=True))
+        self._by_id = fresh
+        if self._ties or len(fresh) != len(objects):
+            self._reset(objects)
+            return None
+        gone, new = held.keys() - fresh.keys(), fresh.keys() - held.keys()
+        if not gone and not new:
+            return [], []
+        if len(gone) + len(new) > max(_FEW, len(objects) // 8):
+            self._reset(objects)
+            return None
+        left, came = [held[i] for i in gone], [fresh[i] for i in new]
+        items, key = self.items, self._key
+        for obj in left:
+            at = bisect_left(items, key(obj), key=key)
+            while items[at] is not obj:
+                at += 1
+            del items[at]
+        for obj in came:
+            wanted = key(obj)
+            at = bisect_left(items, wanted, key=key)
+            if at < len(items) and key(items[at]) == wanted:
+                self._reset(objects)  # two objects, one name: their input order decides, so sort
+                return None
+            items.insert(at, obj)
+        return left, came
+
+    def _reset(self, objects: Sequence[T]) -> None:
+        key = self._key
+        self.items = sorted(objects, key=key)
+        self._ties = any(key(a) == key(b) for a, b in zip(self.items, self.items[1:], strict=False))
+
+
+def _drop(items: list[Pod], pod: Pod) -> None:
+    at = bisect_left(items, _POD_ORDER(pod), key=_POD_ORDER)
+    while items[at] is not pod:
+        at += 1
+    del items[at]
+
+
+def _add(items: list[Pod], pod: Pod) -> None:
+    items.insert(bisect_left(items, _POD_ORDER(pod), key=_POD_ORDER), pod)
+
+
+class ArrangeMemo:
+    """The last arrangement's sorted nodes and pods and its pod index (see the module docstring)."""
+
+    __slots__ = ("_affinity", "_by_node", "_generation", "_groups", "_nodes", "_pending", "_placed", "_pods")
+
+    def __init__(self) -> None:
+        self._nodes: _Sorted[Node] = _Sorted(_NODE_ORDER)
+        self._pods: _Sorted[Pod] = _Sorted(_POD_ORDER)
+        self._pending: list[Pod] = []
+        self._placed: list[Pod] = []
+        self._by_node: dict[str, list[Pod]] = {}
+        self._affinity = 0
+        """Pods with inter-pod affinity terms."""
+        self._groups: dict[str, int] = {}
+        self._generation = 0
+
+    def arrange(self, cluster: Cluster) -> Arranged:
+        self._generation += 1
+        node_change = self._nodes.update(cluster.nodes)
+        pod_change = self._pods.update(cluster.pods)
+        ordered = _sorted_rest(cluster, tuple(self._nodes.items), tuple(self._pods.items))
+        moved: frozenset[str] | None
+        if pod_change is None:
+            index = ordered.index()
+            self._pending, self._placed = list(index.pending), list(index.placed)
+            self._by_node = index.by_node
+            self._groups = dict(index.group_members)
+            self._affinity = sum(1 for p in ordered.pods if has_pod_affinity(p))
+            moved = None
+        else:
+            left, came = pod_change
+            moved = frozenset(self._move(left, -1) + self._move(came, 1))
+            index = PodIndex(pending=tuple(self._pending), placed=tuple(self._placed), by_node=self._by_node,
+                             pod_affinity=self._affinity > 0, group_members=self._groups)
+        return Arranged(cluster=ordered, pods=index, nodes_same=self._generation > 1 and node_change == ([], []),
+                        moved=moved, generation=self._generation)
+
+    def _move(self, pods: list[Pod], sign: int) -> list[str]:
+        """Take out (`sign` −1) or put in (+1) these pods; the names of the nodes they are bound to."""
+        nodes: list[str] = []
+        for pod in pods:
+            if has_pod_affinity(pod):
+                self._affinity += sign
+            if (group := group_member(pod)) is not None:
+                left = self._groups.get(group, 0) + sign
+                if left:
+                    self._groups[group] = left
+                else:
+                    del self._groups[group]
+            slot = index_slot(pod)
+            if slot == PENDING:
+                (_drop if sign < 0 else _add)(self._pending, pod)
+            elif slot == PLACED:
+                name = pod.node_name or ""
+                nodes.append(name)
+                (_drop if sign < 0 else _add)(self._placed, pod)
+                held = self._by_node.get(name)
+                if sign > 0:
+                    if held is None:
+                        held = self._by_node[name] = []
+                    _add(held, pod)
+                else:
+                    assert held is not None
+                    _drop(held, pod)
+                    if not held:
+                        del self._by_node[name]
+        return nodes

@@ -1,0 +1,109 @@
+"""`ArrangeMemo`: the snapshot arranged from the last arrangement's sorted lists and pod index equals one arranged from
+scratch, whatever changed in between (pods created, bound, finished, deleted, regrouped, given affinity terms; nodes
+added, removed and changed; objects with the same name; input in any order), and what it says changed covers what
+did."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscale.engine.arrange import Arranged, ArrangeMemo, arrange
+from gpuscale.model.cluster import Cluster
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
+from gpuscale.model.selectors import LabelSelector, PodAffinityTerm
+from tests.builders import make_node, make_pod
+
+NODES = [f"n{i}" for i in range(5)]
+AFFINITY = (PodAffinityTerm(selector=LabelSelector(match_labels=(("app", "x"),)),
+                            topology_key="kubernetes.io/hostname"),)
+
+
+def ids(objects: object) -> list[int]:
+    return [id(o) for o in objects]  # type: ignore[attr-defined]
+
+
+def view(a: Arranged) -> tuple[object, ...]:
+    """An arrangement by object identity (equal objects that are not the same would hide a stale entry)."""
+    c, p = a.cluster, a.pods
+    return (ids(c.nodes), ids(c.pods), ids(c.pdbs), ids(c.pod_groups), ids(p.pending), ids(p.placed),
+            {name: ids(held) for name, held in p.by_node.items()}, p.pod_affinity, dict(p.group_members))
+
+
+def pod(i: int, state: int, node: int, group: int) -> Pod:
+    base = make_pod(f"p{i % 40}", namespace=("a", "b")[i % 2], cpu="1",
+                    affinity=AFFINITY if state == 5 else (), node=NODES[node] if state in (1, 2, 3, 5) else None)
+    phase = {2: PodPhase.SUCCEEDED, 3: PodPhase.RUNNING}.get(state, base.phase)
+    return replace(base, phase=phase, deleting=state == 4,
+                   group=PodGroupRef(key=f"g{group}", source="kueue") if group else None)
+
+
+ops = st.lists(st.tuples(st.sampled_from(["pod", "pod", "pod", "delete", "node", "drop-node", "twin", "arrange"]),
+                         st.integers(0, 200), st.integers(0, 5), st.integers(0, 4), st.integers(0, 2)),
+               min_size=1, max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops, st.integers(0, 2**16))
+def test_carried_arrangements_equal_fresh_ones(steps: list[tuple[str, int, int, int, int]], seed: int) -> None:
+    shuffle = random.Random(seed)
+    memo = ArrangeMemo()
+    nodes: dict[str, Node] = {}
+    pods: dict[str, Pod] = {}
+    extra: list[Pod] = []  # same-named duplicates, as a broken snapshot could hold
+    last: Arranged | None = None
+
+    def check() -> Arranged:
+        node_list, pod_list = list(nodes.values()), [*pods.values(), *extra]
+        shuffle.shuffle(node_list)
+        shuffle.shuffle(pod_list)
+        cluster = Cluster(nodes=tuple(node_list), pods=tuple(pod_list))
+        carried, fresh = memo.arrange(cluster), arrange(cluster)
+        assert view(carried) == view(fresh)
+        return carried
+
+    for op, i, state, node, group in steps:
+        if op == "pod":
+            p = pod(i, state, node % len(NODES), group)
+            pods[p.key] = p
+        elif op == "delete" and pods:
+            del pods[sorted(pods)[i % len(pods)]]
+        elif op == "node":
+            name = NODES[node % len(NODES)]
+            nodes[name] = make_node(name, cpu=str(4 + state))
+        elif op == "drop-node":
+            nodes.pop(NODES[node % len(NODES)], None)
+        elif op == "twin" and pods:
+            extra.append(replace(pods[sorted(pods)[i % len(pods)]], uid=f"twin-{i}"))
+            if len(extra) > 2:
+                extra.pop(0)
+        else:
+            now = check()
+            if last is not None:
+                if now.nodes_same:
+                    assert ids(now.cluster.nodes) == ids(last.cluster.nodes)
+                if now.moved is not None:
+                    before = {n: ids(h) for n, h in last.pods.by_node.items()}
+                    after = {n: ids(h) for n, h in now.pods.by_node.items()}
+                    assert {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)} <= now.moved
+            last = Arranged(cluster=now.cluster, pods=replace(
+                now.pods, by_node={n: list(h) for n, h in now.pods.by_node.items()}), nodes_same=now.nodes_same,
+                moved=now.moved, generation=now.generation)  # the memo's lists change at its next arrangement
+    check()
+
+
+def test_an_unchanged_snapshot_is_the_same_nodes_and_moves_nothing() -> None:
+    nodes = tuple(make_node(n) for n in NODES)
+    pods = tuple(make_pod(f"p{i}", node=NODES[i % 5]) for i in range(40))
+    memo = ArrangeMemo()
+    first = memo.arrange(Cluster(nodes=nodes, pods=pods))
+    again = memo.arrange(Cluster(nodes=nodes[::-1], pods=pods[::-1]))
+    assert (first.nodes_same, first.moved) == (False, None)
+    assert (again.nodes_same, again.moved, again.generation) == (True, frozenset(), 2)
+    bound = replace(pods[3], node_name="n4")
+    moved = memo.arrange(Cluster(nodes=nodes, pods=(*pods[:3], bound, *pods[4:])))
+    assert moved.nodes_same and moved.moved == {"n3", "n4"}
