@@ -84,14 +84,17 @@ def test_carried_arrangements_equal_fresh_ones(steps: list[tuple[str, int, int, 
         else:
             now = check()
             if last is not None:
-                if now.nodes_same:
-                    assert ids(now.cluster.nodes) == ids(last.cluster.nodes)
+                if now.replaced is not None:
+                    assert [n.name for n in now.cluster.nodes] == [n.name for n in last.cluster.nodes]
+                    assert {n.name for n, m in zip(now.cluster.nodes, last.cluster.nodes, strict=True)
+                            if n is not m} == now.replaced.keys()
+                    assert all(now.replaced[n.name] is n for n in now.cluster.nodes if n.name in now.replaced)
                 if now.moved is not None:
                     before = {n: ids(h) for n, h in last.pods.by_node.items()}
                     after = {n: ids(h) for n, h in now.pods.by_node.items()}
                     assert {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)} <= now.moved
             last = Arranged(cluster=now.cluster, pods=replace(
-                now.pods, by_node={n: list(h) for n, h in now.pods.by_node.items()}), nodes_same=now.nodes_same,
+                now.pods, by_node={n: list(h) for n, h in now.pods.by_node.items()}), replaced=now.replaced,
                 moved=now.moved, generation=now.generation)  # the memo's lists change at its next arrangement
     check()
 
@@ -102,8 +105,13 @@ def test_an_unchanged_snapshot_is_the_same_nodes_and_moves_nothing() -> None:
     memo = ArrangeMemo()
     first = memo.arrange(Cluster(nodes=nodes, pods=pods))
     again = memo.arrange(Cluster(nodes=nodes[::-1], pods=pods[::-1]))
-    assert (first.nodes_same, first.moved) == (False, None)
-    assert (again.nodes_same, again.moved, again.generation) == (True, frozenset(), 2)
+    assert (first.replaced, first.moved) == (None, None)
+    assert (again.replaced, again.moved, again.generation) == ({}, frozenset(), 2)
     bound = replace(pods[3], node_name="n4")
-    moved = memo.arrange(Cluster(nodes=nodes, pods=(*pods[:3], bound, *pods[4:])))
-    assert moved.nodes_same and moved.moved == {"n3", "n4"}
+    rebound = (*pods[:3], bound, *pods[4:])
+    moved = memo.arrange(Cluster(nodes=nodes, pods=rebound))
+    assert moved.replaced == {} and moved.moved == {"n3", "n4"}
+    cordoned = replace(nodes[1], unschedulable=True)
+    again = memo.arrange(Cluster(nodes=(nodes[0], cordoned, *nodes[2:]), pods=rebound))
+    assert again.replaced == {"n1": cordoned} and again.moved == frozenset()
+    assert memo.arrange(Cluster(nodes=nodes[1:], pods=rebound)).replaced is None

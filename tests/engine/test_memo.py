@@ -31,6 +31,7 @@ def _checked(counts: dict[str, int]) -> Callable[[Snapshot, Sequence[NodePool], 
         assert plan == decide(snapshot, pools, state, policy, now), f"plans differ at t={now}"
         counts["ticks"] += 1
         counts["acted"] += bool(plan.scale_up or plan.scale_down or plan.mark_unneeded or plan.clear_unneeded)
+        counts["patched"] += bool(memo.facts_change and memo.facts_change[1])  # a few nodes' facts and rows redone
         return plan
 
     return both
@@ -38,11 +39,12 @@ def _checked(counts: dict[str, int]) -> Callable[[Snapshot, Sequence[NodePool], 
 
 @pytest.mark.parametrize(("scenario", "hours"), [("default", 8.0), ("sharing", 4.0)])
 def test_memoised_plans_equal_fresh_ones(scenario: str, hours: float) -> None:
-    counts = {"ticks": 0, "acted": 0}
+    counts = {"ticks": 0, "acted": 0, "patched": 0}
     setup, config = load_scenario(scenario)
     simulate(replace(setup, duration_s=hours * 3600), policy_named("gpuscale", config), decide=_checked(counts))
     assert counts["ticks"] > 100
     assert counts["acted"] > 5  # the run scaled and marked nodes: the plans compared were not all empty
+    assert counts["patched"] > 5  # and the memo's patch paths ran
 
 
 def test_memo_derives_again_when_a_node_or_pool_changes() -> None:

@@ -7,8 +7,9 @@ the twin both do). `ArrangeMemo` therefore tells objects apart by identity: it f
 ones that came (a changed object is one of each), and moves only those in its sorted lists and its index. Past a
 handful of changes, or when two objects share a name (where input order would decide a tie), it sorts afresh.
 
-It also says what changed, for the next steps' own memos: whether the nodes are the very ones of the last
-arrangement, and which nodes' bound pods may differ (`Arranged.moved`, valid against the arrangement just before).
+It also says what changed, for the next steps' own memos: which nodes were replaced by a new object of the same name
+(`Arranged.replaced`), and which nodes' bound pods may differ (`Arranged.moved`), both against the arrangement just
+before.
 An arrangement made with a memo equals one made without (tests/engine/test_arrange.py); the pod index's lists are the
 memo's and are valid until its next arrangement.
 """
@@ -16,7 +17,7 @@ memo's and are valid until its next arrangement.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
@@ -39,8 +40,9 @@ class Arranged:
     cluster: Cluster
     """The snapshot's cluster with nodes, pods, budgets and pod groups in name order."""
     pods: PodIndex
-    nodes_same: bool
-    """The nodes are the very objects of the memo's last arrangement, in the same order."""
+    replaced: Mapping[str, Node] | None
+    """The nodes are those of the memo's last arrangement but for these, by name, whose objects were replaced (empty:
+    the very same nodes); None when nodes came or went, or there was no last arrangement."""
     moved: frozenset[str] | None
     """Nodes whose bound pods may differ from the last arrangement's (None: any may)."""
     generation: int
@@ -56,7 +58,7 @@ def arrange(cluster: Cluster) -> Arranged:
     """The arrangement from scratch."""
     ordered = _sorted_rest(cluster, tuple(sorted(cluster.nodes, key=_NODE_ORDER)),
                            tuple(sorted(cluster.pods, key=_POD_ORDER)))
-    return Arranged(cluster=ordered, pods=ordered.index(), nodes_same=False, moved=None, generation=0)
+    return Arranged(cluster=ordered, pods=ordered.index(), replaced=None, moved=None, generation=0)
 
 
 class _Sorted(Generic[T]):
@@ -152,8 +154,12 @@ class ArrangeMemo:
             moved = frozenset(self._move(left, -1) + self._move(came, 1))
             index = PodIndex(pending=tuple(self._pending), placed=tuple(self._placed), by_node=self._by_node,
                              pod_affinity=self._affinity > 0, group_members=self._groups)
-        return Arranged(cluster=ordered, pods=index, nodes_same=self._generation > 1 and node_change == ([], []),
-                        moved=moved, generation=self._generation)
+        replaced: dict[str, Node] | None = None
+        if node_change is not None and self._generation > 1:
+            replaced = {n.name: n for n in node_change[1]}
+            if len(replaced) != len(node_change[1]) or sorted(replaced) != sorted(n.name for n in node_change[0]):
+                replaced = None
+        return Arranged(cluster=ordered, pods=index, replaced=replaced, moved=moved, generation=self._generation)
 
     def _move(self, pods: list[Pod], sign: int) -> list[str]:
         """Take out (`sign` −1) or put in (+1) these pods; the names of the nodes they are bound to."""

@@ -107,10 +107,14 @@ class _World:
 class _NodeRows:
     """The rows of the what-if table that existing nodes make, and what they were made from: while the facts (the
     same dict: the memo hands back the last one when no node changed) and the expired nodes are the same, so are
-    these."""
+    these; when the memo says only a few nodes' facts changed, only their rows are redone (`_patched`)."""
 
     facts: Mapping[str, NodeFacts]
     expired: frozenset[str]
+    generation: int
+    """The arrangement these rows were made for (-1: unknown)."""
+    position: dict[str, int]
+    """Row of each node that has one."""
     nodes: list[Node]
     capacity: list[Resources]
     row_pool: list[str | None]
@@ -121,16 +125,44 @@ class _NodeRows:
     """Node counts per pool, pools in first-seen order (the order `totals_of` adds them in)."""
 
 
+def _has_row(fact: NodeFacts, expired: frozenset[str]) -> bool:
+    return fact.phase is not NodePhase.DELETING and fact.node.name not in expired
+
+
 def _node_rows(cluster: Cluster, pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
-               expired: frozenset[str]) -> _NodeRows:
-    kept = [f for f in (facts[n.name] for n in cluster.nodes)
-            if f.phase is not NodePhase.DELETING and f.node.name not in expired]
+               expired: frozenset[str], generation: int) -> _NodeRows:
+    kept = [f for f in (facts[n.name] for n in cluster.nodes) if _has_row(f, expired)]
     of_pool = Counter(None if f.pool is None else f.pool.name for f in kept)
-    return _NodeRows(facts=facts, expired=expired, nodes=[f.row_node for f in kept],
+    return _NodeRows(facts=facts, expired=expired, generation=generation,
+                     position={f.node.name: i for i, f in enumerate(kept)}, nodes=[f.row_node for f in kept],
                      capacity=[f.capacity for f in kept], row_pool=[f.pool_name for f in kept],
                      upcoming=[f.phase is not NodePhase.USABLE for f in kept], group_keys=[f.group_key for f in kept],
                      gpus=[f.gpu_units for f in kept],
                      counted=[(None if name is None else pools[name], n) for name, n in of_pool.items()])
+
+
+def _patched(last: _NodeRows, facts: Mapping[str, NodeFacts], names: frozenset[str],
+             generation: int) -> _NodeRows | None:
+    """`last` with the rows of `names` redone from `facts` (every other node's facts are those `last` was made from);
+    None when a node gains or loses its row or changes pool (then the rows are made afresh)."""
+    def pool_of(fact: NodeFacts) -> str | None:
+        return None if fact.pool is None else fact.pool.name
+
+    rows = _NodeRows(facts=facts, expired=last.expired, generation=generation, position=last.position,
+                     nodes=list(last.nodes), capacity=list(last.capacity), row_pool=list(last.row_pool),
+                     upcoming=list(last.upcoming), group_keys=list(last.group_keys), gpus=list(last.gpus),
+                     counted=last.counted)
+    for name in names:
+        before, after = last.facts[name], facts[name]
+        had = _has_row(before, last.expired)
+        if had != _has_row(after, last.expired) or (had and pool_of(before) != pool_of(after)):
+            return None
+        if had:
+            i = last.position[name]
+            rows.nodes[i], rows.capacity[i], rows.row_pool[i] = after.row_node, after.capacity, after.pool_name
+            rows.upcoming[i], rows.group_keys[i] = after.phase is not NodePhase.USABLE, after.group_key
+            rows.gpus[i] = after.gpu_units
+    return rows
 
 
 def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
@@ -140,13 +172,19 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     """`moved`: the arrangement's generation and the nodes whose pods may have changed since the one before (for
     the table's row memo)."""
     expired = timeouts.expired_nodes
+    generation = moved[0] if moved is not None else -1
     last = memo.world if memo is not None else None
-    if isinstance(last, _NodeRows) and last.facts is facts and last.expired == expired:
-        base = last
-    else:
-        base = _node_rows(cluster, pools, facts, expired)
-        if memo is not None:
-            memo.world = base
+    change = memo.facts_change if memo is not None else None
+    base: _NodeRows | None = None
+    if isinstance(last, _NodeRows) and last.expired == expired:
+        if last.facts is facts:
+            base = last
+        elif change is not None and change[0] == generation >= 0 and last.generation == generation - 1:
+            base = _patched(last, facts, change[1], generation)
+    if base is None:
+        base = _node_rows(cluster, pools, facts, expired, generation)
+    if memo is not None:
+        memo.world = base
     nodes, capacity, row_pool = list(base.nodes), list(base.capacity), list(base.row_pool)
     upcoming, group_keys, gpus = list(base.upcoming), list(base.group_keys), list(base.gpus)
     counted = list(base.counted)
@@ -272,7 +310,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     cluster, pods = arranged.cluster, arranged.pods
     by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
     ordered_pools = list(by_name.values())
-    facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo, (arranged.generation, arranged.nodes_same))
+    facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo, (arranged.generation, arranged.replaced))
     timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts)
     state = timeouts.state
     world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo, pods,

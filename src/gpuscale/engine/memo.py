@@ -71,8 +71,8 @@ VERDICTS_KEPT = 10_000
 class DecideMemo:
     """Per-node facts carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_keys", "_node_pools", "_pools", "_seen", "_templates", "_verdicts", "arrange", "rows",
-                 "scale_down", "world")
+    __slots__ = ("_facts", "_keys", "_node_pools", "_pools", "_seen", "_templates", "_verdicts", "arrange",
+                 "facts_change", "rows", "scale_down", "world")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
@@ -81,6 +81,9 @@ class DecideMemo:
         self._node_pools: dict[str, str] = {}
         self._seen = -1
         """The arrangement `_facts` was made for (its `generation`; -1: unknown)."""
+        self.facts_change: tuple[int, frozenset[str]] | None = None
+        """After `facts` for arrangement `generation`: the facts are the last call's but for these nodes (None: any
+        may differ)."""
         self._pools: dict[str, NodePool] = {}
         self._keys: dict[GroupKey, GroupKey] = {}
         self._templates: dict[str, tuple[NodePool, GroupKey]] = {}
@@ -93,17 +96,27 @@ class DecideMemo:
         """The node rows of the last what-if world and what they were made from (`engine.decide.build_world`)."""
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
-              arranged: tuple[int, bool] | None = None) -> dict[str, NodeFacts]:
+              arranged: tuple[int, Mapping[str, Node] | None] | None = None) -> dict[str, NodeFacts]:
         """Facts of every node, by name; derived again only for nodes (or pools) that changed. `arranged`: the
-        generation of the arrangement `nodes` come from and whether they are the very nodes of the one before
-        (`engine.arrange.Arranged`): then, with the same pools and provider answers, the facts are the last ones —
-        the same dict, which callers only read."""
-        generation, same = arranged if arranged is not None else (-1, False)
+        generation of the arrangement `nodes` come from and the nodes replaced since the one before
+        (`engine.arrange.Arranged`): then, with the same pools and provider answers, only those are looked at, and
+        with none replaced the facts are the last ones — the same dict, which callers only read."""
+        generation, replaced = arranged if arranged is not None else (-1, None)
         seen, self._seen = self._seen, generation
+        self.facts_change = None
         if pools != self._pools:  # pools compare by value: a reloaded but equal config keeps the memo
             self._facts, self._pools, self._verdicts = {}, dict(pools), {}
-        elif same and generation >= 0 and seen == generation - 1 and node_pools == self._node_pools:
-            return self._facts
+        elif (replaced is not None and generation >= 0 and seen == generation - 1
+              and node_pools == self._node_pools):
+            self.facts_change = (generation, frozenset(replaced))
+            if not replaced:
+                return self._facts
+            patched = dict(self._facts)  # the same names in the same order, a few derived again
+            for name, node in replaced.items():
+                patched[name] = derive(node, node_pools.get(name), pools, self._keys)
+            self._facts = patched
+            self._keys = {f.group_key: f.group_key for f in patched.values()}
+            return patched
         self._node_pools = dict(node_pools)
         old = self._facts
         keys = self._keys
@@ -138,7 +151,8 @@ class DecideMemo:
 
 
 def facts_of(nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
-             memo: DecideMemo | None, arranged: tuple[int, bool] | None = None) -> dict[str, NodeFacts]:
+             memo: DecideMemo | None, arranged: tuple[int, Mapping[str, Node] | None] | None = None,
+             ) -> dict[str, NodeFacts]:
     """Facts of every node by name: from the memo when there is one, else derived afresh."""
     if memo is not None:
         return memo.facts(nodes, node_pools, pools, arranged)
