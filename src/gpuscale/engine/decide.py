@@ -61,7 +61,9 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
                                                      f"registered within {limit:g}s"),)))
             failed.setdefault(request.pool, FailureKind.PROVISION_TIMEOUT)
     starting = (NodePhase.REGISTERED, NodePhase.READY)
-    for fact in [f for f in (facts[n.name] for n in snapshot.cluster.nodes) if f.phase in starting]:
+    nodes = snapshot.cluster.nodes  # facts hold them in this order, once each unless two share a name
+    every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
+    for fact in [f for f in every if f.phase in starting]:
         node, pool, current = fact.node, fact.pool, fact.phase
         if pool is None:
             continue
@@ -131,7 +133,9 @@ def _has_row(fact: NodeFacts, expired: frozenset[str]) -> bool:
 
 def _node_rows(cluster: Cluster, pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
                expired: frozenset[str], generation: int) -> _NodeRows:
-    kept = [f for f in (facts[n.name] for n in cluster.nodes) if _has_row(f, expired)]
+    # facts hold the nodes in order, once each unless two share a name
+    every = facts.values() if len(facts) == len(cluster.nodes) else [facts[n.name] for n in cluster.nodes]
+    kept = [f for f in every if _has_row(f, expired)]
     of_pool = Counter(None if f.pool is None else f.pool.name for f in kept)
     return _NodeRows(facts=facts, expired=expired, generation=generation,
                      position={f.node.name: i for i, f in enumerate(kept)}, nodes=[f.row_node for f in kept],

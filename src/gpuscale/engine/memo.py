@@ -115,7 +115,8 @@ class DecideMemo:
             for name, node in replaced.items():
                 patched[name] = derive(node, node_pools.get(name), pools, self._keys)
             self._facts = patched
-            self._keys = {f.group_key: f.group_key for f in patched.values()}
+            if len(self._keys) > 2 * len(patched) + 64:  # stale canonical keys only cost memory: dropped now and then
+                self._keys = {f.group_key: f.group_key for f in patched.values()}
             return patched
         self._node_pools = dict(node_pools)
         old = self._facts

@@ -326,7 +326,7 @@ class NodeSet:
 
     def rows(self, table: NodeTable) -> IntArray:
         """Each node's row in `table`, -1 for none."""
-        found: list[int | None] = list(map(table.index_of, self.names))
+        found: list[int | None] = list(map(table.row_index().get, self.names))
         if None in found:
             return np.array([-1 if row is None else row for row in found], dtype=np.int64)
         return np.array(found, dtype=np.int64)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -320,7 +321,8 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
     for pool in pools:
         normalizer = normalizer.max(pool.allocatable)
     # Few shapes, many nodes (and many equal copies of a shape): the elementwise max over distinct values.
-    for allocatable in set({id(n.allocatable): n.allocatable for n in table.nodes}.values()):
+    allocatables = list(map(attrgetter("allocatable"), table.nodes))
+    for allocatable in set(dict(zip(map(id, allocatables), allocatables, strict=True)).values()):
         normalizer = normalizer.max(allocatable)
     units = order_units(candidates.units, normalizer - Resources.of({PODS: normalizer.get(PODS)}))
     existing = place_units(table, units)

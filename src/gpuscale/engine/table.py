@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -392,6 +393,10 @@ class NodeTable:
     def index_of(self, name: str) -> int | None:
         return self._s.index.get(name)
 
+    def row_index(self) -> Mapping[str, int]:
+        """Node name → row, for every row (`index_of` for many names at once)."""
+        return self._s.index
+
     def free_of(self, index: int, resource: str) -> int:
         column = self._s.column_of.get(resource)
         return 0 if column is None else int(self.free[index, column])
@@ -513,7 +518,7 @@ class RowMemo:
         offered, template, same_capacity = self._capacity_of(capacity)
         columns, changed = self._columns_of(by_node, offered, extra_names, moved)
         column_of = {n: i for i, n in enumerate(columns)}
-        names = [n.name for n in nodes]
+        names = list(map(attrgetter("name"), nodes))
         if same_capacity and columns == self._columns and names == list(self._position):
             # The same rows as last time (the common case): only rows whose pods changed are computed.
             index = self._position
