@@ -8,9 +8,10 @@ pod always adds one to the node's pod count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 
 from gpuscale.model.resources import Resources
 from gpuscale.model.selectors import NodeAffinity, PodAffinityTerm
@@ -58,6 +59,21 @@ class SchedulingConstraints:
     pod_affinity: tuple[PodAffinityTerm, ...] = ()
     unsupported: tuple[str, ...] = ()
     """Constraints gpuscale does not model, by description; a pod carrying any is never reported as fitting."""
+    _hash: int = field(default=-1, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        """The hash a frozen dataclass has, kept once computed: pods are grouped by their constraints many times per
+        decision, and these nest tuples of dataclasses (-1 is never a hash, so it marks "not yet")."""
+        if self._hash == -1:
+            object.__setattr__(self, "_hash", hash((self.node_name, self.affinity, self.tolerations,
+                                                    self.pod_anti_affinity, self.pod_affinity, self.unsupported)))
+        return self._hash
+
+    def __reduce__(self) -> tuple[Callable[[], SchedulingConstraints], tuple[()]]:
+        # without the kept hash: another process hashes strings differently
+        return partial(SchedulingConstraints, node_name=self.node_name, affinity=self.affinity,
+                       tolerations=self.tolerations, pod_anti_affinity=self.pod_anti_affinity,
+                       pod_affinity=self.pod_affinity, unsupported=self.unsupported), ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

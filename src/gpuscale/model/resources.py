@@ -8,7 +8,7 @@ Any name is kept: an unknown extended resource is carried through every computat
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -31,6 +31,16 @@ class Resources:
     """An immutable resource vector; `items` is sorted by name and holds no zero amounts."""
 
     items: tuple[tuple[str, int], ...] = ()
+    _hash: int = field(default=-1, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        """The frozen dataclass's hash, kept once computed (requests key many caches; -1 is never a hash)."""
+        if self._hash == -1:
+            object.__setattr__(self, "_hash", hash((self.items,)))
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Resources], tuple[tuple[tuple[str, int], ...]]]:
+        return Resources, (self.items,)  # without the kept hash: another process hashes strings differently
 
     @staticmethod
     def of(amounts: Mapping[str, int] | Iterable[tuple[str, int]] | None = None, /, **named: int) -> Resources:
