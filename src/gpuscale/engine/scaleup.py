@@ -383,14 +383,29 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                             verdicts)
         scale_ups += spill.scale_ups
         remaining, table, totals = spill.leftover, spill.table, spill.totals
-    unplaceable = [v for u in remaining for v in _unplaceable(u, pools, blocked_pools, totals, policy, verdicts)]
+    why: dict[tuple[object, ...], tuple[ReasonCode, str]] = {}
+    unplaceable = [v for u in remaining
+                   for v in _unplaceable(u, pools, blocked_pools, totals, policy, verdicts, why)]
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
                          unplaceable=tuple(unplaceable), table=table, totals=totals)
 
 
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
-                 policy: Policy, verdicts: Verdicts) -> list[PodVerdict]:
-    """Why no pool takes this unit: backoff, a limit, the gang as a whole, or no pool's node can host it."""
+                 policy: Policy, verdicts: Verdicts, why: dict[tuple[object, ...], tuple[ReasonCode, str]],
+                 ) -> list[PodVerdict]:
+    """Why no pool takes this unit: backoff, a limit, the gang as a whole, or no pool's node can host it. `why`
+    keeps the answer per unit shape (gang, pod requests and constraints) for one decision: units of one shape get
+    the same one, and many pods that wait loop after loop share a few shapes."""
+    shape = (unit.group, len(unit.pods), *((p.requests, p.constraints) for p in unit.pods))
+    known = why.get(shape)
+    if known is None:
+        known = why[shape] = _why_unplaceable(unit, pools, blocked, totals, policy, verdicts)
+    code, message = known
+    return [PodVerdict(pod=p.key, reasons=(Reason(code, message),)) for p in unit.pods]
+
+
+def _why_unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
+                     policy: Policy, verdicts: Verdicts) -> tuple[ReasonCode, str]:
     parts: list[str] = []
     code = ReasonCode.NO_POOL_FITS
     for pool in pools:
@@ -416,5 +431,4 @@ def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Re
         parts.append("no pools configured")
     prefix = f"gang {unit.group} ({len(unit.pods)} pending pods) not scaled up: " if unit.group else \
         "no scale-up: "
-    message = prefix + " | ".join(parts)
-    return [PodVerdict(pod=p.key, reasons=(Reason(code, message),)) for p in unit.pods]
+    return code, prefix + " | ".join(parts)
