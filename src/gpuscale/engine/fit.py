@@ -5,7 +5,10 @@ is in play), and each class is checked against every node once:
 - the node-only filters (cordon, name, taints, labels) are evaluated once per *node group* — nodes that differ only in
   their hostname — unless the class's constraints name individual nodes;
 - NodeResourcesFit is one vectorised comparison of the class's request vector against a (nodes × resources) matrix
-  of free capacity;
+  of free capacity; on nodes that share GPUs by fraction (`gpuscale.io/gpu-milli`), the GPU devices are then checked
+  one by one as the engine's what-if does (`engine.placement.devices`): a fraction needs one device with room, whole
+  GPUs need free devices, so totals that suffice can still fail ("node(s) didn't have 600 gpu-milli free on one GPU
+  device");
 - InterPodAffinity runs per node only for the nodes that passed everything else.
 Cost: O(classes × (node groups + nodes × requested resources)) instead of O(pods × nodes × filters).
 """
@@ -18,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuscale.engine.placement.devices import GpuDevices, GpuNeed, RequestKinds
+from gpuscale.engine.placement.state import BoolArray, IntArray
 from gpuscale.engine.scheduling import (
     FitCode,
     FitFailure,
@@ -61,6 +66,24 @@ class _Capacity:
             dtype=np.int64,
         ).reshape(len(nodes), len(self.names))
         self.free_pods = np.array([n.allocatable.get(PODS) - counts.get(n.name, 0) for n in nodes], dtype=np.int64)
+        self.kinds = RequestKinds()
+        self.devices = GpuDevices.of([n.allocatable for n in nodes])
+        """Free milli per GPU device of the nodes with per-device accounting, from the pods bound there."""
+        if self.devices:
+            row = {n.name: i for i, n in enumerate(nodes)}
+            held = [(row[p.node_name], need, p) for p in cluster.pods if p.consumes_capacity()
+                    and p.node_name in row and (need := self.kinds.need(p.requests)) is not None
+                    and self.devices.count[row[p.node_name]]]
+            self.devices.load([r for r, _, _ in held], [n for _, n, _ in held], [p for _, _, p in held])
+
+    def device_shortfall(self, need: GpuNeed, rows: IntArray) -> BoolArray:
+        """Which of `rows` have devices but none that take `need` (totals aside)."""
+        with_devices = rows[self.devices.count[rows] > 0]
+        short = np.zeros(len(self.free_pods), dtype=bool)
+        if len(with_devices):
+            short[with_devices] = ~self.devices.fits(need, with_devices)
+        lacking: BoolArray = short[rows]
+        return lacking
 
 
 def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFit, ...]:
@@ -113,6 +136,15 @@ def _explain_class(pod: Pod, nodes: Sequence[Node], groups: Mapping[GroupKey, li
     short = capacity.free[:, columns] < request[columns]
     too_many = capacity.free_pods < 1
     candidates = static_ok & ~short.any(axis=1) & ~too_many
+    need = capacity.kinds.need(pod.requests)
+    if need is not None and capacity.devices and candidates.any():
+        rows = np.flatnonzero(candidates)
+        lacking = rows[capacity.device_shortfall(need, rows)]
+        if len(lacking):
+            candidates[lacking] = False
+            detail = (f"{need.milli} gpu-milli free on one GPU device" if need.fractional
+                      else f"{need.count} whole GPU device(s) free")
+            reasons[FitFailure(FitCode.GPU_DEVICES, detail).message] += len(lacking)
     full = int((static_ok & too_many).sum())
     if full:
         reasons[FitFailure(FitCode.TOO_MANY_PODS).message] += full

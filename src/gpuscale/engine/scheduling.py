@@ -32,6 +32,7 @@ class FitCode(StrEnum):
     POD_AFFINITY = "PodAffinity"
     POD_ANTI_AFFINITY = "PodAntiAffinity"
     EXISTING_ANTI_AFFINITY = "ExistingPodsAntiAffinity"
+    GPU_DEVICES = "GpuDevices"
     UNSUPPORTED = "Unsupported"
 
 
@@ -59,6 +60,7 @@ _MESSAGES = {
     FitCode.POD_AFFINITY: "node(s) didn't match pod affinity rules",
     FitCode.POD_ANTI_AFFINITY: "node(s) didn't match pod anti-affinity rules",
     FitCode.EXISTING_ANTI_AFFINITY: "node(s) didn't satisfy existing pods anti-affinity rules",
+    FitCode.GPU_DEVICES: "node(s) didn't have {detail}",
     FitCode.UNSUPPORTED: "unsupported constraint: {detail}",
 }
 
