@@ -182,7 +182,7 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     base: _NodeRows | None = None
     if isinstance(last, _NodeRows) and last.expired == expired:
         if last.facts is facts:
-            base = last
+            base = last if last.generation == generation else replace(last, generation=generation)
         elif change is not None and change[0] == generation >= 0 and last.generation == generation - 1:
             base = _patched(last, facts, change[1], generation)
     if base is None:
