@@ -55,17 +55,23 @@ def snapshot(table: NodeTable) -> tuple[object, ...]:
             table._s.group_of, table._s.group_members, dict(table._s.workload), table._s.index)
 
 
-def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, pending: list[Pod],
-          grouped: bool = True) -> NodeTable:
-    """`grouped`: pass the pods per node (every node with an entry, as `Cluster.index` does); else the table groups
-    the placed pods itself (a node whose last pod left has no entry)."""
-    placed = [p for p in pods if p.node_name is not None]
+def grouped_by_node(nodes: list[Node], pods: list[Pod]) -> dict[str, list[Pod]]:
     by_node: dict[str, list[Pod]] = {n.name: [] for n in nodes}
-    for p in placed:
-        by_node.setdefault(p.node_name or "", []).append(p)
+    for p in pods:
+        if p.node_name is not None:
+            by_node.setdefault(p.node_name, []).append(p)
+    return by_node
+
+
+def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, pending: list[Pod],
+          grouped: bool = True, moved: tuple[int, frozenset[str] | None] | None = None) -> NodeTable:
+    """`grouped`: pass the pods per node (every node with an entry, as `Cluster.index` does); else the table groups
+    the placed pods itself (a node whose last pod left has no entry). `moved`: the arrangement's hint (see
+    `engine.arrange.Arranged.moved`)."""
+    placed = [p for p in pods if p.node_name is not None]
     return NodeTable.build(nodes, [n.allocatable for n in nodes], placed,
                            {r for p in pending for r in p.requests.names()}, placement="gpuscale", workload=pending,
-                           by_node=by_node if grouped else None, memo=memo)
+                           by_node=grouped_by_node(nodes, pods) if grouped else None, memo=memo, moved=moved)
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "add", "remove", "taint", "resize", "dup", "pend"]),
@@ -79,6 +85,7 @@ def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str,
     pods: list[Pod] = []
     pending: list[Pod] = []
     memo = RowMemo()
+    last: dict[str, list[int]] = {}
     for serial, (op, a, b) in enumerate(ops, start=1):
         names = [n.name for n in nodes]
         if op == "bind" and names:
@@ -100,7 +107,13 @@ def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str,
         elif op == "pend":
             pending.append(pod(serial, b, None))
         nodes.sort(key=lambda n: n.name)
-        carried = build(nodes, pods, memo, pending, grouped=serial % 3 != 0)
+        # Grouped builds say which nodes' pods moved since the last build (plus one that did not: a hint may say
+        # more than changed), as the arrangement does; a build without a hint breaks the chain.
+        now = {name: [id(p) for p in held] for name, held in grouped_by_node(nodes, pods).items() if held}
+        moved = frozenset({n for n in now.keys() | last.keys() if now.get(n) != last.get(n)} | {f"n{a % 6}"})
+        last = now
+        grouped = serial % 3 != 0
+        carried = build(nodes, pods, memo, pending, grouped=grouped, moved=(serial, moved) if grouped else None)
         assert snapshot(carried) == snapshot(build(nodes, pods, None, pending))
 
 

@@ -448,42 +448,27 @@ class RowMemo:
         """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
-                    extra_names: Iterable[str], moved: tuple[int, frozenset[str] | None] | None) -> tuple[
-                        list[str], list[str]]:
+                    extra_names: Iterable[str], moved: tuple[int, frozenset[str] | None] | None,
+                    ) -> tuple[list[str], list[str]]:
         """Every resource any node offers or any pod (bound anywhere) requests, but pods; and the node names whose
         pods changed since the last build (new, different or gone). Request names are counted per node entry. With
-        `moved` against the arrangement of the last build, only the nodes it names are looked at."""
-        generation, names = moved if moved is not None else (-1, None)
+        `moved` against the arrangement of the last build, only the nodes it names are looked at; else every node
+        with pods now or last time."""
+        generation, hint = moved if moved is not None else (-1, None)
         seen, self._seen = self._seen, generation
-        if names is not None and generation >= 0 and seen == generation - 1:
-            return self._union(offered, extra_names), self._recount(by_node, sorted(names))
-        old, fresh = self._names_of, {}
-        count = self._name_count
-        changed: list[str] = []
-        for key, pods in by_node.items():
-            held = tuple(pods)
-            hit = old.get(key)
-            if hit is None or hit[0] != held:
-                if hit is not None:
-                    count.subtract(hit[1])
-                hit = (held, _request_names(held))
-                count.update(hit[1])
-                changed.append(key)
-            fresh[key] = hit
-        for key in old.keys() - fresh.keys():
-            count.subtract(old[key][1])
-            changed.append(key)
-        self._names_of = fresh
+        names = hint if hint is not None and generation >= 0 and seen == generation - 1 else (
+            self._names_of.keys() | by_node.keys())
+        changed = self._recount(by_node, names)  # first: the union reads the counts it brings up to date
         return self._union(offered, extra_names), changed
 
     def _recount(self, by_node: Mapping[str, Sequence[Pod]], names: Iterable[str]) -> list[str]:
-        """`_columns_of`'s entries brought up to date for `names` only; those whose pods changed."""
+        """`_columns_of`'s entries brought up to date for `names`; those whose pods changed."""
         entries, count = self._names_of, self._name_count
         changed: list[str] = []
         for key in names:
             pods, hit = by_node.get(key), entries.get(key)
             held = tuple(pods) if pods is not None else None
-            if hit is None if held is None else hit is not None and hit[0] == held:
+            if (hit[0] if hit is not None else None) == held:
                 continue
             if hit is not None:
                 count.subtract(hit[1])
