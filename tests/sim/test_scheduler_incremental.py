@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.placement.devices import DEVICE_ANNOTATION
@@ -98,8 +98,15 @@ steps = st.lists(st.tuples(st.sampled_from(["add", "ready", "gpus", "remove", "t
                            st.integers(0, 3), st.integers(0, 3), st.booleans()), min_size=1, max_size=40)
 
 
+SHRUNK_UNDER_PODS = [("pod", 0, 0, False), ("pod", 0, 0, False), ("pod", 0, 1, False), ("add", 0, 0, False),
+                     ("gpus", 0, 0, False)]
+"""n0's GPUs re-register as one while its pods hold 1,250 milli on two: the devices can only be reconstructed."""
+
+
 @settings(max_examples=200, deadline=None)
 @given(steps)
+@example([*SHRUNK_UNDER_PODS, ("pod", 1, 0, False)])  # a higher-priority share preempts there: arrays equal a rebuild
+@example([*SHRUNK_UNDER_PODS, ("pod", 1, 1, False)])  # ... and victims' stale device indices are not given back
 def test_arrays_match_a_rebuild_after_any_churn(ops: list[tuple[str, int, int, bool]]) -> None:
     sim, cluster = Simulation(), SimCluster()
     scheduler = SimScheduler(sim, cluster, COLUMNS, gpu_placement="gpuscale")

@@ -49,7 +49,7 @@ from gpuscale.engine.placement.devices import (
     annotated_devices,
 )
 from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
-from gpuscale.engine.placement.shapes import PodShape
+from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
@@ -135,6 +135,10 @@ class SimScheduler:
         that may make it schedulable. Cleared by every such change."""
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
+        self._inexact: set[str] = set()
+        """Device-accounted nodes whose devices were reconstructed (a GPU pod without a valid device annotation, or
+        more milli on a device than it has: GPUs that re-registered fewer). A rebuild reconstructs them again from
+        the pods then bound, so a pod coming or going there marks the arrays stale instead of updating them."""
         cluster.capacity_listener = self
 
     # -------------------------------------------------------------------------------------- CapacityListener
@@ -240,6 +244,9 @@ class SimScheduler:
         devices = self._devices
         if devices is None or not devices.count[row] or (need := self._need(pod.requests)) is None:
             return
+        if pod.node_name in self._inexact:
+            self._stale = True
+            return
         held = annotated_devices(pod)
         if held is None or not devices.may_hold(row, need, held, free=take):
             # bound by something other than this scheduler, or to devices the node no longer has as they were (its
@@ -276,6 +283,7 @@ class SimScheduler:
         """All rows from scratch: at the first pass, and when a bound pod's devices must be reconstructed."""
         self._still_failing.clear()
         self._forget_no_fit()
+        self._inexact.clear()
         self._names, self._row = [], {}
         self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
@@ -312,6 +320,10 @@ class SimScheduler:
                 needs.append(need)
                 held.append(pod)
         devices.load([0] * len(needs), needs, held)
+        if needs and not _as_annotated(int(devices.count[0]), needs, held):
+            self._inexact.add(node.name)
+        else:
+            self._inexact.discard(node.name)
         return alloc, free, free_pods, devices
 
     def _insert_row(self, row: int, node: Node) -> None:
@@ -347,6 +359,7 @@ class SimScheduler:
         self._redo_filters(row, node)
 
     def _delete_row(self, row: int) -> None:
+        self._inexact.discard(self._names[row])
         del self._row[self._names.pop(row)]
         for i in range(row, len(self._names)):
             self._row[self._names[i]] = i
@@ -650,6 +663,20 @@ class SimScheduler:
         trial = GpuDevices(self._devices.count[row: row + 1], self._devices.free[row: row + 1].copy())
         for victim in victims:
             held, victim_need = annotated_devices(victim), self._need(victim.requests)
-            if held is not None and victim_need is not None:
+            if held is not None and victim_need is not None and trial.may_hold(0, victim_need, held, free=False):
                 trial.give(0, victim_need, held)
         return trial.can_take(0, need)
+
+
+def _as_annotated(count: int, needs: Sequence[GpuNeed], pods: Sequence[Pod]) -> bool:
+    """Whether a node's devices are exactly what its GPU pods' device annotations say: each names devices the node
+    has (as many as the pod needs) and no device holds more milli than it has."""
+    used = np.zeros(count, dtype=np.int64)
+    for need, pod in zip(needs, pods, strict=True):
+        held = annotated_devices(pod)
+        if held is None or len(set(held)) != need.count or len(held) != need.count \
+                or not all(0 <= d < count for d in held):
+            return False
+        used[list(held)] += need.milli
+    return bool((used <= MILLI).all())
+
