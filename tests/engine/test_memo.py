@@ -31,7 +31,7 @@ def _checked(counts: dict[str, int]) -> Callable[[Snapshot, Sequence[NodePool], 
         assert plan == decide(snapshot, pools, state, policy, now), f"plans differ at t={now}"
         counts["ticks"] += 1
         counts["acted"] += bool(plan.scale_up or plan.scale_down or plan.mark_unneeded or plan.clear_unneeded)
-        counts["patched"] += bool(memo.facts_change and memo.facts_change[1])  # a few nodes' facts and rows redone
+        counts["patched"] += bool(memo._facts_change and memo._facts_change[1])  # a few nodes' facts and rows redone
         return plan
 
     return both

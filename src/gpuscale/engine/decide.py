@@ -10,7 +10,6 @@ The result does not depend on the order of nodes, pods or pools in the input: ev
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -18,7 +17,7 @@ import numpy as np
 
 from gpuscale.engine.arrange import arrange
 from gpuscale.engine.limits import Totals, headroom, totals_of
-from gpuscale.engine.memo import DecideMemo, NodeFacts, facts_of
+from gpuscale.engine.memo import DecideMemo, NodeFacts, facts_of, node_rows_of
 from gpuscale.engine.nodes import NodePhase
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
@@ -26,12 +25,12 @@ from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.scaledown import ScaleDownMemo, ScaleDownResult
 from gpuscale.engine.scaleup import plan_scale_up
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
-from gpuscale.engine.table import GroupKey, NodeTable, node_group_key
+from gpuscale.engine.table import NodeTable, node_group_key
 from gpuscale.model.cluster import Cluster, PodIndex
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
-from gpuscale.model.resources import PODS, Resources, is_gpu_resource
+from gpuscale.model.resources import PODS, is_gpu_resource
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,70 +104,6 @@ class _World:
     """GPUs (and GPU slices) each row offers once usable: with the free ones, what a warm buffer counts as in use."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _NodeRows:
-    """The rows of the what-if table that existing nodes make, and what they were made from: while the facts (the
-    same dict: the memo hands back the last one when no node changed) and the expired nodes are the same, so are
-    these; when the memo says only a few nodes' facts changed, only their rows are redone (`_patched`)."""
-
-    facts: Mapping[str, NodeFacts]
-    expired: frozenset[str]
-    generation: int
-    """The arrangement these rows were made for (-1: unknown)."""
-    position: dict[str, int]
-    """Row of each node that has one."""
-    nodes: list[Node]
-    capacity: list[Resources]
-    row_pool: list[str | None]
-    upcoming: list[bool]
-    group_keys: list[GroupKey]
-    gpus: list[int]
-    counted: list[tuple[NodePool | None, int]]
-    """Node counts per pool, pools in first-seen order (the order `totals_of` adds them in)."""
-
-
-def _has_row(fact: NodeFacts, expired: frozenset[str]) -> bool:
-    return fact.phase is not NodePhase.DELETING and fact.node.name not in expired
-
-
-def _node_rows(cluster: Cluster, pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
-               expired: frozenset[str], generation: int) -> _NodeRows:
-    # facts hold the nodes in order, once each unless two share a name
-    every = facts.values() if len(facts) == len(cluster.nodes) else [facts[n.name] for n in cluster.nodes]
-    kept = [f for f in every if _has_row(f, expired)]
-    of_pool = Counter(None if f.pool is None else f.pool.name for f in kept)
-    return _NodeRows(facts=facts, expired=expired, generation=generation,
-                     position={f.node.name: i for i, f in enumerate(kept)}, nodes=[f.row_node for f in kept],
-                     capacity=[f.capacity for f in kept], row_pool=[f.pool_name for f in kept],
-                     upcoming=[f.phase is not NodePhase.USABLE for f in kept], group_keys=[f.group_key for f in kept],
-                     gpus=[f.gpu_units for f in kept],
-                     counted=[(None if name is None else pools[name], n) for name, n in of_pool.items()])
-
-
-def _patched(last: _NodeRows, facts: Mapping[str, NodeFacts], names: frozenset[str],
-             generation: int) -> _NodeRows | None:
-    """`last` with the rows of `names` redone from `facts` (every other node's facts are those `last` was made from);
-    None when a node gains or loses its row or changes pool (then the rows are made afresh)."""
-    def pool_of(fact: NodeFacts) -> str | None:
-        return None if fact.pool is None else fact.pool.name
-
-    rows = _NodeRows(facts=facts, expired=last.expired, generation=generation, position=last.position,
-                     nodes=list(last.nodes), capacity=list(last.capacity), row_pool=list(last.row_pool),
-                     upcoming=list(last.upcoming), group_keys=list(last.group_keys), gpus=list(last.gpus),
-                     counted=last.counted)
-    for name in names:
-        before, after = last.facts[name], facts[name]
-        had = _has_row(before, last.expired)
-        if had != _has_row(after, last.expired) or (had and pool_of(before) != pool_of(after)):
-            return None
-        if had:
-            i = last.position[name]
-            rows.nodes[i], rows.capacity[i], rows.row_pool[i] = after.row_node, after.capacity, after.pool_name
-            rows.upcoming[i], rows.group_keys[i] = after.phase is not NodePhase.USABLE, after.group_key
-            rows.gpus[i] = after.gpu_units
-    return rows
-
-
 def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
                 facts: Mapping[str, NodeFacts], gpu_placement: str | None = None,
                 memo: DecideMemo | None = None, pods: PodIndex | None = None,
@@ -177,18 +112,8 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     the table's row memo)."""
     expired = timeouts.expired_nodes
     generation = moved[0] if moved is not None else -1
-    last = memo.world if memo is not None else None
-    change = memo.facts_change if memo is not None else None
-    base: _NodeRows | None = None
-    if isinstance(last, _NodeRows) and last.expired == expired:
-        if last.facts is facts:
-            base = last if last.generation == generation else replace(last, generation=generation)
-        elif change is not None and change[0] == generation >= 0 and last.generation == generation - 1:
-            base = _patched(last, facts, change[1], generation)
-    if base is None:
-        base = _node_rows(cluster, pools, facts, expired, generation)
-    if memo is not None:
-        memo.world = base
+    base = (memo.node_rows(cluster.nodes, pools, facts, expired, generation) if memo is not None
+            else node_rows_of(cluster.nodes, pools, facts, expired))
     nodes, capacity, row_pool = list(base.nodes), list(base.capacity), list(base.row_pool)
     upcoming, group_keys, gpus = list(base.upcoming), list(base.group_keys), list(base.gpus)
     counted = list(base.counted)

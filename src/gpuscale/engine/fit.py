@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuscale.engine.placement.devices import GpuDevices, GpuNeed, RequestKinds
-from gpuscale.engine.placement.state import BoolArray, IntArray
+from gpuscale.engine.placement.devices import GpuDevices, RequestKinds
 from gpuscale.engine.scheduling import (
     FitCode,
     FitFailure,
@@ -74,16 +73,10 @@ class _Capacity:
             held = [(row[p.node_name], need, p) for p in cluster.pods if p.consumes_capacity()
                     and p.node_name in row and (need := self.kinds.need(p.requests)) is not None
                     and self.devices.count[row[p.node_name]]]
-            self.devices.load([r for r, _, _ in held], [n for _, n, _ in held], [p for _, _, p in held])
+            if held:
+                rows, needs, pods = zip(*held, strict=True)
+                self.devices.load(rows, needs, pods)
 
-    def device_shortfall(self, need: GpuNeed, rows: IntArray) -> BoolArray:
-        """Which of `rows` have devices but none that take `need` (totals aside)."""
-        with_devices = rows[self.devices.count[rows] > 0]
-        short = np.zeros(len(self.free_pods), dtype=bool)
-        if len(with_devices):
-            short[with_devices] = ~self.devices.fits(need, with_devices)
-        lacking: BoolArray = short[rows]
-        return lacking
 
 
 def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFit, ...]:
@@ -139,7 +132,7 @@ def _explain_class(pod: Pod, nodes: Sequence[Node], groups: Mapping[GroupKey, li
     need = capacity.kinds.need(pod.requests)
     if need is not None and capacity.devices and candidates.any():
         rows = np.flatnonzero(candidates)
-        lacking = rows[capacity.device_shortfall(need, rows)]
+        lacking = rows[~capacity.devices.fits(need, rows)]  # rows without devices pass
         if len(lacking):
             candidates[lacking] = False
             detail = (f"{need.milli} gpu-milli free on one GPU device" if need.fractional

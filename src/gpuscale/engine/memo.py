@@ -12,8 +12,9 @@ facts on, so an identity test can never match a recycled object, and forgets nod
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuscale.engine.arrange import ArrangeMemo
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
@@ -65,14 +66,79 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
                      amounts=allocatable_amounts(node))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRows:
+    """The rows of the what-if table that existing nodes make (`engine.decide.build_world`), and what they were made
+    from: while the facts (the same dict: the memo hands back the last one when no node changed) and the expired nodes
+    are the same, so are these; when only a few nodes' facts changed, only their rows are redone (`_patched`)."""
+
+    facts: Mapping[str, NodeFacts]
+    expired: frozenset[str]
+    generation: int
+    """The arrangement these rows were made for (-1: unknown)."""
+    position: dict[str, int]
+    """Row of each node that has one."""
+    nodes: list[Node]
+    capacity: list[Resources]
+    row_pool: list[str | None]
+    upcoming: list[bool]
+    group_keys: list[GroupKey]
+    gpus: list[int]
+    counted: list[tuple[NodePool | None, int]]
+    """Node counts per pool, pools in first-seen order (the order `totals_of` adds them in)."""
+
+
+def _has_row(fact: NodeFacts, expired: frozenset[str]) -> bool:
+    return fact.phase is not NodePhase.DELETING and fact.node.name not in expired
+
+
+def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
+                 expired: frozenset[str], generation: int = -1) -> NodeRows:
+    """The rows of `nodes` (in order) but those being deleted or `expired`, from their facts."""
+    # facts hold the nodes in order, once each unless two share a name
+    every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
+    kept = [f for f in every if _has_row(f, expired)]
+    of_pool = Counter(None if f.pool is None else f.pool.name for f in kept)
+    return NodeRows(facts=facts, expired=expired, generation=generation,
+                    position={f.node.name: i for i, f in enumerate(kept)}, nodes=[f.row_node for f in kept],
+                    capacity=[f.capacity for f in kept], row_pool=[f.pool_name for f in kept],
+                    upcoming=[f.phase is not NodePhase.USABLE for f in kept], group_keys=[f.group_key for f in kept],
+                    gpus=[f.gpu_units for f in kept],
+                    counted=[(None if name is None else pools[name], n) for name, n in of_pool.items()])
+
+
+def _patched(last: NodeRows, facts: Mapping[str, NodeFacts], names: frozenset[str],
+             generation: int) -> NodeRows | None:
+    """`last` with the rows of `names` redone from `facts` (every other node's facts are those `last` was made from);
+    None when a node gains or loses its row or changes pool (then the rows are made afresh)."""
+    def pool_of(fact: NodeFacts) -> str | None:
+        return None if fact.pool is None else fact.pool.name
+
+    rows = NodeRows(facts=facts, expired=last.expired, generation=generation, position=last.position,
+                    nodes=list(last.nodes), capacity=list(last.capacity), row_pool=list(last.row_pool),
+                    upcoming=list(last.upcoming), group_keys=list(last.group_keys), gpus=list(last.gpus),
+                    counted=last.counted)
+    for name in names:
+        before, after = last.facts[name], facts[name]
+        had = _has_row(before, last.expired)
+        if had != _has_row(after, last.expired) or (had and pool_of(before) != pool_of(after)):
+            return None
+        if had:
+            i = last.position[name]
+            rows.nodes[i], rows.capacity[i], rows.row_pool[i] = after.row_node, after.capacity, after.pool_name
+            rows.upcoming[i], rows.group_keys[i] = after.phase is not NodePhase.USABLE, after.group_key
+            rows.gpus[i] = after.gpu_units
+    return rows
+
+
 VERDICTS_KEPT = 10_000
 
 
 class DecideMemo:
-    """Per-node facts carried from one decision to the next (see the module docstring)."""
+    """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_keys", "_node_pools", "_pools", "_seen", "_templates", "_verdicts", "arrange",
-                 "facts_change", "rows", "scale_down", "world")
+    __slots__ = ("_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_pools", "_seen", "_templates",
+                 "_verdicts", "arrange", "rows", "scale_down")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
@@ -81,9 +147,9 @@ class DecideMemo:
         self._node_pools: dict[str, str] = {}
         self._seen = -1
         """The arrangement `_facts` was made for (its `generation`; -1: unknown)."""
-        self.facts_change: tuple[int, frozenset[str]] | None = None
+        self._facts_change: tuple[int, frozenset[str]] | None = None
         """After `facts` for arrangement `generation`: the facts are the last call's but for these nodes (None: any
-        may differ)."""
+        may differ). `node_rows` patches its rows by it."""
         self._pools: dict[str, NodePool] = {}
         self._keys: dict[GroupKey, GroupKey] = {}
         self._templates: dict[str, tuple[NodePool, GroupKey]] = {}
@@ -92,8 +158,7 @@ class DecideMemo:
         """The what-if table's rows (`NodeTable.build`)."""
         self.scale_down = ScaleDownMemo()
         """Scale-down's node set, unneeded clocks and candidate verdicts (`ScaleDownMemo`)."""
-        self.world: object = None
-        """The node rows of the last what-if world and what they were made from (`engine.decide.build_world`)."""
+        self._node_rows: NodeRows | None = None
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
               arranged: tuple[int, Mapping[str, Node] | None] | None = None) -> dict[str, NodeFacts]:
@@ -103,12 +168,12 @@ class DecideMemo:
         with none replaced the facts are the last ones — the same dict, which callers only read."""
         generation, replaced = arranged if arranged is not None else (-1, None)
         seen, self._seen = self._seen, generation
-        self.facts_change = None
+        self._facts_change = None
         if pools != self._pools:  # pools compare by value: a reloaded but equal config keeps the memo
             self._facts, self._pools, self._verdicts = {}, dict(pools), {}
         elif (replaced is not None and generation >= 0 and seen == generation - 1
               and node_pools == self._node_pools):
-            self.facts_change = (generation, frozenset(replaced))
+            self._facts_change = (generation, frozenset(replaced))
             if not replaced:
                 return self._facts
             patched = dict(self._facts)  # the same names in the same order, a few derived again
@@ -134,6 +199,20 @@ class DecideMemo:
         if derived or len(fresh) != len(old):  # canonical keys are those in use now: unused ones are dropped
             self._keys = {f.group_key: f.group_key for f in fresh.values()}
         return fresh
+
+    def node_rows(self, nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
+                  expired: frozenset[str], generation: int) -> NodeRows:
+        """`node_rows_of`, from the last rows: the same while the facts are the very same dict, patched for the nodes
+        the last `facts` call derived again (arrangement `generation`), else made afresh."""
+        last, change = self._node_rows, self._facts_change
+        rows: NodeRows | None = None
+        if last is not None and last.expired == expired:
+            if last.facts is facts:
+                rows = last if last.generation == generation else replace(last, generation=generation)
+            elif change is not None and change[0] == generation >= 0 and last.generation == generation - 1:
+                rows = _patched(last, facts, change[1], generation)
+        self._node_rows = rows = rows or node_rows_of(nodes, pools, facts, expired, generation)
+        return rows
 
     def verdicts(self) -> Verdicts:
         """Pool verdicts per pod shape (`engine.scaleup.verdict_of`) for the pools of the last `facts` call: pods that

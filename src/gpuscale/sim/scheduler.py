@@ -320,7 +320,7 @@ class SimScheduler:
                 needs.append(need)
                 held.append(pod)
         devices.load([0] * len(needs), needs, held)
-        if needs and not _as_annotated(int(devices.count[0]), needs, held):
+        if needs and not _as_annotated(devices, needs, held):
             self._inexact.add(node.name)
         else:
             self._inexact.discard(node.name)
@@ -668,14 +668,13 @@ class SimScheduler:
         return trial.can_take(0, need)
 
 
-def _as_annotated(count: int, needs: Sequence[GpuNeed], pods: Sequence[Pod]) -> bool:
-    """Whether a node's devices are exactly what its GPU pods' device annotations say: each names devices the node
-    has (as many as the pod needs) and no device holds more milli than it has."""
-    used = np.zeros(count, dtype=np.int64)
+def _as_annotated(devices: GpuDevices, needs: Sequence[GpuNeed], pods: Sequence[Pod]) -> bool:
+    """Whether a node's devices (`devices`' one row) are exactly what its GPU pods' device annotations say: each
+    names devices the node has (as many as the pod needs) and no device holds more milli than it has."""
+    used = np.zeros(int(devices.count[0]), dtype=np.int64)
     for need, pod in zip(needs, pods, strict=True):
         held = annotated_devices(pod)
-        if held is None or len(set(held)) != need.count or len(held) != need.count \
-                or not all(0 <= d < count for d in held):
+        if held is None or not devices.may_hold(0, need, held, free=False):
             return False
         used[list(held)] += need.milli
     return bool((used <= MILLI).all())
