@@ -424,7 +424,7 @@ class RowMemo:
     holds the objects it compares by identity, so a recycled object can never match.
     """
 
-    __slots__ = ("_capacity", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_total", "_groups",
+    __slots__ = ("_capacity", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes", "_groups",
                  "_kinds", "_name_count", "_names_of", "_position", "_rows", "_seen")
 
     def __init__(self) -> None:
@@ -438,11 +438,12 @@ class RowMemo:
         self._free_pods: IntArray = np.zeros(0, dtype=np.int64)
         self._devices: IntArray = np.zeros((0, 0), dtype=np.int64)
         self._capacity: tuple[list[Resources], frozenset[str], GpuDevices] | None = None
-        self._gpu_total: Counter[Resources] = Counter()
-        """GPU requests of the pods bound to the rows in `_rows`, counted (what fragmentation is measured against)."""
+        self._gpu_shapes: Counter[PodShape] = Counter()
+        """Shapes of the GPU pods bound to the rows in `_rows`, counted (what fragmentation is measured against); no
+        entry below 1."""
         self._groups: tuple[list[GroupKey], list[int], list[list[int]]] | None = None
         self._kinds = RequestKinds()
-        self._chooser: tuple[tuple[str, frozenset[tuple[PodShape, int]]], _Shared] | None = None
+        self._chooser: tuple[str, _Shared] | None = None
         """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
         self._seen = -1
         """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
@@ -515,37 +516,41 @@ class RowMemo:
         else:
             index = {name: i for i, name in enumerate(names)}
             if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
-                self._rows, self._gpu_total = {}, Counter()
+                self._rows, self._gpu_shapes = {}, Counter()
             miss, rows, free, free_pods, devices = self._carry(nodes, capacity, index, len(columns), template)
         names_of = self._names_of
         held_of = [known[0] if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
                    for i in miss]
-        total = self._gpu_total
+        shapes, kinds = self._gpu_shapes, self._kinds
+        touched: set[PodShape] = set()
         for name in [*(self._rows.keys() - rows.keys()), *(names[i] for i in miss if names[i] in rows)]:
-            total.subtract(p.requests for p in self._rows[name][1] if self._kinds.need(p.requests) is not None)
+            for p in self._rows[name][1]:
+                if (shape := kinds.shape(p.requests)) is not None:
+                    shapes[shape] -= 1
+                    touched.add(shape)
         if miss:
-            total.update(self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of, free,
-                                       free_pods, devices))
+            for requests, count in self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of,
+                                                 free, free_pods, devices).items():
+                if (shape := kinds.shape(requests)) is not None:
+                    shapes[shape] += count
+                    touched.add(shape)
+        for shape in touched:
+            if shapes[shape] <= 0:
+                del shapes[shape]
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
-        for requests in [r for r, k in total.items() if k <= 0]:
-            del total[requests]
         group_of, members = self._groups_of(group_keys)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement,
-                         kinds=self._kinds)
+                         kinds=kinds)
         if placement is not None and devices:
-            wanted = Counter(total)
+            shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
             for pod in workload:
-                if shared.need(pod.requests) is not None:
-                    wanted[pod.requests] += 1
-            for requests, count in wanted.items():
-                if (shape := shared.shape(requests)) is not None:
-                    shared.workload[shape] += count
-            key = (placement, frozenset(shared.workload.items()))
+                if (shape := kinds.shape(pod.requests)) is not None:
+                    shared.workload[shape] += 1
             last = self._chooser
-            if last is not None and last[0] == key:
+            if last is not None and last[0] == placement and last[1].workload == shared.workload:
                 shared.chooser = last[1].chooser
-            self._chooser = (key, shared)
+            self._chooser = (placement, shared)
         self._columns, self._rows, self._position = columns, rows, index
         self._free, self._free_pods = free.copy(), free_pods.copy()
         self._devices = devices.free.copy()
