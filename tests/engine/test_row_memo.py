@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.placement.devices import DEVICE_ANNOTATION
@@ -75,18 +75,20 @@ def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, pending: lis
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "add", "remove", "taint", "resize", "dup", "pend"]),
-                         st.integers(0, 30), st.integers(0, 3)), min_size=1, max_size=40)
+                         st.integers(0, 30), st.integers(0, 3), st.booleans()), min_size=1, max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(OPS)
-def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str, int, int]]) -> None:
+@example([("bind", 1, 0, True), ("add", 0, 1, False)])  # a pod binds as a node joins: its row must not be carried
+def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str, int, int, bool]]) -> None:
     nodes = [node(f"n{i}", i % len(SHAPES)) for i in range(6)]
     pods: list[Pod] = []
     pending: list[Pod] = []
     memo = RowMemo()
     last: dict[str, list[int]] = {}
-    for serial, (op, a, b) in enumerate(ops, start=1):
+    generation = 0
+    for serial, (op, a, b, wait) in enumerate(ops, start=1):
         names = [n.name for n in nodes]
         if op == "bind" and names:
             pods.append(pod(serial, b, names[a % len(names)]))
@@ -107,13 +109,16 @@ def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str,
         elif op == "pend":
             pending.append(pod(serial, b, None))
         nodes.sort(key=lambda n: n.name)
+        if wait and serial < len(ops):
+            continue  # more changes before the next build: nodes come or go while pods move
         # Grouped builds say which nodes' pods moved since the last build (plus one that did not: a hint may say
         # more than changed), as the arrangement does; a build without a hint breaks the chain.
         now = {name: [id(p) for p in held] for name, held in grouped_by_node(nodes, pods).items() if held}
         moved = frozenset({n for n in now.keys() | last.keys() if now.get(n) != last.get(n)} | {f"n{a % 6}"})
         last = now
-        grouped = serial % 3 != 0
-        carried = build(nodes, pods, memo, pending, grouped=grouped, moved=(serial, moved) if grouped else None)
+        generation += 1
+        grouped = generation % 3 != 0
+        carried = build(nodes, pods, memo, pending, grouped=grouped, moved=(generation, moved) if grouped else None)
         assert snapshot(carried) == snapshot(build(nodes, pods, None, pending))
 
 

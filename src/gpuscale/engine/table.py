@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
@@ -424,8 +425,8 @@ class RowMemo:
     holds the objects it compares by identity, so a recycled object can never match.
     """
 
-    __slots__ = ("_capacity", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes", "_groups",
-                 "_kinds", "_name_count", "_names_of", "_position", "_rows", "_seen")
+    __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
+                 "_groups", "_kinds", "_name_count", "_names_of", "_position", "_rows", "_seen")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -434,6 +435,8 @@ class RowMemo:
         """How many entries of `_names_of` request each resource."""
         self._rows: dict[str, _RowEntry] = {}
         self._position: dict[str, int] = {}
+        self._caps: list[Resources] = []
+        """The last build's capacity objects, row by row (held: a row is carried only to the very same object)."""
         self._free: IntArray = np.zeros((0, 0), dtype=np.int64)
         self._free_pods: IntArray = np.zeros(0, dtype=np.int64)
         self._devices: IntArray = np.zeros((0, 0), dtype=np.int64)
@@ -509,7 +512,7 @@ class RowMemo:
             # The same rows as last time (the common case): only rows whose pods changed are computed.
             index = self._position
             miss = sorted(i for name in changed if (i := index.get(name)) is not None)
-            rows = self._rows
+            rows, gone = self._rows, []
             free, free_pods = self._free.copy(), self._free_pods.copy()
             devices = GpuDevices(template.count, self._devices.copy())
             devices.free[miss] = template.free[miss]
@@ -517,17 +520,21 @@ class RowMemo:
             index = {name: i for i, name in enumerate(names)}
             if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
                 self._rows, self._gpu_shapes = {}, Counter()
-            miss, rows, free, free_pods, devices = self._carry(nodes, capacity, index, len(columns), template)
+            rows = self._rows
+            gone = list(rows.keys() - index.keys())
+            miss, free, free_pods, devices = self._carry(names, capacity, index, changed, len(columns), template)
         names_of = self._names_of
         held_of = [known[0] if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
                    for i in miss]
         shapes, kinds = self._gpu_shapes, self._kinds
         touched: set[PodShape] = set()
-        for name in [*(self._rows.keys() - rows.keys()), *(names[i] for i in miss if names[i] in rows)]:
-            for p in self._rows[name][1]:
+        for name in [*gone, *(names[i] for i in miss if names[i] in rows)]:
+            for p in rows[name][1]:
                 if (shape := kinds.shape(p.requests)) is not None:
                     shapes[shape] -= 1
                     touched.add(shape)
+        for name in gone:
+            del rows[name]
         if miss:
             for requests, count in self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of,
                                                  free, free_pods, devices).items():
@@ -551,41 +558,37 @@ class RowMemo:
             if last is not None and last[0] == placement and last[1].workload == shared.workload:
                 shared.chooser = last[1].chooser
             self._chooser = (placement, shared)
-        self._columns, self._rows, self._position = columns, rows, index
+        self._columns, self._rows, self._position, self._caps = columns, rows, index, list(capacity)
         self._free, self._free_pods = free.copy(), free_pods.copy()
         self._devices = devices.free.copy()
         return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), None, devices if devices else None)
 
-    def _carry(self, nodes: Sequence[Node], capacity: Sequence[Resources], index: dict[str, int], width: int,
-               template: GpuDevices) -> tuple[list[int], dict[str, _RowEntry], IntArray, IntArray, GpuDevices]:
-        """Rows that moved or changed: each row whose capacity object and pods are those of its node's row last time
-        is copied from there; the others (returned first) are left to compute."""
-        old_rows, position, names_of = self._rows, self._position, self._names_of
-        rows: dict[str, _RowEntry] = {}
-        hit_new: list[int] = []
-        hit_old: list[int] = []
-        miss: list[int] = []
-        for i, node in enumerate(nodes):
-            name = node.name
-            known = names_of.get(name)
-            held = known[0] if known is not None and index[name] == i else ()
-            entry = old_rows.get(name)
-            if entry is not None and entry[0] is capacity[i] and entry[1] == held:
-                rows[name] = entry
-                hit_new.append(i)
-                hit_old.append(position[name])
-            else:
-                miss.append(i)
-        n = len(nodes)
+    def _carry(self, names: list[str], capacity: Sequence[Resources], index: dict[str, int], changed: list[str],
+               width: int, template: GpuDevices) -> tuple[list[int], IntArray, IntArray, GpuDevices]:
+        """Rows that moved or changed (nodes came or went): each row whose node had a row last time, with the very
+        same capacity object and pods not `changed` since, is copied from there; the others are returned to compute.
+        Which rows those are is found by array operations, not a pass in Python (only `changed` is walked)."""
+        n = len(names)
         free = np.empty((n, width), dtype=np.int64)
         free_pods = np.empty(n, dtype=np.int64)
         devices = template.copy()
-        if hit_new:
+        if not self._rows:  # nothing to carry (the first build, or the columns changed)
+            return list(range(n)), free, free_pods, devices
+        old_at = np.fromiter(map(self._position.get, names, repeat(-1)), dtype=np.int64, count=n)
+        old_caps = np.fromiter(map(id, self._caps), dtype=np.int64, count=len(self._caps))
+        hit = old_at >= 0
+        hit &= old_caps[np.where(hit, old_at, 0)] == np.fromiter(map(id, capacity), dtype=np.int64, count=n)
+        for name in changed:
+            if (i := index.get(name)) is not None:
+                hit[i] = False
+        hit_new = np.flatnonzero(hit)
+        if len(hit_new):
+            hit_old = old_at[hit_new]
             free[hit_new] = self._free[hit_old]
             free_pods[hit_new] = self._free_pods[hit_old]
             gpus = min(self._devices.shape[1], devices.free.shape[1])
             devices.free[hit_new, :gpus] = self._devices[hit_old, :gpus]
-        return miss, rows, free, free_pods, devices
+        return np.flatnonzero(~hit).tolist(), free, free_pods, devices
 
     def _compute(self, miss: list[int], held_of: list[tuple[Pod, ...]], caps: list[Resources], columns: list[str],
                  column_of: dict[str, int], free: IntArray, free_pods: IntArray,
