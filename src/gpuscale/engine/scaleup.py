@@ -121,12 +121,19 @@ def select_candidates(cluster: Cluster, policy: Policy, now: float, index: PodIn
     return result
 
 
-def order_units(units: Sequence[Unit], normalizer: Resources) -> list[Unit]:
-    """First-fit-decreasing order: priority, then dominant share (GPUs included; a gang's shares add up), then key."""
+def order_units(units: Sequence[Unit], normalizer: Resources,
+                shares: dict[Resources, float] | None = None) -> list[Unit]:
+    """First-fit-decreasing order: priority, then dominant share (GPUs included; a gang's shares add up), then key.
+    `shares`: dominant shares per pod requests already worked out against this very `normalizer` (filled in)."""
     norm = dict(normalizer.items)
+    known: dict[Resources, float] = {} if shares is None else shares
 
     def share(pod: Pod) -> float:
-        return max((a / norm[n] for n, a in pod.requests.items if norm.get(n)), default=0.0)
+        value = known.get(pod.requests)
+        if value is None:
+            value = known[pod.requests] = max((a / norm[n] for n, a in pod.requests.items if norm.get(n)),
+                                              default=0.0)
+        return value
 
     return sorted(units, key=lambda u: (-max(p.priority for p in u.pods), -sum(share(p) for p in u.pods), u.key))
 
@@ -210,6 +217,118 @@ def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
     return verdict
 
 
+KEPT = 10_000
+"""Bound on each cache a `ScaleUpMemo` keeps: past it the cache starts over (it only ever costs recomputation)."""
+
+
+class PoolFits:
+    """Which pools' new nodes host each unit: `verdict_of` for every pod of the unit in every pool, once per pod shape
+    (requests and constraints, all a verdict reads) for these very pools. Estimation asks it for every unit, every
+    pool and every round; a `ScaleUpMemo` keeps it from one decision to the next while the pools are equal, so pods
+    that wait decision after decision (many fit no pool at all) are judged once."""
+
+    __slots__ = ("_of_shape", "pools", "verdicts")
+
+    def __init__(self, pools: Sequence[NodePool], verdicts: Verdicts) -> None:
+        self.pools = tuple(pools)
+        self.verdicts = verdicts
+        self._of_shape: dict[tuple[Resources, SchedulingConstraints], frozenset[str]] = {}
+
+    def hosts(self, unit: Unit) -> frozenset[str]:
+        """Names of the pools one of whose new nodes hosts each pod of `unit` (`pool_verdict` says it fits)."""
+        names: frozenset[str] | None = None
+        for pod in unit.pods:
+            shape = (pod.requests, pod.constraints)
+            fit = self._of_shape.get(shape)
+            if fit is None:
+                if len(self._of_shape) >= KEPT:
+                    self._of_shape = {}
+                fit = self._of_shape[shape] = frozenset(
+                    p.name for p in self.pools if verdict_of(pod, p, self.verdicts) == POOL_FITS)
+            names = fit if names is None else names & fit
+        return frozenset() if names is None else names
+
+
+@dataclass(frozen=True, slots=True)
+class _Why:
+    """Why units of one shape are not scaled up, and the verdicts of the pods that got it so far (by pod name)."""
+
+    code: ReasonCode
+    message: str
+    verdicts: dict[str, PodVerdict] = field(default_factory=dict)
+
+    def of(self, pod: Pod) -> PodVerdict:
+        verdict = self.verdicts.get(pod.key)
+        if verdict is None:
+            if len(self.verdicts) >= KEPT:
+                self.verdicts.clear()
+            verdict = self.verdicts[pod.key] = PodVerdict(pod=pod.key, reasons=(Reason(self.code, self.message),))
+        return verdict
+
+
+UnitShape = tuple[object, ...]
+"""A unit's gang name, size and pod shapes: all `_why_unplaceable` reads of a unit."""
+
+WhyInputs = tuple[tuple[NodePool, ...], tuple[str | None, ...], tuple[tuple[bool, str], ...]]
+"""What `_why_unplaceable` reads besides the unit: the pools (their verdicts follow), each pool's backoff message (None:
+not backed off), and whether each pool's headroom leaves a node and which limit binds it."""
+
+
+class ScaleUpMemo:
+    """What scale-up derives from inputs that rarely change, carried from one decision to the next (kept by
+    `engine.memo.DecideMemo`): the pool verdicts per unit (`PoolFits`), the dominant-share normalizer and the shares
+    worked out against it, and why each unit shape no pool takes is not scaled up. Each is kept with everything it was
+    computed from and dropped when any of that differs, so a decision with a memo equals one with a fresh memo
+    (tests/engine/test_scaleup_memo.py); with 20 to 25 pods that no pool can take waiting every decision of the
+    twin's week, most of scale-up's work was judging them again."""
+
+    __slots__ = ("_fits", "_normalizer", "_shares", "_why", "_why_inputs")
+
+    def __init__(self) -> None:
+        self._fits: PoolFits | None = None
+        self._normalizer: tuple[tuple[tuple[Resources, ...], frozenset[Resources]], Resources] | None = None
+        self._shares: dict[Resources, float] = {}
+        self._why_inputs: WhyInputs | None = None
+        self._why: dict[UnitShape, _Why] = {}
+
+    def fits(self, pools: Sequence[NodePool], verdicts: Verdicts) -> PoolFits:
+        """The pool verdicts per unit for `pools`: the last ones while the pools are equal."""
+        fits = self._fits
+        if fits is None or fits.pools != tuple(pools):
+            fits = self._fits = PoolFits(pools, verdicts)
+        fits.verdicts = verdicts  # any verdicts for these pools are the same verdicts
+        return fits
+
+    def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
+        """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
+        left out — and the shares already worked out against it (`order_units` fills them in)."""
+        # Few shapes, many nodes (and many equal copies of a shape): the distinct values.
+        allocatables = list(map(attrgetter("allocatable"), table.nodes))
+        key = (tuple(p.allocatable for p in pools),
+               frozenset(dict(zip(map(id, allocatables), allocatables, strict=True)).values()))
+        if self._normalizer is None or self._normalizer[0] != key:
+            normalizer = Resources()
+            for allocatable in (*key[0], *key[1]):
+                normalizer = normalizer.max(allocatable)
+            self._normalizer = (key, normalizer - Resources.of({PODS: normalizer.get(PODS)}))
+            self._shares = {}
+        elif len(self._shares) >= KEPT:
+            self._shares = {}
+        return self._normalizer[1], self._shares
+
+    def why(self, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
+            policy: Policy) -> dict[UnitShape, _Why]:
+        """The reasons per unit shape for units no pool takes (`_unplaceable`): the last ones while every input of
+        `_why_unplaceable` but the unit is the same."""
+        inputs: WhyInputs = (
+            tuple(pools), tuple(blocked[p.name].message if p.name in blocked else None for p in pools),
+            tuple((room.nodes > 0, room.binding) for room in
+                  (headroom(p, totals, policy.limits, policy.max_nodes_per_scale_up) for p in pools)))
+        if inputs != self._why_inputs or len(self._why) >= KEPT:
+            self._why_inputs, self._why = inputs, {}
+        return self._why
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     option: Option
@@ -217,14 +336,11 @@ class Estimate:
     placed: tuple[Unit, ...]
 
 
-def estimate(pool: NodePool, units: Sequence[Unit], table: NodeTable, room: Headroom,
-             name_prefix: str, verdicts: Verdicts | None = None) -> Estimate | None:
-    """Step 3: how many new nodes of `pool` host which of `units` (bounded by the limits' headroom)."""
-    if room.nodes <= 0:
-        return None
-    seen: Verdicts = {} if verdicts is None else verdicts
-    hostable = [u for u in units if all(verdict_of(p, pool, seen) == POOL_FITS for p in u.pods)]
-    if not hostable:
+def estimate(pool: NodePool, hostable: Sequence[Unit], table: NodeTable, room: Headroom,
+             name_prefix: str) -> Estimate | None:
+    """Step 3: how many new nodes of `pool` host which of `hostable` (units a new node of the pool hosts: see
+    `PoolFits`), bounded by the limits' headroom."""
+    if room.nodes <= 0 or not hostable:
         return None
     upper = min(room.nodes, sum(len(u.pods) for u in hostable))
     templates = [pool.template(f"{name_prefix}{pool.name}-{k}") for k in range(upper)]
@@ -253,7 +369,7 @@ class Spill:
 
 
 def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePool], totals: Totals,
-                policy: Policy, verdicts: Verdicts | None = None) -> Spill:
+                policy: Policy, fits: PoolFits) -> Spill:
     """Step 4b: a gang no single pool can host (each pool's limit leaves too few nodes, or some of its nodes are
     partly taken) may span pools — every pool that can host all of its pods, up to each pool's headroom, in pool
     order. Cluster Autoscaler, which does not know gangs, spreads such pods over node groups anyway; waiting instead
@@ -264,9 +380,8 @@ def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePoo
     singles = [u for u in units if not u.group]
     extended, reserved = table, totals
     new_pool: list[tuple[int, NodePool]] = []
-    seen: Verdicts = {} if verdicts is None else verdicts
     for pool in pools:
-        if not any(all(verdict_of(p, pool, seen) == POOL_FITS for p in u.pods) for u in gangs):
+        if not any(pool.name in fits.hosts(u) for u in gangs):
             continue
         room = headroom(pool, reserved, policy.limits, policy.max_nodes_per_scale_up)
         count = min(room.nodes, max(len(u.pods) for u in gangs))
@@ -312,19 +427,15 @@ class ScaleUpResult:
 
 def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArray, pools: Sequence[NodePool],
                   totals: Totals, state: EngineState, policy: Policy, now: float,
-                  pods: PodIndex | None = None, verdicts: Verdicts | None = None) -> ScaleUpResult:
+                  pods: PodIndex | None = None, verdicts: Verdicts | None = None,
+                  memo: ScaleUpMemo | None = None) -> ScaleUpResult:
     """`pods`: `cluster.index()`, if the caller has it; `verdicts`: pool verdicts kept by the caller for these very
-    pools (a memo); by default, one decision's."""
+    pools (a memo); by default, one decision's. `memo`: what the caller kept from its last decision (`ScaleUpMemo`);
+    by default none."""
     candidates = select_candidates(cluster, policy, now, pods)
-    verdicts = {} if verdicts is None else verdicts
-    normalizer = Resources()
-    for pool in pools:
-        normalizer = normalizer.max(pool.allocatable)
-    # Few shapes, many nodes (and many equal copies of a shape): the elementwise max over distinct values.
-    allocatables = list(map(attrgetter("allocatable"), table.nodes))
-    for allocatable in set(dict(zip(map(id, allocatables), allocatables, strict=True)).values()):
-        normalizer = normalizer.max(allocatable)
-    units = order_units(candidates.units, normalizer - Resources.of({PODS: normalizer.get(PODS)}))
+    memo = ScaleUpMemo() if memo is None else memo
+    fits = memo.fits(pools, {} if verdicts is None else verdicts)
+    units = order_units(candidates.units, *memo.normalizer(pools, table))
     existing = place_units(table, units)
     covered = [
         _verdict(p, ReasonCode.FITS_UPCOMING if upcoming_rows[existing.rows[p.key]] else ReasonCode.FITS_EXISTING,
@@ -346,13 +457,17 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                 {"until_s": backoff.until_s, "failures": backoff.failures})
     used_pools: set[str] = set()
     round_no = 0
+    hosts = {id(u): fits.hosts(u) for u in remaining}  # the units live as long as this call
     while remaining:
         estimates = []
         for pool in pools:
             if pool.name in blocked_pools or pool.name in used_pools:
                 continue
+            hostable = [u for u in remaining if pool.name in hosts[id(u)]]
+            if not hostable:
+                continue
             room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-            found = estimate(pool, remaining, table, room, f"new{round_no}-", verdicts)
+            found = estimate(pool, hostable, table, room, f"new{round_no}-")
             if found is not None:
                 estimates.append(found)
         if not estimates:
@@ -380,28 +495,26 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
         round_no += 1
     if any(u.group for u in remaining):
         spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy,
-                            verdicts)
+                            fits)
         scale_ups += spill.scale_ups
         remaining, table, totals = spill.leftover, spill.table, spill.totals
-    why: dict[tuple[object, ...], tuple[ReasonCode, str]] = {}
+    why = memo.why(pools, blocked_pools, totals, policy) if remaining else {}
     unplaceable = [v for u in remaining
-                   for v in _unplaceable(u, pools, blocked_pools, totals, policy, verdicts, why)]
+                   for v in _unplaceable(u, pools, blocked_pools, totals, policy, fits.verdicts, why)]
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
                          unplaceable=tuple(unplaceable), table=table, totals=totals)
 
 
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
-                 policy: Policy, verdicts: Verdicts, why: dict[tuple[object, ...], tuple[ReasonCode, str]],
-                 ) -> list[PodVerdict]:
+                 policy: Policy, verdicts: Verdicts, why: dict[UnitShape, _Why]) -> list[PodVerdict]:
     """Why no pool takes this unit: backoff, a limit, the gang as a whole, or no pool's node can host it. `why`
-    keeps the answer per unit shape (gang, pod requests and constraints) for one decision: units of one shape get
-    the same one, and many pods that wait loop after loop share a few shapes."""
-    shape = (unit.group, len(unit.pods), *((p.requests, p.constraints) for p in unit.pods))
+    keeps the answer per unit shape (gang, pod requests and constraints) for these inputs (`ScaleUpMemo.why`): units
+    of one shape get the same one, and many pods that wait loop after loop share a few shapes."""
+    shape: UnitShape = (unit.group, len(unit.pods), *((p.requests, p.constraints) for p in unit.pods))
     known = why.get(shape)
     if known is None:
-        known = why[shape] = _why_unplaceable(unit, pools, blocked, totals, policy, verdicts)
-    code, message = known
-    return [PodVerdict(pod=p.key, reasons=(Reason(code, message),)) for p in unit.pods]
+        known = why[shape] = _Why(*_why_unplaceable(unit, pools, blocked, totals, policy, verdicts))
+    return [known.of(p) for p in unit.pods]
 
 
 def _why_unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
