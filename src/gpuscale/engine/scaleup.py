@@ -414,6 +414,13 @@ def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePoo
     return Spill(scale_ups=scale_ups, leftover=singles + placement.leftover, table=placement.table, totals=totals)
 
 
+_COVERED = {
+    False: (Reason(ReasonCode.FITS_EXISTING, "fits on existing free capacity; the scheduler will bind it"),),
+    True: (Reason(ReasonCode.FITS_UPCOMING, "fits on upcoming capacity (a node still starting)"),),
+}
+"""The reasons of a pod covered by existing (False) or upcoming (True) capacity: the same for every such pod."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScaleUpResult:
     scale_ups: tuple[ScaleUp, ...]
@@ -437,12 +444,8 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
     fits = memo.fits(pools, {} if verdicts is None else verdicts)
     units = order_units(candidates.units, *memo.normalizer(pools, table))
     existing = place_units(table, units)
-    covered = [
-        _verdict(p, ReasonCode.FITS_UPCOMING if upcoming_rows[existing.rows[p.key]] else ReasonCode.FITS_EXISTING,
-                 "fits on upcoming capacity (a node still starting)" if upcoming_rows[existing.rows[p.key]]
-                 else "fits on existing free capacity; the scheduler will bind it")
-        for u in existing.placed for p in u.pods
-    ]
+    covered = [PodVerdict(pod=p.key, reasons=_COVERED[bool(upcoming_rows[existing.rows[p.key]])])
+               for u in existing.placed for p in u.pods]
     table = existing.table
     remaining = list(existing.leftover)
     scale_ups: list[ScaleUp] = []
