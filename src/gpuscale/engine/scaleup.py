@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +31,7 @@ from gpuscale.engine.expanders import Option, choose, waste
 from gpuscale.engine.fit import POOL_FITS, pool_verdict
 from gpuscale.engine.limits import Headroom, Totals, headroom
 from gpuscale.engine.plan import PodVerdict, ScaleUp
-from gpuscale.engine.policy import Policy
+from gpuscale.engine.policy import Limits, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
@@ -40,6 +41,7 @@ from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, PODS, Resources, is_gpu_resource
 
 BoolArray = npt.NDArray[np.bool_]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,30 +223,56 @@ KEPT = 10_000
 """Bound on each cache a `ScaleUpMemo` keeps: past it the cache starts over (it only ever costs recomputation)."""
 
 
+class _ByPod(Generic[T]):
+    """Values per pod *object*, kept from one decision to the next: the snapshot's arrangement hands back the very
+    pod object while a pod is unchanged, and a pod (frozen) is all these values read. Asking by identity skips
+    hashing and comparing the pod's requests and constraints, which `__hash__`/`__eq__` in Python make costly for the
+    few dozen pods that wait every decision. Each entry holds its pod, so no other object can reuse its id."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self) -> None:
+        self._of: dict[int, tuple[Pod, T]] = {}
+
+    def get(self, pod: Pod) -> T | None:
+        entry = self._of.get(id(pod))
+        return entry[1] if entry is not None and entry[0] is pod else None
+
+    def put(self, pod: Pod, value: T) -> T:
+        if len(self._of) >= KEPT:
+            self._of = {}
+        self._of[id(pod)] = (pod, value)
+        return value
+
+
 class PoolFits:
     """Which pools' new nodes host each unit: `verdict_of` for every pod of the unit in every pool, once per pod shape
     (requests and constraints, all a verdict reads) for these very pools. Estimation asks it for every unit, every
     pool and every round; a `ScaleUpMemo` keeps it from one decision to the next while the pools are equal, so pods
     that wait decision after decision (many fit no pool at all) are judged once."""
 
-    __slots__ = ("_of_shape", "pools", "verdicts")
+    __slots__ = ("_of_pod", "_of_shape", "pools", "verdicts")
 
     def __init__(self, pools: Sequence[NodePool], verdicts: Verdicts) -> None:
         self.pools = tuple(pools)
         self.verdicts = verdicts
         self._of_shape: dict[tuple[Resources, SchedulingConstraints], frozenset[str]] = {}
+        self._of_pod: _ByPod[frozenset[str]] = _ByPod()
 
     def hosts(self, unit: Unit) -> frozenset[str]:
         """Names of the pools one of whose new nodes hosts each pod of `unit` (`pool_verdict` says it fits)."""
         names: frozenset[str] | None = None
         for pod in unit.pods:
-            shape = (pod.requests, pod.constraints)
-            fit = self._of_shape.get(shape)
+            fit = self._of_pod.get(pod)
             if fit is None:
-                if len(self._of_shape) >= KEPT:
-                    self._of_shape = {}
-                fit = self._of_shape[shape] = frozenset(
-                    p.name for p in self.pools if verdict_of(pod, p, self.verdicts) == POOL_FITS)
+                shape = (pod.requests, pod.constraints)
+                fit = self._of_shape.get(shape)
+                if fit is None:
+                    if len(self._of_shape) >= KEPT:
+                        self._of_shape = {}
+                    fit = self._of_shape[shape] = frozenset(
+                        p.name for p in self.pools if verdict_of(pod, p, self.verdicts) == POOL_FITS)
+                self._of_pod.put(pod, fit)
             names = fit if names is None else names & fit
         return frozenset() if names is None else names
 
@@ -269,6 +297,15 @@ class _Why:
 UnitShape = tuple[object, ...]
 """A unit's gang name, size and pod shapes: all `_why_unplaceable` reads of a unit."""
 
+
+@dataclass(frozen=True, slots=True)
+class Unplaceable:
+    """Why units no pool takes are not scaled up, for one set of inputs (see `ScaleUpMemo.why`): per unit shape, and
+    the verdict of each single pod that got one (by pod object)."""
+
+    shapes: dict[UnitShape, _Why] = field(default_factory=dict)
+    singles: _ByPod[PodVerdict] = field(default_factory=_ByPod)
+
 WhyInputs = tuple[tuple[NodePool, ...], tuple[str | None, ...], tuple[tuple[bool, str], ...]]
 """What `_why_unplaceable` reads besides the unit: the pools (their verdicts follow), each pool's backoff message (None:
 not backed off), and whether each pool's headroom leaves a node and which limit binds it."""
@@ -282,14 +319,17 @@ class ScaleUpMemo:
     (tests/engine/test_scaleup_memo.py); with 20 to 25 pods that no pool can take waiting every decision of the
     twin's week, most of scale-up's work was judging them again."""
 
-    __slots__ = ("_fits", "_normalizer", "_shares", "_why", "_why_inputs")
+    __slots__ = ("_allocatables", "_fits", "_normalizer", "_shares", "_why", "_why_inputs", "_why_raw")
 
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
-        self._normalizer: tuple[tuple[tuple[Resources, ...], frozenset[Resources]], Resources] | None = None
+        self._allocatables: list[Resources] = []
+        """The table's node allocatables the normalizer was made from: held, so their ids stay theirs."""
+        self._normalizer: tuple[tuple[tuple[Resources, ...], frozenset[int]], Resources] | None = None
         self._shares: dict[Resources, float] = {}
+        self._why_raw: tuple[tuple[NodePool, ...], tuple[str | None, ...], Totals, Limits, int] | None = None
         self._why_inputs: WhyInputs | None = None
-        self._why: dict[UnitShape, _Why] = {}
+        self._why = Unplaceable()
 
     def fits(self, pools: Sequence[NodePool], verdicts: Verdicts) -> PoolFits:
         """The pool verdicts per unit for `pools`: the last ones while the pools are equal."""
@@ -302,30 +342,40 @@ class ScaleUpMemo:
     def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
         """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
         left out — and the shares already worked out against it (`order_units` fills them in)."""
-        # Few shapes, many nodes (and many equal copies of a shape): the distinct values.
+        # Many nodes, few allocatable objects (a node keeps its object while it is unchanged): the same objects as
+        # last time (ids of objects held, compared in C) give the same normalizer without hashing any value.
         allocatables = list(map(attrgetter("allocatable"), table.nodes))
-        key = (tuple(p.allocatable for p in pools),
-               frozenset(dict(zip(map(id, allocatables), allocatables, strict=True)).values()))
-        if self._normalizer is None or self._normalizer[0] != key:
+        key = (tuple(p.allocatable for p in pools), frozenset(map(id, allocatables)))
+        last = self._normalizer
+        if last is None or last[0] != key:
             normalizer = Resources()
-            for allocatable in (*key[0], *key[1]):
+            for allocatable in (*key[0], *set(allocatables)):
                 normalizer = normalizer.max(allocatable)
-            self._normalizer = (key, normalizer - Resources.of({PODS: normalizer.get(PODS)}))
+            normalizer -= Resources.of({PODS: normalizer.get(PODS)})
+            if last is None or last[1] != normalizer:
+                self._shares = {}
+            self._normalizer = last = (key, normalizer)
+            self._allocatables = allocatables
+        if len(self._shares) >= KEPT:
             self._shares = {}
-        elif len(self._shares) >= KEPT:
-            self._shares = {}
-        return self._normalizer[1], self._shares
+        return last[1], self._shares
 
     def why(self, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
-            policy: Policy) -> dict[UnitShape, _Why]:
-        """The reasons per unit shape for units no pool takes (`_unplaceable`): the last ones while every input of
-        `_why_unplaceable` but the unit is the same."""
-        inputs: WhyInputs = (
-            tuple(pools), tuple(blocked[p.name].message if p.name in blocked else None for p in pools),
-            tuple((room.nodes > 0, room.binding) for room in
-                  (headroom(p, totals, policy.limits, policy.max_nodes_per_scale_up) for p in pools)))
-        if inputs != self._why_inputs or len(self._why) >= KEPT:
-            self._why_inputs, self._why = inputs, {}
+            policy: Policy) -> Unplaceable:
+        """The reasons for units no pool takes (`_unplaceable`): the last ones while every input of `_why_unplaceable`
+        but the unit is the same (the pools, backoff messages, and each pool's headroom: whether it leaves a node and
+        which limit binds; the headroom is not worked out again while the totals and limits are the same)."""
+        messages = tuple(blocked[p.name].message if p.name in blocked else None for p in pools)
+        raw = (tuple(pools), messages, totals, policy.limits, policy.max_nodes_per_scale_up)
+        if raw != self._why_raw or self._why_inputs is None:
+            self._why_raw = raw
+            inputs: WhyInputs = (raw[0], messages, tuple(
+                (room.nodes > 0, room.binding) for room in
+                (headroom(p, totals, policy.limits, policy.max_nodes_per_scale_up) for p in pools)))
+            if inputs != self._why_inputs:
+                self._why_inputs, self._why = inputs, Unplaceable()
+        if len(self._why.shapes) >= KEPT:
+            self._why = Unplaceable()
         return self._why
 
 
@@ -501,7 +551,7 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                             fits)
         scale_ups += spill.scale_ups
         remaining, table, totals = spill.leftover, spill.table, spill.totals
-    why = memo.why(pools, blocked_pools, totals, policy) if remaining else {}
+    why = memo.why(pools, blocked_pools, totals, policy) if remaining else Unplaceable()
     unplaceable = [v for u in remaining
                    for v in _unplaceable(u, pools, blocked_pools, totals, policy, fits.verdicts, why)]
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
@@ -509,14 +559,19 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
 
 
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
-                 policy: Policy, verdicts: Verdicts, why: dict[UnitShape, _Why]) -> list[PodVerdict]:
+                 policy: Policy, verdicts: Verdicts, why: Unplaceable) -> list[PodVerdict]:
     """Why no pool takes this unit: backoff, a limit, the gang as a whole, or no pool's node can host it. `why`
     keeps the answer per unit shape (gang, pod requests and constraints) for these inputs (`ScaleUpMemo.why`): units
     of one shape get the same one, and many pods that wait loop after loop share a few shapes."""
+    single = unit.pods[0] if unit.group is None and len(unit.pods) == 1 else None
+    if single is not None and (verdict := why.singles.get(single)) is not None:
+        return [verdict]
     shape: UnitShape = (unit.group, len(unit.pods), *((p.requests, p.constraints) for p in unit.pods))
-    known = why.get(shape)
+    known = why.shapes.get(shape)
     if known is None:
-        known = why[shape] = _Why(*_why_unplaceable(unit, pools, blocked, totals, policy, verdicts))
+        known = why.shapes[shape] = _Why(*_why_unplaceable(unit, pools, blocked, totals, policy, verdicts))
+    if single is not None:
+        return [why.singles.put(single, known.of(single))]
     return [known.of(p) for p in unit.pods]
 
 
