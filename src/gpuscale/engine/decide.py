@@ -246,7 +246,8 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
                         (arranged.generation, arranged.moved))
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
                        totals=world.totals, state=state, policy=policy, now=now, pods=pods,
-                       verdicts=memo.verdicts() if memo is not None else None)
+                       verdicts=memo.verdicts() if memo is not None else None,
+                       memo=memo.scale_up if memo is not None else None)
     busy = _busy_rows(world, up.table, pods.by_node) if policy.buffers else set()  # only warm buffers read it
     buffers, _ = buffer_scale_ups(up.table, world, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])

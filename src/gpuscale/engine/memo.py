@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from gpuscale.engine.arrange import ArrangeMemo
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
-from gpuscale.engine.scaleup import Verdicts
+from gpuscale.engine.scaleup import ScaleUpMemo, Verdicts
 from gpuscale.engine.table import GroupKey, RowMemo, node_group_key
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
@@ -138,7 +138,7 @@ class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
     __slots__ = ("_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_pools", "_seen", "_templates",
-                 "_verdicts", "arrange", "rows", "scale_down")
+                 "_verdicts", "arrange", "rows", "scale_down", "scale_up")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
@@ -158,6 +158,8 @@ class DecideMemo:
         """The what-if table's rows (`NodeTable.build`)."""
         self.scale_down = ScaleDownMemo()
         """Scale-down's node set, unneeded clocks and candidate verdicts (`ScaleDownMemo`)."""
+        self.scale_up = ScaleUpMemo()
+        """Scale-up's pool verdicts per unit, share normalizer and reasons for units no pool takes (`ScaleUpMemo`)."""
         self._node_rows: NodeRows | None = None
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +31,7 @@ from gpuscale.engine.expanders import Option, choose, waste
 from gpuscale.engine.fit import POOL_FITS, pool_verdict
 from gpuscale.engine.limits import Headroom, Totals, headroom
 from gpuscale.engine.plan import PodVerdict, ScaleUp
-from gpuscale.engine.policy import Policy
+from gpuscale.engine.policy import Limits, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
@@ -40,6 +41,7 @@ from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, PODS, Resources, is_gpu_resource
 
 BoolArray = npt.NDArray[np.bool_]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +123,19 @@ def select_candidates(cluster: Cluster, policy: Policy, now: float, index: PodIn
     return result
 
 
-def order_units(units: Sequence[Unit], normalizer: Resources) -> list[Unit]:
-    """First-fit-decreasing order: priority, then dominant share (GPUs included; a gang's shares add up), then key."""
+def order_units(units: Sequence[Unit], normalizer: Resources,
+                shares: dict[Resources, float] | None = None) -> list[Unit]:
+    """First-fit-decreasing order: priority, then dominant share (GPUs included; a gang's shares add up), then key.
+    `shares`: dominant shares per pod requests already worked out against this very `normalizer` (filled in)."""
     norm = dict(normalizer.items)
+    known: dict[Resources, float] = {} if shares is None else shares
 
     def share(pod: Pod) -> float:
-        return max((a / norm[n] for n, a in pod.requests.items if norm.get(n)), default=0.0)
+        value = known.get(pod.requests)
+        if value is None:
+            value = known[pod.requests] = max((a / norm[n] for n, a in pod.requests.items if norm.get(n)),
+                                              default=0.0)
+        return value
 
     return sorted(units, key=lambda u: (-max(p.priority for p in u.pods), -sum(share(p) for p in u.pods), u.key))
 
@@ -210,6 +219,166 @@ def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
     return verdict
 
 
+KEPT = 10_000
+"""Bound on each cache a `ScaleUpMemo` keeps: past it the cache starts over (it only ever costs recomputation)."""
+
+
+class _ByPod(Generic[T]):
+    """Values per pod *object*, kept from one decision to the next: the snapshot's arrangement hands back the very
+    pod object while a pod is unchanged, and a pod (frozen) is all these values read. Asking by identity skips
+    hashing and comparing the pod's requests and constraints, which `__hash__`/`__eq__` in Python make costly for the
+    few dozen pods that wait every decision. Each entry holds its pod, so no other object can reuse its id."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self) -> None:
+        self._of: dict[int, tuple[Pod, T]] = {}
+
+    def get(self, pod: Pod) -> T | None:
+        entry = self._of.get(id(pod))
+        return entry[1] if entry is not None and entry[0] is pod else None
+
+    def put(self, pod: Pod, value: T) -> T:
+        if len(self._of) >= KEPT:
+            self._of = {}
+        self._of[id(pod)] = (pod, value)
+        return value
+
+
+class PoolFits:
+    """Which pools' new nodes host each unit: `verdict_of` for every pod of the unit in every pool, once per pod shape
+    (requests and constraints, all a verdict reads) for these very pools. Estimation asks it for every unit, every
+    pool and every round; a `ScaleUpMemo` keeps it from one decision to the next while the pools are equal, so pods
+    that wait decision after decision (many fit no pool at all) are judged once."""
+
+    __slots__ = ("_of_pod", "_of_shape", "pools", "verdicts")
+
+    def __init__(self, pools: Sequence[NodePool], verdicts: Verdicts) -> None:
+        self.pools = tuple(pools)
+        self.verdicts = verdicts
+        self._of_shape: dict[tuple[Resources, SchedulingConstraints], frozenset[str]] = {}
+        self._of_pod: _ByPod[frozenset[str]] = _ByPod()
+
+    def hosts(self, unit: Unit) -> frozenset[str]:
+        """Names of the pools one of whose new nodes hosts each pod of `unit` (`pool_verdict` says it fits)."""
+        names: frozenset[str] | None = None
+        for pod in unit.pods:
+            fit = self._of_pod.get(pod)
+            if fit is None:
+                shape = (pod.requests, pod.constraints)
+                fit = self._of_shape.get(shape)
+                if fit is None:
+                    if len(self._of_shape) >= KEPT:
+                        self._of_shape = {}
+                    fit = self._of_shape[shape] = frozenset(
+                        p.name for p in self.pools if verdict_of(pod, p, self.verdicts) == POOL_FITS)
+                self._of_pod.put(pod, fit)
+            names = fit if names is None else names & fit
+        return frozenset() if names is None else names
+
+
+@dataclass(frozen=True, slots=True)
+class _Why:
+    """Why units of one shape are not scaled up, and the verdicts of the pods that got it so far (by pod name)."""
+
+    code: ReasonCode
+    message: str
+    verdicts: dict[str, PodVerdict] = field(default_factory=dict)
+
+    def of(self, pod: Pod) -> PodVerdict:
+        verdict = self.verdicts.get(pod.key)
+        if verdict is None:
+            if len(self.verdicts) >= KEPT:
+                self.verdicts.clear()
+            verdict = self.verdicts[pod.key] = PodVerdict(pod=pod.key, reasons=(Reason(self.code, self.message),))
+        return verdict
+
+
+UnitShape = tuple[object, ...]
+"""A unit's gang name, size and pod shapes: all `_why_unplaceable` reads of a unit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaceable:
+    """Why units no pool takes are not scaled up, for one set of inputs (see `ScaleUpMemo.why`): per unit shape, and
+    the verdict of each single pod that got one (by pod object)."""
+
+    shapes: dict[UnitShape, _Why] = field(default_factory=dict)
+    singles: _ByPod[PodVerdict] = field(default_factory=_ByPod)
+
+WhyInputs = tuple[tuple[NodePool, ...], tuple[str | None, ...], tuple[tuple[bool, str], ...]]
+"""What `_why_unplaceable` reads besides the unit: the pools (their verdicts follow), each pool's backoff message (None:
+not backed off), and whether each pool's headroom leaves a node and which limit binds it."""
+
+
+class ScaleUpMemo:
+    """What scale-up derives from inputs that rarely change, carried from one decision to the next (kept by
+    `engine.memo.DecideMemo`): the pool verdicts per unit (`PoolFits`), the dominant-share normalizer and the shares
+    worked out against it, and why each unit shape no pool takes is not scaled up. Each is kept with everything it was
+    computed from and dropped when any of that differs, so a decision with a memo equals one with a fresh memo
+    (tests/engine/test_scaleup_memo.py); with 20 to 25 pods that no pool can take waiting every decision of the
+    twin's week, most of scale-up's work was judging them again."""
+
+    __slots__ = ("_allocatables", "_fits", "_normalizer", "_shares", "_why", "_why_inputs", "_why_raw")
+
+    def __init__(self) -> None:
+        self._fits: PoolFits | None = None
+        self._allocatables: list[Resources] = []
+        """The table's node allocatables the normalizer was made from: held, so their ids stay theirs."""
+        self._normalizer: tuple[tuple[tuple[Resources, ...], frozenset[int]], Resources] | None = None
+        self._shares: dict[Resources, float] = {}
+        self._why_raw: tuple[tuple[NodePool, ...], tuple[str | None, ...], Totals, Limits, int] | None = None
+        self._why_inputs: WhyInputs | None = None
+        self._why = Unplaceable()
+
+    def fits(self, pools: Sequence[NodePool], verdicts: Verdicts) -> PoolFits:
+        """The pool verdicts per unit for `pools`: the last ones while the pools are equal."""
+        fits = self._fits
+        if fits is None or fits.pools != tuple(pools):
+            fits = self._fits = PoolFits(pools, verdicts)
+        fits.verdicts = verdicts  # any verdicts for these pools are the same verdicts
+        return fits
+
+    def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
+        """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
+        left out — and the shares already worked out against it (`order_units` fills them in)."""
+        # Many nodes, few allocatable objects (a node keeps its object while it is unchanged): the same objects as
+        # last time (ids of objects held, compared in C) give the same normalizer without hashing any value.
+        allocatables = list(map(attrgetter("allocatable"), table.nodes))
+        key = (tuple(p.allocatable for p in pools), frozenset(map(id, allocatables)))
+        last = self._normalizer
+        if last is None or last[0] != key:
+            normalizer = Resources()
+            for allocatable in (*key[0], *set(allocatables)):
+                normalizer = normalizer.max(allocatable)
+            normalizer -= Resources.of({PODS: normalizer.get(PODS)})
+            if last is None or last[1] != normalizer:
+                self._shares = {}
+            self._normalizer = last = (key, normalizer)
+            self._allocatables = allocatables
+        if len(self._shares) >= KEPT:
+            self._shares = {}
+        return last[1], self._shares
+
+    def why(self, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
+            policy: Policy) -> Unplaceable:
+        """The reasons for units no pool takes (`_unplaceable`): the last ones while every input of `_why_unplaceable`
+        but the unit is the same (the pools, backoff messages, and each pool's headroom: whether it leaves a node and
+        which limit binds; the headroom is not worked out again while the totals and limits are the same)."""
+        messages = tuple(blocked[p.name].message if p.name in blocked else None for p in pools)
+        raw = (tuple(pools), messages, totals, policy.limits, policy.max_nodes_per_scale_up)
+        if raw != self._why_raw or self._why_inputs is None:
+            self._why_raw = raw
+            inputs: WhyInputs = (raw[0], messages, tuple(
+                (room.nodes > 0, room.binding) for room in
+                (headroom(p, totals, policy.limits, policy.max_nodes_per_scale_up) for p in pools)))
+            if inputs != self._why_inputs:
+                self._why_inputs, self._why = inputs, Unplaceable()
+        if len(self._why.shapes) >= KEPT:
+            self._why = Unplaceable()
+        return self._why
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     option: Option
@@ -217,14 +386,11 @@ class Estimate:
     placed: tuple[Unit, ...]
 
 
-def estimate(pool: NodePool, units: Sequence[Unit], table: NodeTable, room: Headroom,
-             name_prefix: str, verdicts: Verdicts | None = None) -> Estimate | None:
-    """Step 3: how many new nodes of `pool` host which of `units` (bounded by the limits' headroom)."""
-    if room.nodes <= 0:
-        return None
-    seen: Verdicts = {} if verdicts is None else verdicts
-    hostable = [u for u in units if all(verdict_of(p, pool, seen) == POOL_FITS for p in u.pods)]
-    if not hostable:
+def estimate(pool: NodePool, hostable: Sequence[Unit], table: NodeTable, room: Headroom,
+             name_prefix: str) -> Estimate | None:
+    """Step 3: how many new nodes of `pool` host which of `hostable` (units a new node of the pool hosts: see
+    `PoolFits`), bounded by the limits' headroom."""
+    if room.nodes <= 0 or not hostable:
         return None
     upper = min(room.nodes, sum(len(u.pods) for u in hostable))
     templates = [pool.template(f"{name_prefix}{pool.name}-{k}") for k in range(upper)]
@@ -253,7 +419,7 @@ class Spill:
 
 
 def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePool], totals: Totals,
-                policy: Policy, verdicts: Verdicts | None = None) -> Spill:
+                policy: Policy, fits: PoolFits) -> Spill:
     """Step 4b: a gang no single pool can host (each pool's limit leaves too few nodes, or some of its nodes are
     partly taken) may span pools — every pool that can host all of its pods, up to each pool's headroom, in pool
     order. Cluster Autoscaler, which does not know gangs, spreads such pods over node groups anyway; waiting instead
@@ -264,9 +430,8 @@ def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePoo
     singles = [u for u in units if not u.group]
     extended, reserved = table, totals
     new_pool: list[tuple[int, NodePool]] = []
-    seen: Verdicts = {} if verdicts is None else verdicts
     for pool in pools:
-        if not any(all(verdict_of(p, pool, seen) == POOL_FITS for p in u.pods) for u in gangs):
+        if not any(pool.name in fits.hosts(u) for u in gangs):
             continue
         room = headroom(pool, reserved, policy.limits, policy.max_nodes_per_scale_up)
         count = min(room.nodes, max(len(u.pods) for u in gangs))
@@ -299,6 +464,13 @@ def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePoo
     return Spill(scale_ups=scale_ups, leftover=singles + placement.leftover, table=placement.table, totals=totals)
 
 
+_COVERED = {
+    False: (Reason(ReasonCode.FITS_EXISTING, "fits on existing free capacity; the scheduler will bind it"),),
+    True: (Reason(ReasonCode.FITS_UPCOMING, "fits on upcoming capacity (a node still starting)"),),
+}
+"""The reasons of a pod covered by existing (False) or upcoming (True) capacity: the same for every such pod."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScaleUpResult:
     scale_ups: tuple[ScaleUp, ...]
@@ -312,26 +484,18 @@ class ScaleUpResult:
 
 def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArray, pools: Sequence[NodePool],
                   totals: Totals, state: EngineState, policy: Policy, now: float,
-                  pods: PodIndex | None = None, verdicts: Verdicts | None = None) -> ScaleUpResult:
+                  pods: PodIndex | None = None, verdicts: Verdicts | None = None,
+                  memo: ScaleUpMemo | None = None) -> ScaleUpResult:
     """`pods`: `cluster.index()`, if the caller has it; `verdicts`: pool verdicts kept by the caller for these very
-    pools (a memo); by default, one decision's."""
+    pools (a memo); by default, one decision's. `memo`: what the caller kept from its last decision (`ScaleUpMemo`);
+    by default none."""
     candidates = select_candidates(cluster, policy, now, pods)
-    verdicts = {} if verdicts is None else verdicts
-    normalizer = Resources()
-    for pool in pools:
-        normalizer = normalizer.max(pool.allocatable)
-    # Few shapes, many nodes (and many equal copies of a shape): the elementwise max over distinct values.
-    allocatables = list(map(attrgetter("allocatable"), table.nodes))
-    for allocatable in set(dict(zip(map(id, allocatables), allocatables, strict=True)).values()):
-        normalizer = normalizer.max(allocatable)
-    units = order_units(candidates.units, normalizer - Resources.of({PODS: normalizer.get(PODS)}))
+    memo = ScaleUpMemo() if memo is None else memo
+    fits = memo.fits(pools, {} if verdicts is None else verdicts)
+    units = order_units(candidates.units, *memo.normalizer(pools, table))
     existing = place_units(table, units)
-    covered = [
-        _verdict(p, ReasonCode.FITS_UPCOMING if upcoming_rows[existing.rows[p.key]] else ReasonCode.FITS_EXISTING,
-                 "fits on upcoming capacity (a node still starting)" if upcoming_rows[existing.rows[p.key]]
-                 else "fits on existing free capacity; the scheduler will bind it")
-        for u in existing.placed for p in u.pods
-    ]
+    covered = [PodVerdict(pod=p.key, reasons=_COVERED[bool(upcoming_rows[existing.rows[p.key]])])
+               for u in existing.placed for p in u.pods]
     table = existing.table
     remaining = list(existing.leftover)
     scale_ups: list[ScaleUp] = []
@@ -346,13 +510,17 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                 {"until_s": backoff.until_s, "failures": backoff.failures})
     used_pools: set[str] = set()
     round_no = 0
+    hosts = {id(u): fits.hosts(u) for u in remaining}  # the units live as long as this call
     while remaining:
         estimates = []
         for pool in pools:
             if pool.name in blocked_pools or pool.name in used_pools:
                 continue
+            hostable = [u for u in remaining if pool.name in hosts[id(u)]]
+            if not hostable:
+                continue
             room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-            found = estimate(pool, remaining, table, room, f"new{round_no}-", verdicts)
+            found = estimate(pool, hostable, table, room, f"new{round_no}-")
             if found is not None:
                 estimates.append(found)
         if not estimates:
@@ -380,28 +548,31 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
         round_no += 1
     if any(u.group for u in remaining):
         spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy,
-                            verdicts)
+                            fits)
         scale_ups += spill.scale_ups
         remaining, table, totals = spill.leftover, spill.table, spill.totals
-    why: dict[tuple[object, ...], tuple[ReasonCode, str]] = {}
+    why = memo.why(pools, blocked_pools, totals, policy) if remaining else Unplaceable()
     unplaceable = [v for u in remaining
-                   for v in _unplaceable(u, pools, blocked_pools, totals, policy, verdicts, why)]
+                   for v in _unplaceable(u, pools, blocked_pools, totals, policy, fits.verdicts, why)]
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
                          unplaceable=tuple(unplaceable), table=table, totals=totals)
 
 
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
-                 policy: Policy, verdicts: Verdicts, why: dict[tuple[object, ...], tuple[ReasonCode, str]],
-                 ) -> list[PodVerdict]:
+                 policy: Policy, verdicts: Verdicts, why: Unplaceable) -> list[PodVerdict]:
     """Why no pool takes this unit: backoff, a limit, the gang as a whole, or no pool's node can host it. `why`
-    keeps the answer per unit shape (gang, pod requests and constraints) for one decision: units of one shape get
-    the same one, and many pods that wait loop after loop share a few shapes."""
-    shape = (unit.group, len(unit.pods), *((p.requests, p.constraints) for p in unit.pods))
-    known = why.get(shape)
+    keeps the answer per unit shape (gang, pod requests and constraints) for these inputs (`ScaleUpMemo.why`): units
+    of one shape get the same one, and many pods that wait loop after loop share a few shapes."""
+    single = unit.pods[0] if unit.group is None and len(unit.pods) == 1 else None
+    if single is not None and (verdict := why.singles.get(single)) is not None:
+        return [verdict]
+    shape: UnitShape = (unit.group, len(unit.pods), *((p.requests, p.constraints) for p in unit.pods))
+    known = why.shapes.get(shape)
     if known is None:
-        known = why[shape] = _why_unplaceable(unit, pools, blocked, totals, policy, verdicts)
-    code, message = known
-    return [PodVerdict(pod=p.key, reasons=(Reason(code, message),)) for p in unit.pods]
+        known = why.shapes[shape] = _Why(*_why_unplaceable(unit, pools, blocked, totals, policy, verdicts))
+    if single is not None:
+        return [why.singles.put(single, known.of(single))]
+    return [known.of(p) for p in unit.pods]
 
 
 def _why_unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
