@@ -41,9 +41,12 @@ Cost at 5,000 nodes × 150,000 pods: step 2 is O(nodes × resources) NumPy over 
 C-level passes, no Python loop per node); steps 3–4 touch only candidates' pods; each simulated candidate costs one
 fork (O(nodes × resources)) plus one vectorised feasibility pass per pod. **Carried between decisions**
 (`ScaleDownMemo`, part of the engine's decision memo; never changes a result): the node set while the node records are
-the very same objects (updated, not rebuilt, when some change: only records it does not hold are derived), and each
-underutilized node's verdict — its reason and drainability — while its record, utilization numbers and pod objects are
-the same and the policy and PDBs are equal, so a node blocked by the same pod tick after tick is not re-checked.
+the very same objects (updated, not rebuilt, when some change: only records it does not hold are derived) with its
+table rows while the table's index is the same; and each underutilized node's verdict — its reason and drainability —
+while its record, utilization numbers and pod objects are the same and the policy and PDBs are equal, so a node
+blocked by the same pod tick after tick is not re-checked. Verdicts are held by position and follow their records from
+one node set to the next; the numbers are compared in one vectorised pass, and the pods not at all for nodes the
+arrangement says no pod moved on (`engine.arrange.Arranged.moved`), so a decision touches only what changed.
 
 **Simulation cap** (like CA's `--scale-down-candidates-pool-ratio` / `--scale-down-candidates-pool-min-count`): nodes
 already unneeded are always re-simulated (their clocks must not reset for lack of time); at most
@@ -233,7 +236,10 @@ class _Columns:
                         ready=self.ready[source])
 
     def copy(self) -> _Columns:
-        return self.take(np.arange(len(self.names)))
+        return _Columns(nodes=self.nodes.copy(), names=self.names.copy(), pools=self.pools.copy(),
+                        pool_names=self.pool_names.copy(), since=self.since.copy(), phases=self.phases.copy(),
+                        alloc=self.alloc.copy(), gpu_pool=self.gpu_pool.copy(), deleting=self.deleting.copy(),
+                        ready=self.ready.copy())
 
     def put(self, at: IntArray, new: _Columns) -> None:
         """Positions `at` take `new`'s entries, in order."""
@@ -248,7 +254,7 @@ class NodeSet:
     arrays built without a Python pass per node. A `ScaleDownMemo` keeps one while the records are the very same
     objects, and otherwise derives only the records it does not hold yet (`updated`)."""
 
-    __slots__ = ("_live", "_sizes", "_unneeded_since", "alloc", "columns", "gpu_pool", "live_count", "names",
+    __slots__ = ("_live", "_rows", "_sizes", "_unneeded_since", "alloc", "columns", "gpu_pool", "live_count", "names",
                  "nodes", "records", "registered", "unready", "usable", "usable_positions", "usable_total")
 
     def __init__(self, records: Sequence[NodeRecord], columns: _Columns | None = None) -> None:
@@ -272,35 +278,44 @@ class NodeSet:
         self._live: frozenset[str] | None = None
         self._sizes: Counter[str] | None = None
         self._unneeded_since: dict[str, float] | None = None
+        self._rows: tuple[Mapping[str, int], IntArray] | None = None
+        """The last `rows` answer and the table index it was read from."""
 
     def updated(self, records: Sequence[NodeRecord]) -> NodeSet:
         """The set of `records`: the columns of records this set holds (the very same objects) are copied, only the
         others are derived. This set is returned as it is if nothing changed."""
+        return self.changed(records)[0]
+
+    def changed(self, records: Sequence[NodeRecord]) -> tuple[NodeSet, IntArray | None]:
+        """`updated`, and for each of its positions the position in this set of the very same record, -1 for none
+        (None: the result was sorted afresh)."""
         if len(records) == len(self.records):
-            changed = np.flatnonzero(np.fromiter(map(operator.is_not, records, self.records), dtype=bool,
-                                                 count=len(records)))
-            if not len(changed):
-                return self
+            same = np.fromiter(map(operator.is_, records, self.records), dtype=bool, count=len(records))
+            if same.all():
+                return self, np.arange(len(records))
+            changed = np.flatnonzero(~same)
             at = changed.tolist()
             if all(records[i].node.name == self.names[i] for i in at):  # same names: still in name order
                 columns = self.columns.copy()
                 columns.put(changed, _Columns.of([records[i] for i in at]))
-                return NodeSet(records, columns)
+                nodes = NodeSet(records, columns)
+                nodes._rows = self._rows  # the same names: the same rows in the same table
+                return nodes, np.where(same, np.arange(len(records)), -1)
         # Held records are alive, so their ids are not another object's.
         where = dict(zip(map(id, self.records), range(len(self.records)), strict=True))
         source = np.fromiter(map(where.get, map(id, records), repeat(-1)), dtype=np.int64, count=len(records))
         fresh = np.flatnonzero(source < 0)
         kept = source[source >= 0]
         if not len(kept) or not (kept[1:] > kept[:-1]).all():
-            return NodeSet(records)  # nothing to copy, or not in name order
+            return NodeSet(records), None  # nothing to copy, or not in name order
         columns = self.columns.take(np.maximum(source, 0))
         if len(fresh):
             columns.put(fresh, _Columns.of([records[i] for i in fresh.tolist()]))
             names, last = columns.names, len(records) - 1
             for i in fresh.tolist():  # the kept ones keep their order: only a new neighbour can break it
                 if (i > 0 and names[i - 1] >= names[i]) or (i < last and names[i] >= names[i + 1]):
-                    return NodeSet(records)
-        return NodeSet(records, columns)
+                    return NodeSet(records), None
+        return NodeSet(records, columns), source
 
     def unneeded_since(self) -> Mapping[str, float]:
         """Node → the unneeded clock its `DeletionCandidateOfClusterAutoscaler` taint carries."""
@@ -325,11 +340,16 @@ class NodeSet:
         return self._sizes
 
     def rows(self, table: NodeTable) -> IntArray:
-        """Each node's row in `table`, -1 for none."""
-        found: list[int | None] = list(map(table.row_index().get, self.names))
-        if None in found:
-            return np.array([-1 if row is None else row for row in found], dtype=np.int64)
-        return np.array(found, dtype=np.int64)
+        """Each node's row in `table`, -1 for none (read-only). Kept while the table's index is the very same mapping
+        (table indexes are never changed once made; the row memo hands the last one back while the rows are)."""
+        index = table.row_index()
+        if self._rows is not None and self._rows[0] is index:
+            return self._rows[1]
+        found: list[int | None] = list(map(index.get, self.names))
+        rows = np.array([-1 if row is None else row for row in found] if None in found else found, dtype=np.int64)
+        rows.flags.writeable = False
+        self._rows = (index, rows)
+        return rows
 
 
 # ------------------------------------------------------------------------------------------------------------- gate
@@ -453,38 +473,94 @@ def _judge(record: NodeRecord, numbers: _Numbers, pods: Sequence[Pod], policy: P
     return _with_drain(candidate, drain)
 
 
-@dataclass(frozen=True, slots=True)
-class _Judged:
-    record: NodeRecord
-    numbers: _Numbers
-    pods: tuple[Pod, ...]
-    verdict: _Candidate | NodeVerdict
+class _Judgements:
+    """The verdicts of the last decision's underutilized nodes, by position in one `NodeSet`, carried to the next
+    decision (in a `ScaleDownMemo`; a fresh one judges every node). A verdict reads only the node record, its
+    utilization numbers, its pods, the policy and the whole PDB budget: it is reused while the record is the very same
+    object (positions follow their records from one set to the next), the numbers are equal and the pods the very same
+    objects (the owner drops all verdicts when the policy or a PDB changes). Whether the pods are the same is known
+    without looking when the arrangement says which nodes' pods may have moved since the last decision
+    (`engine.arrange.Arranged.moved`); else each reused verdict's pods are compared."""
 
+    __slots__ = ("_generation", "at", "nodes", "numbers", "pods", "verdicts")
 
-class _Verdicts:
-    """The verdicts of one decision's underutilized nodes, reusing those of the previous decision (`known`) whose
-    inputs are unchanged: a verdict reads only the node record, its utilization numbers, its pods (the very same
-    objects), the policy and the whole PDB budget (the caller drops `known` when those two change)."""
+    def __init__(self) -> None:
+        self.nodes: NodeSet | None = None
+        """The set the positions are of."""
+        self.at: IntArray = np.zeros(0, dtype=np.int64)
+        """Positions with a verdict, ascending."""
+        self.numbers: FloatArray = np.zeros((0, 6))
+        """Row by row, the numbers each verdict was made from (`_Numbers`, GPU-ness as 0/1)."""
+        self.verdicts: list[_Candidate | NodeVerdict] = []
+        self.pods: list[tuple[Pod, ...]] = []
+        """The pods each verdict was made from."""
+        self._generation = -1
+        """The arrangement the pods were those of (-1: unknown)."""
 
-    __slots__ = ("budget", "fresh", "known", "policy")
+    def follow(self, nodes: NodeSet, source: IntArray | None) -> None:
+        """Positions now refer to `nodes`, whose position i holds the very record at position `source[i]` of the
+        last set (-1: none; None: unknown): verdicts follow their records, the others are forgotten."""
+        if nodes is self.nodes:
+            return
+        if source is None or self.nodes is None:
+            self.at, self.numbers, self.verdicts, self.pods = np.zeros(0, dtype=np.int64), np.zeros((0, 6)), [], []
+        else:
+            moved_to = np.full(len(self.nodes.names), -1, dtype=np.int64)
+            kept = np.flatnonzero(source >= 0)
+            moved_to[source[kept]] = kept
+            to = moved_to[self.at]
+            if not (to >= 0).all():
+                keep = np.flatnonzero(to >= 0)
+                to, self.numbers = to[keep], self.numbers[keep]
+                self.verdicts = [self.verdicts[i] for i in keep.tolist()]
+                self.pods = [self.pods[i] for i in keep.tolist()]
+            self.at = to  # still ascending: kept records keep their order
+        self.nodes = nodes
 
-    def __init__(self, known: Mapping[str, _Judged], policy: Policy, pdbs: Sequence[PodDisruptionBudget]) -> None:
-        self.known, self.policy, self.budget = known, policy, PdbBudget(pdbs)
-        self.fresh: dict[str, _Judged] = {}
+    def forget(self) -> None:
+        self.nodes = None
 
-    def of(self, record: NodeRecord, numbers: _Numbers, pods: Sequence[Pod]) -> _Candidate | NodeVerdict:
-        name = record.node.name
-        known = self.known.get(name)
-        if (known is None or known.record is not record or known.numbers != numbers
-                or len(known.pods) != len(pods) or not all(map(operator.is_, known.pods, pods))):
-            known = _Judged(record, numbers, tuple(pods), _judge(record, numbers, pods, self.policy, self.budget))
-        self.fresh[name] = known
-        return known.verdict
+    def judge(self, at: IntArray, numbers: FloatArray, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
+              budget: PdbBudget, moved: tuple[int, frozenset[str] | None] | None) -> list[_Candidate | NodeVerdict]:
+        """The verdicts of the nodes at positions `at` (ascending, of `self.nodes`) with `numbers` (row by row); the
+        others' are forgotten."""
+        nodes = self.nodes
+        assert nodes is not None
+        generation, hint = moved if moved is not None else (-1, None)
+        seen, self._generation = self._generation, generation
+        held = np.minimum(np.searchsorted(self.at, at), max(len(self.at) - 1, 0))
+        same = np.zeros(len(at), dtype=bool)
+        if len(self.at):
+            same = (self.at[held] == at) & (self.numbers[held] == numbers).all(axis=1)
+        names = nodes.names[at].tolist()
+        # the nodes whose pods may differ from the last decision's (None: any may)
+        stirred = hint if hint is not None and generation >= 0 and seen == generation - 1 else None
+        verdicts: list[_Candidate | NodeVerdict] = []
+        pods_of: list[tuple[Pod, ...]] = []
+        old_verdicts, old_pods, records = self.verdicts, self.pods, nodes.records
+        for i, name, again, j in zip(range(len(at)), names, same.tolist(), held.tolist(), strict=True):
+            if again:
+                if stirred is not None:
+                    again = name not in stirred
+                else:
+                    kept, pods = old_pods[j], pods_by_node.get(name, ())
+                    again = len(kept) == len(pods) and all(map(operator.is_, kept, pods))
+            if again:
+                verdicts.append(old_verdicts[j])
+                pods_of.append(old_pods[j])
+            else:
+                pods = pods_by_node.get(name, ())
+                row = numbers[i].tolist()
+                verdicts.append(_judge(records[int(at[i])], (*row[:5], bool(row[5])), pods, policy, budget))
+                pods_of.append(tuple(pods))
+        self.at, self.numbers, self.verdicts, self.pods = at, numbers, verdicts, pods_of
+        return verdicts
 
 
 def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
-                   policy: Policy, now: float,
-                   verdicts: _Verdicts) -> tuple[list[tuple[_Candidate, int | None]], list[NodeVerdict]]:
+                   policy: Policy, now: float, budget: PdbBudget, judgements: _Judgements,
+                   moved: tuple[int, frozenset[str] | None] | None,
+                   ) -> tuple[list[tuple[_Candidate, int | None]], list[NodeVerdict]]:
     """Drainable candidates (strictly below threshold, known pool) with their table rows, and the underutilized nodes
     that cannot go."""
     at = _evaluated(nodes, policy, now)
@@ -492,16 +568,15 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
     thresholds = np.where(found.gpu_node, policy.scale_down_gpu_utilization_threshold,
                           policy.scale_down_utilization_threshold)
     below = np.flatnonzero(found.value < thresholds)
-    ratios = np.column_stack((found.value, thresholds, found.cpu, found.memory, found.gpu))[below].tolist()
+    numbers = np.column_stack((found.value, thresholds, found.cpu, found.memory, found.gpu, found.gpu_node))[below]
+    positions = at[below]
     candidates: list[tuple[_Candidate, int | None]] = []
     blocked: list[NodeVerdict] = []
-    for position, numbers, gpu_node in zip(at[below].tolist(), ratios, found.gpu_node[below].tolist(), strict=True):
-        pods = pods_by_node.get(nodes.names[position], ())
-        verdict = verdicts.of(nodes.records[position], (*numbers, gpu_node), pods)
+    for verdict, row in zip(judgements.judge(positions, numbers, pods_by_node, policy, budget, moved),
+                            rows[positions].tolist(), strict=True):
         if isinstance(verdict, NodeVerdict):
             blocked.append(verdict)
         else:
-            row = int(rows[position])
             candidates.append((verdict, row if row >= 0 else None))
     return candidates, blocked
 
@@ -650,11 +725,12 @@ def _with_drain(c: _Candidate, drain: NodeDrain) -> _Candidate:
 
 def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
           state: EngineState, now: float, unneeded_since: Mapping[str, float], cap: SimulationCap | None,
-          verdicts: _Verdicts) -> ScaleDownResult:
+          budget: PdbBudget, judgements: _Judgements,
+          moved: tuple[int, frozenset[str] | None] | None = None) -> ScaleDownResult:
     """Steps 1–6 of the module docstring."""
     halt = _halt(nodes, policy, state, now)
     rows = nodes.rows(table)
-    drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, verdicts)
+    drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved)
     drainable.sort(key=lambda candidate: candidate[0].order())
     simulation = _Simulation(table, nodes, rows, {row for _, row in drainable if row is not None})
     new_allowed = (cap or SimulationCap()).limit(len(nodes.names))
@@ -672,7 +748,7 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
             blocked.append(NodeVerdict(node=c.node.name, reasons=(why_not, c.reason)))
     names = {c.node.name for c in unneeded}
     live = nodes.live()
-    removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, verdicts.budget, policy, state, now)
+    removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, budget, policy, state, now)
     return ScaleDownResult(
         removals=tuple(removals),
         blocked=tuple(sorted((*blocked, *at_min), key=lambda v: v.node)),
@@ -701,36 +777,45 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
         pool_name = pool_of.get(node.name)
         pool = pools.get(pool_name if pool_name is not None else "")
         records.append(_Record(node, pool_name, pool, phase(node, pool), allocatable_amounts(node)))
-    return _plan(NodeSet(records), table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
-                 unneeded_since=unneeded_since, cap=cap, verdicts=_Verdicts({}, policy, pdbs))
+    nodeset, judgements = NodeSet(records), _Judgements()
+    judgements.follow(nodeset, None)
+    return _plan(nodeset, table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
+                 unneeded_since=unneeded_since, cap=cap, budget=PdbBudget(pdbs), judgements=judgements)
 
 
 class ScaleDownMemo:
     """Scale-down's share of the decision memo (engine/memo.py), carried from one decision to the next: the node set
     (kept while every record is the very same object, patched where some are not) and the verdicts of underutilized
-    nodes (see `_Verdicts`; all dropped when the policy or a PDB changes). A fresh memo computes everything: `plan`
+    nodes (see `_Judgements`; all dropped when the policy or a PDB changes). A fresh memo computes everything: `plan`
     gives the same result with or without history."""
 
-    __slots__ = ("_context", "_nodes", "_verdicts")
+    __slots__ = ("_context", "_judgements", "_nodes")
 
     def __init__(self) -> None:
         self._nodes: NodeSet | None = None
-        self._verdicts: dict[str, _Judged] = {}
+        self._judgements = _Judgements()
         self._context: tuple[Policy, tuple[PodDisruptionBudget, ...]] | None = None
 
     def plan(self, records: Sequence[NodeRecord], *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
              pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
-             cap: SimulationCap | None = None) -> ScaleDownResult:
+             cap: SimulationCap | None = None,
+             moved: tuple[int, frozenset[str] | None] | None = None) -> ScaleDownResult:
         """`plan_scale_down` for every node of `records` (the whole cluster), unneeded since what their
-        `DeletionCandidateOfClusterAutoscaler` taints say."""
+        `DeletionCandidateOfClusterAutoscaler` taints say. `moved`: the generation of the arrangement `pods_by_node`
+        is of and the nodes whose pods may differ from the arrangement before (`engine.arrange.Arranged`); without
+        it, every reused verdict's pods are compared."""
         if not policy.scale_down_enabled:
             return ScaleDownResult()
-        nodes = self._nodes = NodeSet(records) if self._nodes is None else self._nodes.updated(records)
+        if self._nodes is None:
+            nodes, source = NodeSet(records), None
+        else:
+            nodes, source = self._nodes.changed(records)
+        self._nodes = nodes
         context = (policy, tuple(pdbs))
         if self._context is None or self._context != context:
-            self._verdicts, self._context = {}, context
-        verdicts = _Verdicts(self._verdicts, policy, pdbs)
-        result = _plan(nodes, table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
-                       unneeded_since=nodes.unneeded_since(), cap=cap, verdicts=verdicts)
-        self._verdicts = verdicts.fresh
-        return result
+            self._judgements.forget()
+            self._context = context
+        self._judgements.follow(nodes, source)
+        return _plan(nodes, table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
+                     unneeded_since=nodes.unneeded_since(), cap=cap, budget=PdbBudget(pdbs),
+                     judgements=self._judgements, moved=moved)
