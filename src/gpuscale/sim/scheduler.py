@@ -128,11 +128,13 @@ class SimScheduler:
         self._grown: list[str] = []
         """Nodes where room may have grown (a pod left; the node came, went or changed) or the filters changed
         (taints, labels, cordon), oldest first."""
-        self._still_failing: set[int] = set()
+        self._still_failing: dict[int, int] = {}
         """Pod kinds (their numbers in `_kind_ids`) that fit nowhere, even by preemption, and nothing they depend on
-        (nodes, their labels and taints, the pods bound) changed since: another attempt would fail the same way, so
-        a pass marks such pods at once — kube-scheduler's queueing hints, which retry a pod only after an event
-        that may make it schedulable. Cleared by every such change."""
+        (nodes, their labels and taints, the pods bound) changed since, each with its priority: another attempt
+        would fail the same way, so a pass marks such pods at once — kube-scheduler's queueing hints, which retry a
+        pod only after an event that may make it schedulable. Cleared by every such change, except that a pod bound
+        at a priority only keeps the kinds of that priority or lower: binding takes room (so `_place` still fails),
+        and the pod is no preemption victim for them (victims run below the preemptor's priority)."""
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
         self._inexact: set[str] = set()
@@ -143,7 +145,8 @@ class SimScheduler:
 
     # -------------------------------------------------------------------------------------- CapacityListener
     def pod_placed(self, pod: Pod) -> None:
-        self._still_failing.clear()
+        if self._still_failing:
+            self._still_failing = {k: p for k, p in self._still_failing.items() if p <= pod.priority}
         self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
         self._count_shape(pod, 1)
         if not self._stale:
@@ -154,6 +157,8 @@ class SimScheduler:
                     self._free[row] -= vec
                 self._free_pods[row] -= 1
                 self._hold(row, pod, take=True)
+        if self._stale:  # the arrays no longer hold this pod: a kind is tried again, as after a rebuild
+            self._still_failing.clear()
 
     def pod_removed(self, pod: Pod) -> None:
         self._still_failing.clear()
@@ -433,7 +438,7 @@ class SimScheduler:
                 self._no_fit[kind] = len(self._grown)
                 if not self._preempt(pod):
                     failed.add(kind)
-                    self._still_failing.add(kind)
+                    self._still_failing[kind] = pod.priority
                     self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
