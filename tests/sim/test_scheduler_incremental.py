@@ -64,6 +64,10 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
         if (shape := s._shape(p.requests)) is not None:
             expected[class_key(shape)] += 1
     assert workload == expected
+    for p in cluster.pods.values():  # the row-by-row check `_may_fit` uses is the vectorised one
+        feasible = s._feasible(p, s._free, s._free_pods).tolist()
+        assert [s._any_feasible(p, {row}) for row in range(len(s._names))] == feasible
+        assert s._any_feasible(p, set(range(len(s._names)))) == any(feasible)
     s._rebuild()
     assert arrays(s) == incremental
     for constraints in masks:  # cached again, so later steps keep the masks up to date by rows

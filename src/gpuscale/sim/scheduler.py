@@ -449,9 +449,28 @@ class SimScheduler:
         since = self._no_fit.get(kind)
         if since is None or self._stale:
             return True
-        rows = sorted({row for name in self._grown[since:] if (row := self._row.get(name)) is not None})
-        return bool(rows) and bool(self._feasible(pod, self._free, self._free_pods,
-                                                  rows=np.array(rows, dtype=np.int64)).any())
+        rows = {row for name in self._grown[since:] if (row := self._row.get(name)) is not None}
+        return bool(rows) and self._any_feasible(pod, rows)
+
+    def _any_feasible(self, pod: Pod, rows: set[int]) -> bool:
+        """Whether one of a few `rows` can take `pod`: `_feasible(...).any()` on them, row by row in plain Python
+        (a handful of rows costs less than the dozen NumPy calls of the vectorised check)."""
+        cols = self._columns(pod.requests)
+        if cols is None or pod.constraints.unsupported:
+            return False
+        static = self._static_mask(pod.constraints)
+        wanted = list(zip(cols[0].tolist(), cols[1].tolist(), strict=True))
+        devices = self._devices
+        need = self._need(pod.requests) if devices is not None else None
+        free, free_pods = self._free, self._free_pods
+        for row in rows:
+            if not static[row] or free_pods[row] < 1:
+                continue
+            room = free[row].tolist()
+            if all(room[col] >= amount for col, amount in wanted) and (
+                    need is None or devices is None or devices.can_take(row, need)):
+                return True
+        return False
 
     def _queue(self) -> list[tuple[tuple[int, float, str], Pod, int]]:
         """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key."""
@@ -474,15 +493,12 @@ class SimScheduler:
             self._on_unschedulable(pod)
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
-                  devices: GpuDevices | None = None, rows: IntArray | None = None) -> BoolArray:
-        """Which rows can take `pod` (all rows, or only `rows`: a row's answer depends on that row alone)."""
+                  devices: GpuDevices | None = None) -> BoolArray:
+        """Which rows can take `pod` (`_any_feasible` is the same rule for a few rows)."""
         cols = self._columns(pod.requests)
-        size = len(self._names) if rows is None else len(rows)
         if cols is None or pod.constraints.unsupported or not len(self._names):
-            return np.zeros(size, dtype=bool)
+            return np.zeros(len(self._names), dtype=bool)
         static = self._static_mask(pod.constraints)
-        if rows is not None:
-            static, free, free_pods = static[rows], free[rows], free_pods[rows]
         mask = static & (free_pods >= 1)
         if len(cols[0]):
             mask &= np.logical_and.reduce(free[:, cols[0]] >= cols[1], axis=1)
@@ -490,7 +506,7 @@ class SimScheduler:
         if devices is not None and (need := self._need(pod.requests)) is not None:
             fit = mask.nonzero()[0]
             if len(fit):
-                mask[fit] = devices.fits(need, fit if rows is None else rows[fit])
+                mask[fit] = devices.fits(need, fit)
         return mask
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
