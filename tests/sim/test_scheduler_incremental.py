@@ -64,6 +64,13 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
         if (shape := s._shape(p.requests)) is not None:
             expected[class_key(shape)] += 1
     assert workload == expected
+    if s._queue_order is not None:  # the kept queue is the pending pods sorted afresh
+        fresh = sorted(((-p.priority, p.created_s or 0.0, p.key), p.key,
+                        s._kind_ids[p.requests, p.constraints, p.priority])
+                       for p in (cluster.pods[k] for k in cluster.pending))
+        kept = s._queue()
+        assert [(pos, p.key, kind) for pos, p, kind in kept] == fresh
+        assert all(p is cluster.pods[p.key] for _, p, _ in kept)
     for p in cluster.pods.values():  # the row-by-row check `_may_fit` uses is the vectorised one
         feasible = s._feasible(p, s._free, s._free_pods).tolist()
         assert [s._any_feasible(p, {row}) for row in range(len(s._names))] == feasible

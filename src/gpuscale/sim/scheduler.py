@@ -60,6 +60,8 @@ from gpuscale.sim.core import Priority, Simulation
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+_Entry = tuple[tuple[int, float, str], Pod, int]
+"""A pending pod in the queue: its position (priority negated, creation time, key), the pod, its kind's number."""
 
 
 TAINT_TOLERATION_WEIGHT = 3
@@ -117,9 +119,12 @@ class SimScheduler:
         self.attempts = 0
         self._kind_ids: dict[tuple[Resources, SchedulingConstraints, int], int] = {}
         """Pod kinds (requests, constraints, priority) by a small number, so a pass hashes each pod's kind once."""
-        self._queued: dict[str, tuple[tuple[int, float, str], Pod, int]] = {}
-        """Per pending pod: its queue position (priority, creation, key), the pod object it was computed for, and
-        its kind's number; recomputed only when the pod object changes, dropped when the pod stops pending."""
+        self._queued: dict[str, _Entry] = {}
+        """Per pending pod: its queue position (priority, creation, key), the pod object, and its kind's number; kept
+        as pods join, change in and leave the pending pods (`pending_changed`)."""
+        self._queue_order: list[_Entry] | None = None
+        """The entries of `_queued` in queue order (by position), kept sorted as they come and go; None until the
+        first pass builds it from the cluster's pending pods."""
         self._no_fit: dict[int, int] = {}
         """Pod kinds with no feasible node when last tried → the length of `_grown` then. Binding a pod only takes
         capacity, so such a kind can have become feasible only on the nodes named in `_grown` since: `_place` is
@@ -186,10 +191,18 @@ class SimScheduler:
     def pending_changed(self, before: Pod | None, after: Pod | None) -> None:
         if before is not None:
             self._count_shape(before, -1)
-            if after is None:
-                self._queued.pop(before.key, None)
+            if (entry := self._queued.pop(before.key, None)) is not None and self._queue_order is not None:
+                at = bisect.bisect_left(self._queue_order, (entry[0],))
+                del self._queue_order[at]
         if after is not None:
             self._count_shape(after, 1)
+            if self._queue_order is not None:
+                bisect.insort(self._queue_order, self._enqueue(after))
+
+    def _enqueue(self, pod: Pod) -> _Entry:
+        kind = self._kind_ids.setdefault((pod.requests, pod.constraints, pod.priority), len(self._kind_ids))
+        entry = self._queued[pod.key] = ((-pod.priority, pod.created_s or 0.0, pod.key), pod, kind)
+        return entry
 
     def node_changed(self, name: str) -> None:
         """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
@@ -472,19 +485,15 @@ class SimScheduler:
                 return True
         return False
 
-    def _queue(self) -> list[tuple[tuple[int, float, str], Pod, int]]:
-        """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key."""
-        pods, queued, kinds = self._cluster.pods, self._queued, self._kind_ids
-        entries = []
-        for key in self._cluster.pending:
-            pod = pods[key]
-            entry = queued.get(key)
-            if entry is None or entry[1] is not pod:
-                kind = kinds.setdefault((pod.requests, pod.constraints, pod.priority), len(kinds))
-                entry = queued[key] = ((-pod.priority, pod.created_s or 0.0, key), pod, kind)
-            entries.append(entry)
-        entries.sort()  # the positions are unique (they end with the key): pods are never compared
-        return entries
+    def _queue(self) -> list[_Entry]:
+        """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key (a
+        copy: the pass binds and marks pods, which changes the kept order)."""
+        if self._queue_order is None:
+            pods = self._cluster.pods
+            self._queued.clear()
+            # the positions are unique (they end with the key): pods are never compared
+            self._queue_order = sorted(self._enqueue(pods[key]) for key in self._cluster.pending)
+        return list(self._queue_order)
 
     def _mark_unschedulable(self, pod: Pod) -> None:
         self.attempts += 1
