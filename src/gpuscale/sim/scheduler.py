@@ -254,7 +254,11 @@ class SimScheduler:
     def _count_shape(self, pod: Pod, delta: int) -> None:
         if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
             key = class_key(shape)
-            self._workload[key] += delta
+            left = self._workload[key] + delta
+            if left:
+                self._workload[key] = left
+            else:  # a class without pods is left out of every table: dropped, it is not walked per placement
+                del self._workload[key]
             self._workload_moved[key] += delta
 
     def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
