@@ -34,7 +34,6 @@ import bisect
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from enum import StrEnum
 
 import numpy as np
@@ -56,7 +55,7 @@ from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
 from gpuscale.model.taints import Toleration, soft_taint_count
 from gpuscale.sim.cluster import SimCluster, Termination
-from gpuscale.sim.core import Priority, Simulation
+from gpuscale.sim.core import Priority, Simulation, replaced
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -502,7 +501,7 @@ class SimScheduler:
     def _mark_unschedulable(self, pod: Pod) -> None:
         self.attempts += 1
         if not pod.unschedulable:
-            self._cluster.put_pod(replace(pod, unschedulable=True))
+            self._cluster.put_pod(replaced(pod, unschedulable=True))
             self._on_unschedulable(pod)
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
@@ -614,7 +613,7 @@ class SimScheduler:
         annotations = pod.annotations
         if gpus:
             annotations = {**annotations, DEVICE_ANNOTATION: ",".join(str(g) for g in gpus)}
-        bound = replace(pod, node_name=node.name, unschedulable=False, nominated_node=None, annotations=annotations)
+        bound = replaced(pod, node_name=node.name, unschedulable=False, nominated_node=None, annotations=annotations)
         self._cluster.put_pod(bound)  # the listener updates the arrays
         self._on_bound(bound, node)
 
