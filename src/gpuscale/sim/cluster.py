@@ -20,6 +20,7 @@ from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.model.taints import Taint, TaintEffect
+from gpuscale.sim.core import replaced
 
 
 class Termination(StrEnum):
@@ -163,7 +164,7 @@ class SimCluster:
             taints += (Taint(key=key, value=value, effect=effect),)
         unschedulable = node.unschedulable if cordon is None else cordon
         if taints != node.taints or unschedulable != node.unschedulable:
-            self.put_node(replace(node, taints=taints, unschedulable=unschedulable))
+            self.put_node(replaced(node, taints=taints, unschedulable=unschedulable))
 
     # ---------------------------------------------------------------------------------------------- ClusterWriter
     def set_deletion_candidate(self, node: str, since_s: float) -> None:

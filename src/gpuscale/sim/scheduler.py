@@ -34,7 +34,6 @@ import bisect
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from enum import StrEnum
 
 import numpy as np
@@ -56,10 +55,12 @@ from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
 from gpuscale.model.taints import Toleration, soft_taint_count
 from gpuscale.sim.cluster import SimCluster, Termination
-from gpuscale.sim.core import Priority, Simulation
+from gpuscale.sim.core import Priority, Simulation, replaced
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+_Entry = tuple[tuple[int, float, str], Pod, int]
+"""A pending pod in the queue: its position (priority negated, creation time, key), the pod, its kind's number."""
 
 
 TAINT_TOLERATION_WEIGHT = 3
@@ -117,9 +118,12 @@ class SimScheduler:
         self.attempts = 0
         self._kind_ids: dict[tuple[Resources, SchedulingConstraints, int], int] = {}
         """Pod kinds (requests, constraints, priority) by a small number, so a pass hashes each pod's kind once."""
-        self._queued: dict[str, tuple[tuple[int, float, str], Pod, int]] = {}
-        """Per pending pod: its queue position (priority, creation, key), the pod object it was computed for, and
-        its kind's number; recomputed only when the pod object changes, dropped when the pod stops pending."""
+        self._queued: dict[str, _Entry] = {}
+        """Per pending pod: its queue position (priority, creation, key), the pod object, and its kind's number; kept
+        as pods join, change in and leave the pending pods (`pending_changed`)."""
+        self._queue_order: list[_Entry] | None = None
+        """The entries of `_queued` in queue order (by position), kept sorted as they come and go; None until the
+        first pass builds it from the cluster's pending pods."""
         self._no_fit: dict[int, int] = {}
         """Pod kinds with no feasible node when last tried → the length of `_grown` then. Binding a pod only takes
         capacity, so such a kind can have become feasible only on the nodes named in `_grown` since: `_place` is
@@ -128,11 +132,13 @@ class SimScheduler:
         self._grown: list[str] = []
         """Nodes where room may have grown (a pod left; the node came, went or changed) or the filters changed
         (taints, labels, cordon), oldest first."""
-        self._still_failing: set[int] = set()
+        self._still_failing: dict[int, int] = {}
         """Pod kinds (their numbers in `_kind_ids`) that fit nowhere, even by preemption, and nothing they depend on
-        (nodes, their labels and taints, the pods bound) changed since: another attempt would fail the same way, so
-        a pass marks such pods at once — kube-scheduler's queueing hints, which retry a pod only after an event
-        that may make it schedulable. Cleared by every such change."""
+        (nodes, their labels and taints, the pods bound) changed since, each with its priority: another attempt
+        would fail the same way, so a pass marks such pods at once — kube-scheduler's queueing hints, which retry a
+        pod only after an event that may make it schedulable. Cleared by every such change, except that a pod bound
+        at a priority only keeps the kinds of that priority or lower: binding takes room (so `_place` still fails),
+        and the pod is no preemption victim for them (victims run below the preemptor's priority)."""
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
         self._inexact: set[str] = set()
@@ -143,7 +149,8 @@ class SimScheduler:
 
     # -------------------------------------------------------------------------------------- CapacityListener
     def pod_placed(self, pod: Pod) -> None:
-        self._still_failing.clear()
+        if self._still_failing:
+            self._still_failing = {k: p for k, p in self._still_failing.items() if p <= pod.priority}
         self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
         self._count_shape(pod, 1)
         if not self._stale:
@@ -154,6 +161,8 @@ class SimScheduler:
                     self._free[row] -= vec
                 self._free_pods[row] -= 1
                 self._hold(row, pod, take=True)
+        if self._stale:  # the arrays no longer hold this pod: a kind is tried again, as after a rebuild
+            self._still_failing.clear()
 
     def pod_removed(self, pod: Pod) -> None:
         self._still_failing.clear()
@@ -181,10 +190,18 @@ class SimScheduler:
     def pending_changed(self, before: Pod | None, after: Pod | None) -> None:
         if before is not None:
             self._count_shape(before, -1)
-            if after is None:
-                self._queued.pop(before.key, None)
+            if (entry := self._queued.pop(before.key, None)) is not None and self._queue_order is not None:
+                at = bisect.bisect_left(self._queue_order, (entry[0],))
+                del self._queue_order[at]
         if after is not None:
             self._count_shape(after, 1)
+            if self._queue_order is not None:
+                bisect.insort(self._queue_order, self._enqueue(after))
+
+    def _enqueue(self, pod: Pod) -> _Entry:
+        kind = self._kind_ids.setdefault((pod.requests, pod.constraints, pod.priority), len(self._kind_ids))
+        entry = self._queued[pod.key] = ((-pod.priority, pod.created_s or 0.0, pod.key), pod, kind)
+        return entry
 
     def node_changed(self, name: str) -> None:
         """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
@@ -236,7 +253,11 @@ class SimScheduler:
     def _count_shape(self, pod: Pod, delta: int) -> None:
         if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
             key = class_key(shape)
-            self._workload[key] += delta
+            left = self._workload[key] + delta
+            if left:
+                self._workload[key] = left
+            else:  # a class without pods is left out of every table: dropped, it is not walked per placement
+                del self._workload[key]
             self._workload_moved[key] += delta
 
     def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
@@ -433,7 +454,7 @@ class SimScheduler:
                 self._no_fit[kind] = len(self._grown)
                 if not self._preempt(pod):
                     failed.add(kind)
-                    self._still_failing.add(kind)
+                    self._still_failing[kind] = pod.priority
                     self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
@@ -444,40 +465,52 @@ class SimScheduler:
         since = self._no_fit.get(kind)
         if since is None or self._stale:
             return True
-        rows = sorted({row for name in self._grown[since:] if (row := self._row.get(name)) is not None})
-        return bool(rows) and bool(self._feasible(pod, self._free, self._free_pods,
-                                                  rows=np.array(rows, dtype=np.int64)).any())
+        rows = {row for name in self._grown[since:] if (row := self._row.get(name)) is not None}
+        return bool(rows) and self._any_feasible(pod, rows)
 
-    def _queue(self) -> list[tuple[tuple[int, float, str], Pod, int]]:
-        """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key."""
-        pods, queued, kinds = self._cluster.pods, self._queued, self._kind_ids
-        entries = []
-        for key in self._cluster.pending:
-            pod = pods[key]
-            entry = queued.get(key)
-            if entry is None or entry[1] is not pod:
-                kind = kinds.setdefault((pod.requests, pod.constraints, pod.priority), len(kinds))
-                entry = queued[key] = ((-pod.priority, pod.created_s or 0.0, key), pod, kind)
-            entries.append(entry)
-        entries.sort()  # the positions are unique (they end with the key): pods are never compared
-        return entries
+    def _any_feasible(self, pod: Pod, rows: set[int]) -> bool:
+        """Whether one of a few `rows` can take `pod`: `_feasible(...).any()` on them, row by row in plain Python
+        (a handful of rows costs less than the dozen NumPy calls of the vectorised check)."""
+        cols = self._columns(pod.requests)
+        if cols is None or pod.constraints.unsupported:
+            return False
+        static = self._static_mask(pod.constraints)
+        wanted = list(zip(cols[0].tolist(), cols[1].tolist(), strict=True))
+        devices = self._devices
+        need = self._need(pod.requests) if devices is not None else None
+        free, free_pods = self._free, self._free_pods
+        for row in rows:
+            if not static[row] or free_pods[row] < 1:
+                continue
+            room = free[row].tolist()
+            if all(room[col] >= amount for col, amount in wanted) and (
+                    need is None or devices is None or devices.can_take(row, need)):
+                return True
+        return False
+
+    def _queue(self) -> list[_Entry]:
+        """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key (a
+        copy: the pass binds and marks pods, which changes the kept order)."""
+        if self._queue_order is None:
+            pods = self._cluster.pods
+            self._queued.clear()
+            # the positions are unique (they end with the key): pods are never compared
+            self._queue_order = sorted(self._enqueue(pods[key]) for key in self._cluster.pending)
+        return list(self._queue_order)
 
     def _mark_unschedulable(self, pod: Pod) -> None:
         self.attempts += 1
         if not pod.unschedulable:
-            self._cluster.put_pod(replace(pod, unschedulable=True))
+            self._cluster.put_pod(replaced(pod, unschedulable=True))
             self._on_unschedulable(pod)
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
-                  devices: GpuDevices | None = None, rows: IntArray | None = None) -> BoolArray:
-        """Which rows can take `pod` (all rows, or only `rows`: a row's answer depends on that row alone)."""
+                  devices: GpuDevices | None = None) -> BoolArray:
+        """Which rows can take `pod` (`_any_feasible` is the same rule for a few rows)."""
         cols = self._columns(pod.requests)
-        size = len(self._names) if rows is None else len(rows)
         if cols is None or pod.constraints.unsupported or not len(self._names):
-            return np.zeros(size, dtype=bool)
+            return np.zeros(len(self._names), dtype=bool)
         static = self._static_mask(pod.constraints)
-        if rows is not None:
-            static, free, free_pods = static[rows], free[rows], free_pods[rows]
         mask = static & (free_pods >= 1)
         if len(cols[0]):
             mask &= np.logical_and.reduce(free[:, cols[0]] >= cols[1], axis=1)
@@ -485,7 +518,7 @@ class SimScheduler:
         if devices is not None and (need := self._need(pod.requests)) is not None:
             fit = mask.nonzero()[0]
             if len(fit):
-                mask[fit] = devices.fits(need, fit if rows is None else rows[fit])
+                mask[fit] = devices.fits(need, fit)
         return mask
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
@@ -580,7 +613,7 @@ class SimScheduler:
         annotations = pod.annotations
         if gpus:
             annotations = {**annotations, DEVICE_ANNOTATION: ",".join(str(g) for g in gpus)}
-        bound = replace(pod, node_name=node.name, unschedulable=False, nominated_node=None, annotations=annotations)
+        bound = replaced(pod, node_name=node.name, unschedulable=False, nominated_node=None, annotations=annotations)
         self._cluster.put_pod(bound)  # the listener updates the arrays
         self._on_bound(bound, node)
 

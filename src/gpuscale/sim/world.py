@@ -9,7 +9,7 @@ milestones so its pending→running time splits into the phases of `gpuscale.lif
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,7 @@ from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
 from gpuscale.sim.cloud import SimCloud
 from gpuscale.sim.cluster import SimCluster, Termination
-from gpuscale.sim.core import Priority, Simulation
+from gpuscale.sim.core import Priority, Simulation, replaced
 from gpuscale.sim.result import PodRecord
 from gpuscale.sim.scheduler import SimScheduler
 from gpuscale.sim.workloads import Workload
@@ -171,7 +171,7 @@ class World:
         pod = self.cluster.pods.get(key)
         if pod is None or pod.node_name != node:
             return
-        running = replace(pod, phase=PodPhase.RUNNING)
+        running = replaced(pod, phase=PodPhase.RUNNING)
         self.cluster.put_pod(running)
         track = self.metrics.tracks.get(key)
         if track is not None:

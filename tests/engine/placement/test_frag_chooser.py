@@ -64,7 +64,9 @@ def test_tables_of_a_changing_workload_equal_tables_built_afresh(workloads: list
     free = np.array([milli[:3], milli[3:], [MILLI, MILLI, 0]], dtype=np.int64)
     cpu = np.array([500, 8000, 64000], dtype=np.int64)
     model = np.array([0, 1, 2], dtype=np.int64)
-    for counts in workloads:
+    again = [{k: n * 2 for k, n in w.items()} for w in workloads]
+    again += [{k: n + 1 for k, n in w.items()} for w in workloads]
+    for counts in workloads + again + workloads:  # class lists met before: their tables are reweighed
         got = tables.table(counts)
         live = {k: n for k, n in counts.items() if n > 0}
         if not live:

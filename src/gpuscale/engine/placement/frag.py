@@ -199,15 +199,24 @@ class FragTable:
         `FragTable` would build it: the per-class arrays are this table's columns, not computed again."""
         at = np.array(ids, dtype=np.int64)
         table = FragTable.__new__(FragTable)
-        table._classes, table._pods = None, pods
         table._base = tuple(self._base[i] for i in ids)
         table.cpu, table.milli, table.count = self.cpu[at], self.milli[at], self.count[at]
         table.gpu_class = self.gpu_class[at]
         table.access, table._class_bits = self.access[:, at], self._class_bits[:, at]
         table._column_sets = self._column_sets[at]
         table._columns = _columns_of(table._column_sets)
+        return table.weighed(pods, weights)
+
+    def weighed(self, pods: Sequence[int], weights: FloatArray) -> FragTable:
+        """This table's classes with other pod counts and weights (the per-class arrays are shared, never
+        written)."""
+        table = FragTable.__new__(FragTable)
+        table._base, table._classes, table._pods = self._base, None, pods
+        table.cpu, table.milli, table.count, table.gpu_class = self.cpu, self.milli, self.count, self.gpu_class
+        table.access, table._class_bits = self.access, self._class_bits
+        table._column_sets, table._columns = self._column_sets, self._columns
         table.weight = weights
-        table.weight_sum = float(table.weight.sum())
+        table.weight_sum = float(weights.sum())
         return table
 
     def stats(self, gpu_free: IntArray) -> tuple[IntArray, IntArray]:
@@ -249,6 +258,9 @@ class TypicalTables:
         self.models = tuple(models)
         self._id: dict[ClassKey, int] = {}
         self._all = FragTable((), self.models)
+        self._of_keys: dict[tuple[ClassKey, ...], FragTable] = {}
+        """Tables by their typical classes (in order): a workload's table reweighs the one of its class list, which
+        changes far less often than the counts do."""
 
     def table(self, counts: Mapping[ClassKey, int]) -> FragTable | None:
         """The table of the typical classes of `counts` (classes with no pods left out); None if there are none."""
@@ -257,10 +269,20 @@ class TypicalTables:
             return None
         pods = [n for _, n in ranked]
         shares = _typical_shares(pods, 95, 1)
-        keys = [k for k, _ in ranked[:len(shares)]]
-        if any(k not in self._id for k in keys):
+        keys = tuple(k for k, _ in ranked[:len(shares)])
+        known = self._of_keys.get(keys)
+        if known is not None:
+            return known.weighed(pods[:len(shares)], shares)
+        if not self._id.keys() >= set(keys):
             for k in keys:
                 self._id.setdefault(k, len(self._id))
             self._all = FragTable([TypicalClass(cpu_milli=k[0], gpu_milli=k[1], gpu_count=k[2], model_key=k[3], pods=0,
                                                 weight=0.0) for k in self._id], self.models)
-        return self._all.subset([self._id[k] for k in keys], pods[:len(shares)], shares)
+        if len(self._of_keys) >= _KEPT_TABLES:
+            self._of_keys.clear()
+        table = self._of_keys[keys] = self._all.subset([self._id[k] for k in keys], pods[:len(shares)], shares)
+        return table
+
+
+_KEPT_TABLES = 4096
+"""`TypicalTables` forgets its tables by class list past this many (a long run meets many lists)."""
