@@ -19,7 +19,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any, Generic, TypeVar
 
 from gpuscale.model.cluster import PENDING, PLACED, Cluster, PodIndex, group_member, has_pod_affinity, index_slot
@@ -64,18 +65,26 @@ def arrange(cluster: Cluster) -> Arranged:
 class _Sorted(Generic[T]):
     """Objects in key order, brought from one input to the next by the objects that left and came."""
 
-    __slots__ = ("_by_id", "_key", "_ties", "items")
+    __slots__ = ("_by_id", "_key", "_last", "_ties", "items")
 
     def __init__(self, key: Callable[[T], Any]) -> None:
         self._key = key
         self.items: list[T] = []
         self._by_id: dict[int, T] = {}
         """Every object held, by `id`: held, so an id can never be that of a new object."""
+        self._last: Sequence[T] = ()
+        """The last input, as it came (held too)."""
         self._ties = False
         """Two held objects have the same key: their order is the input's, so every update sorts afresh."""
 
     def update(self, objects: Sequence[T]) -> tuple[list[T], list[T]] | None:
         """Bring the list to `objects`; the objects that left and came, or None if it was sorted afresh."""
+        objects = tuple(objects)  # the input is compared with the next one position by position: kept as it is now
+        last, self._last = self._last, objects
+        if not self._ties and len(last) == len(objects):
+            aligned = self._aligned(last, objects)
+            if aligned is not None:
+                return self._apply(*aligned, objects)
         held, fresh = self._by_id, dict(zip(map(id, objects), objects, strict=True))
         self._by_id = fresh
         if self._ties or len(fresh) != len(objects):
@@ -87,7 +96,33 @@ class _Sorted(Generic[T]):
         if len(gone) + len(new) > max(_FEW, len(objects) // 8):
             self._reset(objects)
             return None
-        left, came = [held[i] for i in gone], [fresh[i] for i in new]
+        return self._apply([held[i] for i in gone], [fresh[i] for i in new], objects)
+
+    def _aligned(self, last: Sequence[T], objects: Sequence[T]) -> tuple[list[T], list[T]] | None:
+        """The objects that left and came when `objects` is `last` (as long) with a few positions changed, found by
+        comparing position by position in C rather than hashing every object (a snapshot keeps its objects' order
+        while none is added or removed: nodes change in place); `_by_id` is brought up to date. None (nothing
+        changed yet) when too many positions changed or one object came at two: the caller then diffs everything."""
+        at = list(compress(range(len(objects)), map(is_not, objects, last)))
+        if not at:
+            return [], []
+        if len(at) > max(_FEW, len(objects) // 8):
+            return None
+        out = {id(last[i]): last[i] for i in at}
+        into = {id(objects[i]): objects[i] for i in at}
+        if len(into) != len(at):
+            return None  # one object at two positions: the full diff sorts afresh (one also held at a position that
+            # did not change is a tie when it is moved in, which sorts afresh too)
+        held = self._by_id
+        for k in out.keys() - into.keys():
+            del held[k]
+        held.update(into)
+        return [o for k, o in out.items() if k not in into], [o for k, o in into.items() if k not in out]
+
+    def _apply(self, left: list[T], came: list[T], objects: Sequence[T]) -> tuple[list[T], list[T]] | None:
+        """Move the objects that left and came in the sorted list (or sort `objects` afresh on a tie)."""
+        if not left and not came:
+            return left, came
         items, key = self.items, self._key
         for obj in left:
             at = bisect_left(items, key(obj), key=key)
