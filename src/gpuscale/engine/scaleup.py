@@ -108,8 +108,8 @@ def select_candidates(cluster: Cluster, policy: Policy, now: float, index: PodIn
             continue
         units.append(Unit(tuple(pods), key))
     oldest = min((p.created_s for u in units for p in u.pods if p.created_s is not None), default=None)
-    if units and oldest is not None:
-        gpu = any(_requests_gpu(p) for u in units for p in u.pods)
+    if units and oldest is not None and now - oldest < max(policy.new_gpu_pod_delay_s, policy.new_pod_delay_s):
+        gpu = any(_requests_gpu(p) for u in units for p in u.pods)  # only then: the oldest is older than both
         delay = policy.new_gpu_pod_delay_s if gpu else policy.new_pod_delay_s
         if now - oldest < delay:
             for unit in units:
