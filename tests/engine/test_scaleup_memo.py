@@ -75,6 +75,8 @@ steps = st.lists(st.tuples(st.sampled_from(["pod", "pod", "pod", "gang", "bind",
 @given(steps, st.integers(0, 2**16))
 # A limit reached, then another limit binding: the pods left over get another reason with the same pools and backoff.
 @example([("node", 0, 0, 0), ("pod", 1, 1, 1), ("limits", 1, 5, 0), ("limits", 0, 0, 0)], 0)
+# A waiting pod replaced under its name by one of another shape that no pool takes either: another reason.
+@example([("pod", 1, 3, -1), ("pod", 1, 5, -1)], 0)
 def test_scale_up_memo_equals_a_fresh_one_under_churn(ops: list[tuple[str, int, int, int]], seed: int) -> None:
     shuffle = random.Random(seed)
     memo = DecideMemo()

@@ -41,6 +41,7 @@ from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, PODS, Resources, is_gpu_resource
 
 BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
 T = TypeVar("T")
 
 
@@ -108,8 +109,8 @@ def select_candidates(cluster: Cluster, policy: Policy, now: float, index: PodIn
             continue
         units.append(Unit(tuple(pods), key))
     oldest = min((p.created_s for u in units for p in u.pods if p.created_s is not None), default=None)
-    if units and oldest is not None:
-        gpu = any(_requests_gpu(p) for u in units for p in u.pods)
+    if units and oldest is not None and now - oldest < max(policy.new_gpu_pod_delay_s, policy.new_pod_delay_s):
+        gpu = any(_requests_gpu(p) for u in units for p in u.pods)  # only then: the oldest is older than both
         delay = policy.new_gpu_pod_delay_s if gpu else policy.new_pod_delay_s
         if now - oldest < delay:
             for unit in units:
@@ -168,6 +169,8 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
     result = Placement(table)
     with_labels = table.topology is not None
     exhausted: set[tuple[object, ...]] = set()
+    checked: set[tuple[object, ...]] = set()
+    ceiling = None
     for unit in units:
         if unit.group is None:
             pod = unit.pods[0]
@@ -175,6 +178,14 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
             if key in exhausted:
                 result.leftover.append(unit)
                 continue
+            if key not in checked:  # once per class: more than any row has free (nor will have) fits nowhere
+                checked.add(key)
+                if ceiling is None:
+                    ceiling = _ceiling(table)
+                if not _below(result.table.request_vector(pod.requests), ceiling):
+                    exhausted.add(key)
+                    result.leftover.append(unit)
+                    continue
             mask = result.table.feasible(pod)
             if single_rows is not None:
                 mask &= single_rows
@@ -202,6 +213,18 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
         else:
             result.leftover.append(unit)
     return result
+
+
+def _ceiling(table: NodeTable) -> tuple[IntArray, int]:
+    """The most any row has free of each column, and of pod slots: placing pods only lowers free capacity, so these
+    bound every row of the table, and of its forks, for as long as it is placed on."""
+    return table.free.max(axis=0, initial=0), int(table.free_pods.max(initial=0))
+
+
+def _below(request: IntArray | None, ceiling: tuple[IntArray, int]) -> bool:
+    """Whether a request (`NodeTable.request_vector`) may fit some row under `ceiling`; False means no row can take
+    it — what `NodeTable.feasible` would find, for far less than a pass over every row."""
+    return request is not None and ceiling[1] >= 1 and not bool((request > ceiling[0]).any())
 
 
 Verdicts = dict[tuple[str, Resources, SchedulingConstraints], str]
