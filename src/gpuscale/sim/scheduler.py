@@ -101,6 +101,7 @@ class SimScheduler:
         """Per toleration set: each row's `PreferNoSchedule` taints it does not tolerate (TaintToleration's score)."""
         self._request_rows: dict[Resources, IntArray | None] = {}
         self._request_cols: dict[Resources, tuple[IntArray, IntArray] | None] = {}
+        self._request_wanted: dict[Resources, list[tuple[int, int]] | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
         self._devices: GpuDevices | None = None
         self._all_devices = GpuDevices.of([])
@@ -350,8 +351,7 @@ class SimScheduler:
     def _insert_row(self, row: int, node: Node) -> None:
         alloc, free, free_pods, devices = self._node_row(node)
         self._names.insert(row, node.name)
-        for i in range(row, len(self._names)):
-            self._row[self._names[i]] = i
+        self._row.update(zip(self._names[row:], range(row, len(self._names)), strict=True))
         self._alloc = np.insert(self._alloc, row, alloc, axis=0)
         self._free = np.insert(self._free, row, free, axis=0)
         self._free_pods = np.insert(self._free_pods, row, free_pods)
@@ -382,8 +382,7 @@ class SimScheduler:
     def _delete_row(self, row: int) -> None:
         self._inexact.discard(self._names[row])
         del self._row[self._names.pop(row)]
-        for i in range(row, len(self._names)):
-            self._row[self._names[i]] = i
+        self._row.update(zip(self._names[row:], range(row, len(self._names)), strict=True))
         self._alloc = np.delete(self._alloc, row, axis=0)
         self._free = np.delete(self._free, row, axis=0)
         self._free_pods = np.delete(self._free_pods, row)
@@ -468,14 +467,23 @@ class SimScheduler:
         rows = {row for name in self._grown[since:] if (row := self._row.get(name)) is not None}
         return bool(rows) and self._any_feasible(pod, rows)
 
+    def _wanted(self, requests: Resources) -> list[tuple[int, int]] | None:
+        """`_columns` as plain (column, amount) pairs for `_any_feasible`."""
+        try:
+            return self._request_wanted[requests]
+        except KeyError:
+            cols = self._columns(requests)
+            wanted = self._request_wanted[requests] = (
+                None if cols is None else list(zip(cols[0].tolist(), cols[1].tolist(), strict=True)))
+            return wanted
+
     def _any_feasible(self, pod: Pod, rows: set[int]) -> bool:
         """Whether one of a few `rows` can take `pod`: `_feasible(...).any()` on them, row by row in plain Python
         (a handful of rows costs less than the dozen NumPy calls of the vectorised check)."""
-        cols = self._columns(pod.requests)
-        if cols is None or pod.constraints.unsupported:
+        wanted = self._wanted(pod.requests)
+        if wanted is None or pod.constraints.unsupported:
             return False
         static = self._static_mask(pod.constraints)
-        wanted = list(zip(cols[0].tolist(), cols[1].tolist(), strict=True))
         devices = self._devices
         need = self._need(pod.requests) if devices is not None else None
         free, free_pods = self._free, self._free_pods
