@@ -74,6 +74,8 @@ def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, pending: lis
                            by_node=grouped_by_node(nodes, pods) if grouped else None, memo=memo, moved=moved)
 
 
+SELECTORS = [make_pod("s", node_selector={"shape": str(shape)}).constraints for shape in range(len(SHAPES))]
+
 OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "add", "remove", "taint", "resize", "dup", "pend"]),
                          st.integers(0, 30), st.integers(0, 3), st.booleans()), min_size=1, max_size=40)
 
@@ -119,7 +121,10 @@ def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str,
         generation += 1
         grouped = generation % 3 != 0
         carried = build(nodes, pods, memo, pending, grouped=grouped, moved=(generation, moved) if grouped else None)
-        assert snapshot(carried) == snapshot(build(nodes, pods, None, pending))
+        fresh = build(nodes, pods, None, pending)
+        assert snapshot(carried) == snapshot(fresh)
+        for constraints in SELECTORS:  # static masks are carried while the node groups stay
+            assert carried.static_mask(constraints).tolist() == fresh.static_mask(constraints).tolist()
 
 
 def test_only_changed_rows_are_computed() -> None:

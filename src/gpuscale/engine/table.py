@@ -106,6 +106,9 @@ class _Shared:
     clock: list[int] = field(default_factory=lambda: [0])
     """Source of row versions, shared by every fork: a version is never reused, so a cached score is valid in any
     fork whose row still has that version."""
+    group_masks: dict[SchedulingConstraints, BoolArray] = field(default_factory=dict)
+    """`static_cache`'s masks decided per node group (not per node): the same for any table with the same group keys
+    row by row, so `RowMemo` hands them from one build to the next while the keys stay."""
 
     def tick(self) -> int:
         self.clock[0] += 1
@@ -261,6 +264,10 @@ class NodeTable:
         cached = self._s.static_cache.get(constraints)
         if cached is not None:
             return cached
+        cached = self._s.group_masks.get(constraints)
+        if cached is not None:
+            self._s.static_cache[constraints] = cached
+            return cached
         mask = np.zeros(len(self._s.nodes), dtype=bool)
         nodes = self._s.nodes
         if names_nodes_individually(constraints):
@@ -270,6 +277,7 @@ class NodeTable:
             for members in self._s.group_members:
                 if not static_failures(constraints, nodes[members[0]]):
                     mask[members] = True
+            self._s.group_masks[constraints] = mask
         self._s.static_cache[constraints] = mask
         return mask
 
@@ -403,6 +411,9 @@ class NodeTable:
         return 0 if column is None else int(self.free[index, column])
 
 
+MASKS_KEPT = 1024
+"""Static masks a `RowMemo` carries at most (distinct pod constraints seen while the node groups stay)."""
+
 _RowEntry = tuple[Resources, tuple[Pod, ...]]
 """A row as the memo keys it: its capacity object and its bound pods."""
 
@@ -444,7 +455,8 @@ class RowMemo:
         self._gpu_shapes: Counter[PodShape] = Counter()
         """Shapes of the GPU pods bound to the rows in `_rows`, counted (what fragmentation is measured against); no
         entry below 1."""
-        self._groups: tuple[list[GroupKey], list[int], list[list[int]]] | None = None
+        self._groups: tuple[list[GroupKey], list[int], list[list[int]], dict[SchedulingConstraints, BoolArray]] | \
+            None = None
         self._kinds = RequestKinds()
         self._chooser: tuple[str, _Shared] | None = None
         """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
@@ -546,9 +558,9 @@ class RowMemo:
                 del shapes[shape]
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
-        group_of, members = self._groups_of(group_keys)
+        group_of, members, masks = self._groups_of(group_keys)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement,
-                         kinds=kinds)
+                         kinds=kinds, group_masks=masks)
         if placement is not None and devices:
             shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
             for pod in workload:
@@ -627,13 +639,17 @@ class RowMemo:
         counts = np.bincount(of_kind, minlength=len(kinds)).tolist()
         return {requests: counts[kind] for requests, kind in kinds.items() if gpu_kind[kind] and counts[kind]}
 
-    def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]]]:
-        """Rows grouped by node-group key (in first-seen order), kept while the keys are the same objects."""
+    def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]],
+                                                          dict[SchedulingConstraints, BoolArray]]:
+        """Rows grouped by node-group key (in first-seen order), and the static masks decided per group so far (see
+        `_Shared.group_masks`): kept while the keys are equal row by row (bounded: cleared past `MASKS_KEPT`)."""
         cached = self._groups
         if cached is not None and cached[0] == keys:
-            return cached[1], cached[2]
+            if len(cached[3]) > MASKS_KEPT:
+                cached[3].clear()
+            return cached[1], cached[2], cached[3]
         group_of: list[int] = []
         members: list[list[int]] = []
         _add_to_groups(keys, 0, {}, group_of, members)
-        self._groups = (list(keys), group_of, members)
-        return group_of, members
+        self._groups = (list(keys), group_of, members, {})
+        return group_of, members, self._groups[3]
