@@ -71,7 +71,7 @@ from typing import Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
-from gpuscale.engine.drain import NodeDrain, PdbBudget, drain_node
+from gpuscale.engine.drain import SCALE_DOWN_DISABLED, NodeDrain, PdbBudget, drain_node
 from gpuscale.engine.nodes import NodePhase, phase
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, NodeVerdict, Removal
 from gpuscale.engine.policy import CooldownScope, Policy
@@ -299,7 +299,7 @@ class NodeSet:
                 columns = self.columns.copy()
                 columns.put(changed, _Columns.of([records[i] for i in at]))
                 nodes = NodeSet(records, columns)
-                nodes._rows = self._rows  # the same names: the same rows in the same table
+                nodes._carry(self, changed)
                 return nodes, np.where(same, np.arange(len(records)), -1)
         # Held records are alive, so their ids are not another object's.
         where = dict(zip(map(id, self.records), range(len(self.records)), strict=True))
@@ -316,6 +316,28 @@ class NodeSet:
                 if (i > 0 and names[i - 1] >= names[i]) or (i < last and names[i] >= names[i + 1]):
                     return NodeSet(records), None
         return NodeSet(records, columns), source
+
+    def _carry(self, last: NodeSet, changed: IntArray) -> None:
+        """Keep what `last` (the same names, records replaced at `changed`) derived that those records leave as it
+        was: rows (names only), live nodes and pool sizes (unless one became or stopped being deleted, or changed pool);
+        the unneeded clocks are patched where those records' differ."""
+        self._rows = last._rows
+        old, new = last.columns, self.columns
+        if (old.deleting[changed] == new.deleting[changed]).all():
+            self._live = last._live
+            if old.pool_names[changed].tolist() == new.pool_names[changed].tolist():
+                self._sizes = last._sizes
+        if last._unneeded_since is not None:
+            before, after = old.since[changed].tolist(), new.since[changed].tolist()
+            since = last._unneeded_since
+            if before != after:
+                since = dict(since)
+                for name, value in zip(self.names[changed].tolist(), after, strict=True):
+                    if value is None:
+                        since.pop(name, None)
+                    else:
+                        since[name] = value
+            self._unneeded_since = since
 
     def unneeded_since(self) -> Mapping[str, float]:
         """Node → the unneeded clock its `DeletionCandidateOfClusterAutoscaler` taint carries."""
@@ -453,7 +475,8 @@ _Numbers = tuple[float, float, float, float, float, bool]
 
 def _judge(record: NodeRecord, numbers: _Numbers, pods: Sequence[Pod], policy: Policy,
            budget: PdbBudget) -> _Candidate | NodeVerdict:
-    """An underutilized node: a drainable candidate, or why it cannot go (no known pool, a pod or PDB keeps it)."""
+    """An underutilized node: a drainable candidate, or why it cannot go (no known pool, a pod or PDB keeps it). What
+    it reads of the record is what `_reads_the_same` compares: keep the two in step."""
     node = record.node
     value, threshold, cpu, memory, gpu, gpu_node = numbers
     ratios = {"gpu": gpu} if gpu_node else {"cpu": cpu, "memory": memory}
@@ -471,6 +494,15 @@ def _judge(record: NodeRecord, numbers: _Numbers, pods: Sequence[Pod], policy: P
                            gpu_pool=record.pool.is_gpu_pool(), ready=record.phase is NodePhase.USABLE,
                            utilization=value, reason=reason)
     return _with_drain(candidate, drain)
+
+
+def _reads_the_same(one: NodeRecord, other: NodeRecord) -> bool:
+    """Whether `_judge` reads the same from both records (given equal numbers and pods): everything it and `drain_node`
+    read of a record — the node's name and `scale-down-disabled` annotation, the pool (object), its name, the phase.
+    A node marked or cleared as unneeded (a taint) keeps its verdict this way."""
+    return (one.node.name == other.node.name and one.pool is other.pool and one.pool_name == other.pool_name
+            and one.phase is other.phase
+            and one.node.annotations.get(SCALE_DOWN_DISABLED) == other.node.annotations.get(SCALE_DOWN_DISABLED))
 
 
 class _Judgements:
@@ -502,12 +534,24 @@ class _Judgements:
         last set (-1: none; None: unknown): verdicts follow their records, the others are forgotten."""
         if nodes is self.nodes:
             return
-        if source is None or self.nodes is None:
+        last = self.nodes
+        if source is None or last is None:
             self.at, self.numbers, self.verdicts, self.pods = np.zeros(0, dtype=np.int64), np.zeros((0, 6)), [], []
         else:
-            moved_to = np.full(len(self.nodes.names), -1, dtype=np.int64)
+            moved_to = np.full(len(last.names), -1, dtype=np.int64)
             kept = np.flatnonzero(source >= 0)
             moved_to[source[kept]] = kept
+            replaced = np.flatnonzero(moved_to[self.at] < 0).tolist()
+            if replaced:
+                self.verdicts = list(self.verdicts)
+            for k in replaced:  # a record replaced in place by one its verdict reads the same from keeps the verdict
+                i = int(self.at[k])
+                if (i < len(nodes.names) and nodes.names[i] == last.names[i]
+                        and _reads_the_same(last.records[i], nodes.records[i])):
+                    moved_to[i] = i
+                    verdict = self.verdicts[k]
+                    if isinstance(verdict, _Candidate):
+                        self.verdicts[k] = replace(verdict, node=nodes.records[i].node)
             to = moved_to[self.at]
             if not (to >= 0).all():
                 keep = np.flatnonzero(to >= 0)
