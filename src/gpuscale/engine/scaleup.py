@@ -140,7 +140,12 @@ def order_units(units: Sequence[Unit], normalizer: Resources,
                                               default=0.0)
         return value
 
-    return sorted(units, key=lambda u: (-max(p.priority for p in u.pods), -sum(share(p) for p in u.pods), u.key))
+    def order(u: Unit) -> tuple[int, float, str]:
+        if len(u.pods) == 1:  # most units: the same key without two generators
+            return -u.pods[0].priority, -share(u.pods[0]), u.key
+        return -max(p.priority for p in u.pods), -sum(share(p) for p in u.pods), u.key
+
+    return sorted(units, key=order)
 
 
 def _class_key(pod: Pod, with_labels: bool) -> tuple[object, ...]:
@@ -349,8 +354,8 @@ class ScaleUpMemo:
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
         self._allocatables: list[Resources] = []
-        """The table's node allocatables the normalizer was made from: held, so their ids stay theirs."""
-        self._normalizer: tuple[tuple[tuple[Resources, ...], frozenset[int]], Resources] | None = None
+        """The table's node allocatables the normalizer was made from."""
+        self._normalizer: tuple[tuple[Resources, ...], Resources] | None = None
         self._shares: dict[Resources, float] = {}
         self._why_raw: tuple[tuple[NodePool, ...], tuple[str | None, ...], Totals, Limits, int] | None = None
         self._why_inputs: WhyInputs | None = None
@@ -367,14 +372,14 @@ class ScaleUpMemo:
     def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
         """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
         left out — and the shares already worked out against it (`order_units` fills them in)."""
-        # Many nodes, few allocatable objects (a node keeps its object while it is unchanged): the same objects as
-        # last time (ids of objects held, compared in C) give the same normalizer without hashing any value.
+        # Many nodes, each keeping its allocatable object while it is unchanged: the same list as last time (compared
+        # in C, each element by identity first) gives the same normalizer without hashing any value.
         allocatables = list(map(attrgetter("allocatable"), table.nodes))
-        key = (tuple(p.allocatable for p in pools), frozenset(map(id, allocatables)))
+        key = tuple(p.allocatable for p in pools)
         last = self._normalizer
-        if last is None or last[0] != key:
+        if last is None or last[0] != key or allocatables != self._allocatables:
             normalizer = Resources()
-            for allocatable in (*key[0], *set(allocatables)):
+            for allocatable in (*key, *set(allocatables)):
                 normalizer = normalizer.max(allocatable)
             normalizer -= Resources.of({PODS: normalizer.get(PODS)})
             if last is None or last[1] != normalizer:
