@@ -336,6 +336,7 @@ class Unplaceable:
     shapes: dict[UnitShape, _Why] = field(default_factory=dict)
     singles: _ByPod[PodVerdict] = field(default_factory=_ByPod)
 
+
 WhyInputs = tuple[tuple[NodePool, ...], tuple[str | None, ...], tuple[tuple[bool, str], ...]]
 """What `_why_unplaceable` reads besides the unit: the pools (their verdicts follow), each pool's backoff message (None:
 not backed off), and whether each pool's headroom leaves a node and which limit binds it."""
