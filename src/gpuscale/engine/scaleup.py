@@ -14,7 +14,9 @@ Steps, each a function below:
    demand (CPU pods and GPU pods) is served in one decision.
 5. whatever is left is unplaceable, with each pool's reason.
 Identical pods form equivalence classes: once one pod of a class fails to fit somewhere, the rest of the class is not
-tried again there (capacity only shrinks during a decision).
+tried again there (capacity only shrinks during a decision), and a class asking more than any row has free is not
+tried at all. What depends only on inputs that rarely change — which pools host which pod, the share normalizer, why
+units no pool takes wait — is carried from one decision to the next by a `ScaleUpMemo`, which never changes a result.
 """
 
 from __future__ import annotations
@@ -138,7 +140,12 @@ def order_units(units: Sequence[Unit], normalizer: Resources,
                                               default=0.0)
         return value
 
-    return sorted(units, key=lambda u: (-max(p.priority for p in u.pods), -sum(share(p) for p in u.pods), u.key))
+    def order(u: Unit) -> tuple[int, float, str]:
+        if len(u.pods) == 1:  # most units: the same key without two generators
+            return -u.pods[0].priority, -share(u.pods[0]), u.key
+        return -max(p.priority for p in u.pods), -sum(share(p) for p in u.pods), u.key
+
+    return sorted(units, key=order)
 
 
 def _class_key(pod: Pod, with_labels: bool) -> tuple[object, ...]:
@@ -329,6 +336,7 @@ class Unplaceable:
     shapes: dict[UnitShape, _Why] = field(default_factory=dict)
     singles: _ByPod[PodVerdict] = field(default_factory=_ByPod)
 
+
 WhyInputs = tuple[tuple[NodePool, ...], tuple[str | None, ...], tuple[tuple[bool, str], ...]]
 """What `_why_unplaceable` reads besides the unit: the pools (their verdicts follow), each pool's backoff message (None:
 not backed off), and whether each pool's headroom leaves a node and which limit binds it."""
@@ -347,8 +355,8 @@ class ScaleUpMemo:
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
         self._allocatables: list[Resources] = []
-        """The table's node allocatables the normalizer was made from: held, so their ids stay theirs."""
-        self._normalizer: tuple[tuple[tuple[Resources, ...], frozenset[int]], Resources] | None = None
+        """The table's node allocatables the normalizer was made from."""
+        self._normalizer: tuple[tuple[Resources, ...], Resources] | None = None
         self._shares: dict[Resources, float] = {}
         self._why_raw: tuple[tuple[NodePool, ...], tuple[str | None, ...], Totals, Limits, int] | None = None
         self._why_inputs: WhyInputs | None = None
@@ -365,14 +373,14 @@ class ScaleUpMemo:
     def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
         """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
         left out — and the shares already worked out against it (`order_units` fills them in)."""
-        # Many nodes, few allocatable objects (a node keeps its object while it is unchanged): the same objects as
-        # last time (ids of objects held, compared in C) give the same normalizer without hashing any value.
+        # Many nodes, each keeping its allocatable object while it is unchanged: the same list as last time (compared
+        # in C, each element by identity first) gives the same normalizer without hashing any value.
         allocatables = list(map(attrgetter("allocatable"), table.nodes))
-        key = (tuple(p.allocatable for p in pools), frozenset(map(id, allocatables)))
+        key = tuple(p.allocatable for p in pools)
         last = self._normalizer
-        if last is None or last[0] != key:
+        if last is None or last[0] != key or allocatables != self._allocatables:
             normalizer = Resources()
-            for allocatable in (*key[0], *set(allocatables)):
+            for allocatable in (*key, *set(allocatables)):
                 normalizer = normalizer.max(allocatable)
             normalizer -= Resources.of({PODS: normalizer.get(PODS)})
             if last is None or last[1] != normalizer:
