@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,16 +62,22 @@ steps = st.lists(st.tuples(st.sampled_from(["flip", "flip", "node", "drop", "pod
                  min_size=1, max_size=50)
 
 
+@pytest.mark.parametrize("limits", [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0}],
+                         ids=["default-limits", "short-limits"])
 @settings(max_examples=150, deadline=None)
 @given(steps, st.integers(0, 2**16))
-def test_memoised_decisions_equal_fresh_ones_under_churn(ops: list[tuple[str, int, int, int, int]],
+def test_memoised_decisions_equal_fresh_ones_under_churn(limits: dict[str, float],
+                                                         ops: list[tuple[str, int, int, int, int]],
                                                          seed: int) -> None:
+    """With short limits, starting nodes (made 120 s before, Ready 100 s before) time out from the next decision on:
+    the memo's nodes still starting (`DecideMemo.starting`) must be the fresh ones, in order."""
     shuffle = random.Random(seed)
     memo = DecideMemo()
     now = 1000.0
     nodes = {name: node(name, i % 2, 0, now) for i, name in enumerate(NAMES)}
     pods: dict[str, Pod] = {}
-    policy = Policy(buffers=(Buffer(pool="gpu", free_gpus=1, free_gpus_ratio=0.5),))  # warm capacity reads GPUs
+    policy = Policy(buffers=(Buffer(pool="gpu", free_gpus=1, free_gpus_ratio=0.5),),  # warm capacity reads GPUs
+                    **limits)
 
     def check() -> None:
         node_list, pod_list = list(nodes.values()), list(pods.values())

@@ -17,7 +17,7 @@ import numpy as np
 
 from gpuscale.engine.arrange import arrange
 from gpuscale.engine.limits import Totals, headroom, totals_of
-from gpuscale.engine.memo import DecideMemo, NodeFacts, facts_of, node_rows_of
+from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of
 from gpuscale.engine.nodes import NodePhase
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
@@ -47,9 +47,11 @@ def _provision_limit(pool: NodePool | None, policy: Policy) -> float:
 
 
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
-                  now: float, facts: Mapping[str, NodeFacts]) -> _Timeouts:
+                  now: float, facts: Mapping[str, NodeFacts],
+                  starting: Sequence[NodeFacts] | None = None) -> _Timeouts:
     """Upcoming nodes past their deadline: requested/registered but not Ready within `max_node_provision_time_s`
-    (per-pool override), or Ready without their GPUs within `max_gpu_init_time_s`."""
+    (per-pool override), or Ready without their GPUs within `max_gpu_init_time_s`. `starting`: the facts in `STARTING`
+    phases, in node order, when known (`DecideMemo.starting`); else every node's facts are looked at."""
     timed_out: list[TimedOut] = []
     failed: dict[str, FailureKind] = {}
     for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
@@ -59,10 +61,11 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
                 Reason(ReasonCode.PROVISION_TIMEOUT, f"requested {now - request.requested_s:.0f}s ago, not "
                                                      f"registered within {limit:g}s"),)))
             failed.setdefault(request.pool, FailureKind.PROVISION_TIMEOUT)
-    starting = (NodePhase.REGISTERED, NodePhase.READY)
-    nodes = snapshot.cluster.nodes  # facts hold them in this order, once each unless two share a name
-    every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
-    for fact in [f for f in every if f.phase in starting]:
+    if starting is None:
+        nodes = snapshot.cluster.nodes  # facts hold them in this order, once each unless two share a name
+        every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
+        starting = [f for f in every if f.phase in STARTING]
+    for fact in starting:
         node, pool, current = fact.node, fact.pool, fact.phase
         if pool is None:
             continue
@@ -240,7 +243,8 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
     ordered_pools = list(by_name.values())
     facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo, (arranged.generation, arranged.replaced))
-    timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts)
+    timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts,
+                             memo.starting(facts) if memo is not None else None)
     state = timeouts.state
     world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo, pods,
                         (arranged.generation, arranged.moved))

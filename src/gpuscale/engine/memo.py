@@ -132,13 +132,15 @@ def _patched(last: NodeRows, facts: Mapping[str, NodeFacts], names: frozenset[st
 
 
 VERDICTS_KEPT = 10_000
+STARTING = (NodePhase.REGISTERED, NodePhase.READY)
+"""The phases in which a node can time out (`engine.decide.find_timeouts`)."""
 
 
 class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_pools", "_seen", "_templates",
-                 "_verdicts", "arrange", "rows", "scale_down", "scale_up")
+    __slots__ = ("_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_order", "_pools", "_seen",
+                 "_starting", "_templates", "_verdicts", "arrange", "rows", "scale_down", "scale_up")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
@@ -161,6 +163,10 @@ class DecideMemo:
         self.scale_up = ScaleUpMemo()
         """Scale-up's pool verdicts per unit, share normalizer and reasons for units no pool takes (`ScaleUpMemo`)."""
         self._node_rows: NodeRows | None = None
+        self._order: dict[str, int] | None = None
+        """Position of each name in `_facts` (None: two nodes of the last full pass shared a name)."""
+        self._starting: dict[str, int] = {}
+        """The nodes of `_facts` still starting (`STARTING`), with their positions there."""
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
               arranged: tuple[int, Mapping[str, Node] | None] | None = None) -> dict[str, NodeFacts]:
@@ -179,8 +185,15 @@ class DecideMemo:
             if not replaced:
                 return self._facts
             patched = dict(self._facts)  # the same names in the same order, a few derived again
+            starting, order = self._starting, self._order
             for name, node in replaced.items():
-                patched[name] = derive(node, node_pools.get(name), pools, self._keys)
+                patched[name] = fact = derive(node, node_pools.get(name), pools, self._keys)
+                if order is None:
+                    continue
+                if fact.phase in STARTING:
+                    starting[name] = order[name]
+                else:
+                    starting.pop(name, None)
             self._facts = patched
             if len(self._keys) > 2 * len(patched) + 64:  # stale canonical keys only cost memory: dropped now and then
                 self._keys = {f.group_key: f.group_key for f in patched.values()}
@@ -198,9 +211,19 @@ class DecideMemo:
                 derived = True
             fresh[node.name] = known
         self._facts = fresh
+        self._order = order = {name: i for i, name in enumerate(fresh)} if len(fresh) == len(nodes) else None
+        self._starting = {} if order is None else {
+            name: order[name] for name, fact in fresh.items() if fact.phase in STARTING}
         if derived or len(fresh) != len(old):  # canonical keys are those in use now: unused ones are dropped
             self._keys = {f.group_key: f.group_key for f in fresh.values()}
         return fresh
+
+    def starting(self, facts: Mapping[str, NodeFacts]) -> list[NodeFacts] | None:
+        """The facts of the nodes still starting (`STARTING`), in the order of `facts`, when `facts` is the last
+        `facts` call's dict with no two nodes sharing a name; else None (the caller looks at every node)."""
+        if facts is not self._facts or self._order is None:
+            return None
+        return [facts[name] for name in sorted(self._starting, key=self._starting.__getitem__)]
 
     def node_rows(self, nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
                   expired: frozenset[str], generation: int) -> NodeRows:
