@@ -97,7 +97,8 @@ def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Ma
     """The rows of `nodes` (in order) but those being deleted or `expired`, from their facts."""
     # facts hold the nodes in order, once each unless two share a name
     every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
-    kept = [f for f in every if _has_row(f, expired)]
+    deleting = NodePhase.DELETING  # `_has_row`, inlined: this pass runs whenever nodes come or go
+    kept = [f for f in every if f.phase is not deleting and f.node.name not in expired]
     of_pool = Counter(None if f.pool is None else f.pool.name for f in kept)
     return NodeRows(facts=facts, expired=expired, generation=generation,
                     position={f.node.name: i for i, f in enumerate(kept)}, nodes=[f.row_node for f in kept],
@@ -140,7 +141,7 @@ class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
     __slots__ = ("_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_order", "_pools", "_seen",
-                 "_starting", "_templates", "_verdicts", "arrange", "rows", "scale_down", "scale_up")
+                 "_starting", "_templates", "_unique", "_verdicts", "arrange", "rows", "scale_down", "scale_up")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
@@ -163,8 +164,10 @@ class DecideMemo:
         self.scale_up = ScaleUpMemo()
         """Scale-up's pool verdicts per unit, share normalizer and reasons for units no pool takes (`ScaleUpMemo`)."""
         self._node_rows: NodeRows | None = None
+        self._unique = False
+        """No two nodes of the last full pass shared a name (else `_starting` is not kept)."""
         self._order: dict[str, int] | None = None
-        """Position of each name in `_facts` (None: two nodes of the last full pass shared a name)."""
+        """Position of each name in `_facts`, made when first needed (None: not made since the last full pass)."""
         self._starting: dict[str, int] = {}
         """The nodes of `_facts` still starting (`STARTING`), with their positions there."""
 
@@ -185,13 +188,15 @@ class DecideMemo:
             if not replaced:
                 return self._facts
             patched = dict(self._facts)  # the same names in the same order, a few derived again
-            starting, order = self._starting, self._order
+            starting = self._starting
             for name, node in replaced.items():
                 patched[name] = fact = derive(node, node_pools.get(name), pools, self._keys)
-                if order is None:
+                if not self._unique:
                     continue
                 if fact.phase in STARTING:
-                    starting[name] = order[name]
+                    if self._order is None:  # the same names in the same order as the last full pass
+                        self._order = {n: i for i, n in enumerate(patched)}
+                    starting[name] = self._order[name]
                 else:
                     starting.pop(name, None)
             self._facts = patched
@@ -211,17 +216,17 @@ class DecideMemo:
                 derived = True
             fresh[node.name] = known
         self._facts = fresh
-        self._order = order = {name: i for i, name in enumerate(fresh)} if len(fresh) == len(nodes) else None
-        self._starting = {} if order is None else {
-            name: order[name] for name, fact in fresh.items() if fact.phase in STARTING}
-        if derived or len(fresh) != len(old):  # canonical keys are those in use now: unused ones are dropped
+        self._unique, self._order = len(fresh) == len(nodes), None
+        self._starting = {name: i for i, (name, fact) in enumerate(fresh.items())
+                          if fact.phase in STARTING} if self._unique else {}
+        if (derived or len(fresh) != len(old)) and len(keys) > 2 * len(fresh) + 64:  # as when patched
             self._keys = {f.group_key: f.group_key for f in fresh.values()}
         return fresh
 
     def starting(self, facts: Mapping[str, NodeFacts]) -> list[NodeFacts] | None:
         """The facts of the nodes still starting (`STARTING`), in the order of `facts`, when `facts` is the last
         `facts` call's dict with no two nodes sharing a name; else None (the caller looks at every node)."""
-        if facts is not self._facts or self._order is None:
+        if facts is not self._facts or not self._unique:
             return None
         return [facts[name] for name in sorted(self._starting, key=self._starting.__getitem__)]
 

@@ -508,7 +508,8 @@ class RowMemo:
         base = self._capacity
         same = base is not None and base[0] == capacity
         if base is None or not same:
-            names = frozenset(n for c in {id(c): c for c in capacity}.values() for n in c.names())
+            distinct = dict(zip(map(id, capacity), capacity, strict=True)).values()  # by identity: few, many rows
+            names = frozenset(n for c in distinct for n, _ in c.items)
             base = self._capacity = (list(capacity), names, GpuDevices.of(capacity))
         return base[1], base[2], same
 
