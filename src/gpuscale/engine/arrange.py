@@ -90,13 +90,15 @@ class _Sorted(Generic[T]):
         if self._ties or len(fresh) != len(objects):
             self._reset(objects)
             return None
-        gone, new = held.keys() - fresh.keys(), fresh.keys() - held.keys()
-        if not gone and not new:
+        changed = set(held)  # the ids held or given but not both: one copy and one pass, then a split of the few
+        changed.symmetric_difference_update(fresh)
+        if not changed:
             return [], []
-        if len(gone) + len(new) > max(_FEW, len(objects) // 8):
+        if len(changed) > max(_FEW, len(objects) // 8):
             self._reset(objects)
             return None
-        return self._apply([held[i] for i in gone], [fresh[i] for i in new], objects)
+        new = {i for i in changed if i in fresh}
+        return self._apply([held[i] for i in changed - new], [fresh[i] for i in new], objects)
 
     def _aligned(self, last: Sequence[T], objects: Sequence[T]) -> tuple[list[T], list[T]] | None:
         """The objects that left and came when `objects` is `last` (as long) with a few positions changed, found by
