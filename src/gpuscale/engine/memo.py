@@ -97,13 +97,14 @@ def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Ma
     """The rows of `nodes` (in order) but those being deleted or `expired`, from their facts."""
     # facts hold the nodes in order, once each unless two share a name
     every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
-    deleting = NodePhase.DELETING  # `_has_row`, inlined: this pass runs whenever nodes come or go
+    # `_has_row`, inlined, and enum members looked up once (slow to look up): this pass runs when nodes come or go
+    deleting, usable = NodePhase.DELETING, NodePhase.USABLE
     kept = [f for f in every if f.phase is not deleting and f.node.name not in expired]
     of_pool = Counter(None if f.pool is None else f.pool.name for f in kept)
     return NodeRows(facts=facts, expired=expired, generation=generation,
                     position={f.node.name: i for i, f in enumerate(kept)}, nodes=[f.row_node for f in kept],
                     capacity=[f.capacity for f in kept], row_pool=[f.pool_name for f in kept],
-                    upcoming=[f.phase is not NodePhase.USABLE for f in kept], group_keys=[f.group_key for f in kept],
+                    upcoming=[f.phase is not usable for f in kept], group_keys=[f.group_key for f in kept],
                     gpus=[f.gpu_units for f in kept],
                     counted=[(None if name is None else pools[name], n) for name, n in of_pool.items()])
 
