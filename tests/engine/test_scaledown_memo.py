@@ -137,3 +137,28 @@ def test_nodes_appear_and_vanish() -> None:
         result = _plan(world, memo, order)
         assert result == _plan(world, None, order)
         assert bool(result.removals or result.unneeded or result.blocked) is bool(world.nodes)
+
+
+def test_a_node_that_stops_starting_is_judged_with_the_kept_node_set() -> None:
+    """The node set keeps what utilization reads of its usable nodes alone; a not-Ready node that was still starting
+    and is then judged (same node objects, a later clock) joins the evaluated nodes without the kept arrays standing
+    in for them (a cache not tied to the usable positions fails here)."""
+    nodes = (node("a"), node("b", ready=False, created_s=NOW - 60), node("c", cpu="8", memory="32Gi"))
+    pods = (pod("p", "a"), pod("q", "b"), pod("r", "c", cpu="6", memory="24Gi"))
+    pools = pools_for(nodes)
+    by_node: dict[str, list[Pod]] = {n.name: [p for p in pods if p.node_name == n.name] for n in nodes}
+    policy = Policy()
+    memo = DecideMemo()
+    facts = list(memo.facts(list(nodes), {}, pools).values())
+    results = []
+    for now in (NOW, NOW, NOW + policy.max_node_provision_time_s, NOW):
+        table = NodeTable.build(nodes, [n.allocatable for n in nodes], pods)
+        fresh = plan_scale_down(nodes=nodes, table=table, pods_by_node=by_node, pools=pools,
+                                pool_of={n.name: n.labels[POOL_LABEL] for n in nodes}, pdbs=(), policy=policy,
+                                state=EngineState(), now=now, unneeded_since={})
+        kept = memo.scale_down.plan(facts, table=table, pods_by_node=by_node, pdbs=(), policy=policy,
+                                    state=EngineState(), now=now)
+        assert kept == fresh
+        results.append(fresh)
+    judged = [{v.node for v in (*r.blocked, *r.unneeded)} | {r.node for r in r.removals} for r in results]
+    assert "b" not in judged[0] and "b" in judged[2]
