@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from unittest.mock import patch
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuscale.engine import scaledown
 from gpuscale.engine.drain import DO_NOT_DISRUPT
 from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT
@@ -72,6 +74,19 @@ def _plan(world: World, memo: DecideMemo | None, order: list[Node]) -> ScaleDown
 @given(worlds(), worlds(), st.lists(st.booleans(), min_size=3, max_size=12), st.randoms(use_true_random=False))
 def test_plans_with_history_equal_fresh_plans(first: World, second: World, keep: list[bool],
                                               rnd: random.Random) -> None:
+    _plans_with_history_equal_fresh_plans(first, second, keep, rnd)
+
+
+@given(worlds(), worlds(), st.lists(st.booleans(), min_size=3, max_size=12), st.randoms(use_true_random=False))
+def test_plans_with_history_equal_fresh_plans_patched_in_bulk(first: World, second: World, keep: list[bool],
+                                                               rnd: random.Random) -> None:
+    """The same with the node set's columns patched through `_Columns.of` however few records changed (the way
+    patches of many records go)."""
+    with patch.object(scaledown, "_FEW_RECORDS", 0):
+        _plans_with_history_equal_fresh_plans(first, second, keep, rnd)
+
+
+def _plans_with_history_equal_fresh_plans(first: World, second: World, keep: list[bool], rnd: random.Random) -> None:
     first, second = _clocked(first), _clocked(second)
     mixed = _mixed(first, second, keep)
     memo = DecideMemo()

@@ -188,6 +188,8 @@ _PHASE_CODE = {p: i for i, p in enumerate(NodePhase)}
 
 
 ObjectArray = npt.NDArray[np.object_]
+_FEW_RECORDS = 16
+"""Up to this many records are patched into a node set's columns one by one (`_Columns.patch`)."""
 
 
 def _objects(items: Iterable[object], n: int) -> ObjectArray:
@@ -249,6 +251,21 @@ class _Columns:
         self.since[at], self.phases[at], self.alloc[at] = new.since, new.phases, new.alloc
         self.gpu_pool[at], self.deleting[at], self.ready[at] = new.gpu_pool, new.deleting, new.ready
 
+    def patch(self, at: Sequence[int], records: Sequence[NodeRecord]) -> None:
+        """Positions `at` take the entries of `records` (position `at[k]` those of `records[at[k]]`), derived as `of`
+        derives them: record by record for a few (`of` costs a dozen C-level passes however few there are), else
+        through `of`."""
+        if len(at) > _FEW_RECORDS:
+            self.put(np.array(at, dtype=np.int64), _Columns.of([records[i] for i in at]))
+            return
+        for i in at:
+            record = records[i]
+            node, pool = record.node, record.pool
+            self.nodes[i], self.names[i], self.pools[i], self.pool_names[i] = node, node.name, pool, record.pool_name
+            self.since[i], self.phases[i] = _unneeded_since(node), _PHASE_CODE[record.phase]
+            self.alloc[i], self.gpu_pool[i] = record.amounts, pool is not None and pool.is_gpu_pool()
+            self.deleting[i], self.ready[i] = node.deleting, node.ready
+
 
 class NodeSet:
     """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order, as
@@ -301,7 +318,7 @@ class NodeSet:
             at = changed.tolist()
             if all(records[i].node.name == self.names[i] for i in at):  # same names: still in name order
                 columns = self.columns.copy()
-                columns.put(changed, _Columns.of([records[i] for i in at]))
+                columns.patch(at, records)
                 nodes = NodeSet(records, columns)
                 nodes._carry(self, changed)
                 return nodes, np.where(same, np.arange(len(records)), -1)
@@ -314,7 +331,7 @@ class NodeSet:
             return NodeSet(records), None  # nothing to copy, or not in name order
         columns = self.columns.take(np.maximum(source, 0))
         if len(fresh):
-            columns.put(fresh, _Columns.of([records[i] for i in fresh.tolist()]))
+            columns.patch(fresh.tolist(), records)
             names, last = columns.names, len(records) - 1
             for i in fresh.tolist():  # the kept ones keep their order: only a new neighbour can break it
                 if (i > 0 and names[i - 1] >= names[i]) or (i < last and names[i] >= names[i + 1]):
