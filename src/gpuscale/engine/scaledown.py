@@ -42,7 +42,8 @@ C-level passes, no Python loop per node); steps 3–4 touch only candidates' pod
 fork (O(nodes × resources)) plus one vectorised feasibility pass per pod. **Carried between decisions**
 (`ScaleDownMemo`, part of the engine's decision memo; never changes a result): the node set while the node records are
 the very same objects (updated, not rebuilt, when some change: only records it does not hold are derived) with its
-table rows while the table's index is the same; and each underutilized node's verdict — its reason and drainability —
+table rows while the table's index is the same and what step 2 reads of its usable nodes alone (allocatable, ratio
+denominators, GPU-node flags); and each underutilized node's verdict — its reason and drainability —
 while its record, utilization numbers and pod objects are the same and the policy and PDBs are equal, so a node
 blocked by the same pod tick after tick is not re-checked. Verdicts are held by position and follow their records from
 one node set to the next; the numbers are compared in one vectorised pass, and the pods not at all for nodes the
