@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from unittest.mock import patch
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuscale.engine import scaledown
 from gpuscale.engine.drain import DO_NOT_DISRUPT
 from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT
@@ -72,6 +74,19 @@ def _plan(world: World, memo: DecideMemo | None, order: list[Node]) -> ScaleDown
 @given(worlds(), worlds(), st.lists(st.booleans(), min_size=3, max_size=12), st.randoms(use_true_random=False))
 def test_plans_with_history_equal_fresh_plans(first: World, second: World, keep: list[bool],
                                               rnd: random.Random) -> None:
+    _plans_with_history_equal_fresh_plans(first, second, keep, rnd)
+
+
+@given(worlds(), worlds(), st.lists(st.booleans(), min_size=3, max_size=12), st.randoms(use_true_random=False))
+def test_plans_with_history_equal_fresh_plans_patched_in_bulk(first: World, second: World, keep: list[bool],
+                                                               rnd: random.Random) -> None:
+    """The same with the node set's columns patched through `_Columns.of` however few records changed (the way
+    patches of many records go)."""
+    with patch.object(scaledown, "_FEW_RECORDS", 0):
+        _plans_with_history_equal_fresh_plans(first, second, keep, rnd)
+
+
+def _plans_with_history_equal_fresh_plans(first: World, second: World, keep: list[bool], rnd: random.Random) -> None:
     first, second = _clocked(first), _clocked(second)
     mixed = _mixed(first, second, keep)
     memo = DecideMemo()
@@ -137,3 +152,28 @@ def test_nodes_appear_and_vanish() -> None:
         result = _plan(world, memo, order)
         assert result == _plan(world, None, order)
         assert bool(result.removals or result.unneeded or result.blocked) is bool(world.nodes)
+
+
+def test_a_node_that_stops_starting_is_judged_with_the_kept_node_set() -> None:
+    """The node set keeps what utilization reads of its usable nodes alone; a not-Ready node that was still starting
+    and is then judged (same node objects, a later clock) joins the evaluated nodes without the kept arrays standing
+    in for them (a cache not tied to the usable positions fails here)."""
+    nodes = (node("a"), node("b", ready=False, created_s=NOW - 60), node("c", cpu="8", memory="32Gi"))
+    pods = (pod("p", "a"), pod("q", "b"), pod("r", "c", cpu="6", memory="24Gi"))
+    pools = pools_for(nodes)
+    by_node: dict[str, list[Pod]] = {n.name: [p for p in pods if p.node_name == n.name] for n in nodes}
+    policy = Policy()
+    memo = DecideMemo()
+    facts = list(memo.facts(list(nodes), {}, pools).values())
+    results = []
+    for now in (NOW, NOW, NOW + policy.max_node_provision_time_s, NOW):
+        table = NodeTable.build(nodes, [n.allocatable for n in nodes], pods)
+        fresh = plan_scale_down(nodes=nodes, table=table, pods_by_node=by_node, pools=pools,
+                                pool_of={n.name: n.labels[POOL_LABEL] for n in nodes}, pdbs=(), policy=policy,
+                                state=EngineState(), now=now, unneeded_since={})
+        kept = memo.scale_down.plan(facts, table=table, pods_by_node=by_node, pdbs=(), policy=policy,
+                                    state=EngineState(), now=now)
+        assert kept == fresh
+        results.append(fresh)
+    judged = [{v.node for v in (*r.blocked, *r.unneeded)} | {r.node for r in r.removals} for r in results]
+    assert "b" not in judged[0] and "b" in judged[2]

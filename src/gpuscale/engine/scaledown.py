@@ -42,7 +42,8 @@ C-level passes, no Python loop per node); steps 3–4 touch only candidates' pod
 fork (O(nodes × resources)) plus one vectorised feasibility pass per pod. **Carried between decisions**
 (`ScaleDownMemo`, part of the engine's decision memo; never changes a result): the node set while the node records are
 the very same objects (updated, not rebuilt, when some change: only records it does not hold are derived) with its
-table rows while the table's index is the same; and each underutilized node's verdict — its reason and drainability —
+table rows while the table's index is the same and what step 2 reads of its usable nodes alone (allocatable, ratio
+denominators, GPU-node flags); and each underutilized node's verdict — its reason and drainability —
 while its record, utilization numbers and pod objects are the same and the policy and PDBs are equal, so a node
 blocked by the same pod tick after tick is not re-checked. Verdicts are held by position and follow their records from
 one node set to the next; the numbers are compared in one vectorised pass, and the pods not at all for nodes the
@@ -64,6 +65,7 @@ import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from itertools import chain, repeat
 from operator import attrgetter
 from typing import Protocol, cast
@@ -187,6 +189,8 @@ _PHASE_CODE = {p: i for i, p in enumerate(NodePhase)}
 
 
 ObjectArray = npt.NDArray[np.object_]
+_FEW_RECORDS = 16
+"""Up to this many records are patched into a node set's columns one by one (`_Columns.patch`)."""
 
 
 def _objects(items: Iterable[object], n: int) -> ObjectArray:
@@ -248,14 +252,30 @@ class _Columns:
         self.since[at], self.phases[at], self.alloc[at] = new.since, new.phases, new.alloc
         self.gpu_pool[at], self.deleting[at], self.ready[at] = new.gpu_pool, new.deleting, new.ready
 
+    def patch(self, at: Sequence[int], records: Sequence[NodeRecord]) -> None:
+        """Positions `at` take the entries of `records` (position `at[k]` those of `records[at[k]]`), derived as `of`
+        derives them: record by record for a few (`of` costs a dozen C-level passes however few there are), else
+        through `of`."""
+        if len(at) > _FEW_RECORDS:
+            self.put(np.array(at, dtype=np.int64), _Columns.of([records[i] for i in at]))
+            return
+        for i in at:
+            record = records[i]
+            node, pool = record.node, record.pool
+            self.nodes[i], self.names[i], self.pools[i], self.pool_names[i] = node, node.name, pool, record.pool_name
+            self.since[i], self.phases[i] = _unneeded_since(node), _PHASE_CODE[record.phase]
+            self.alloc[i], self.gpu_pool[i] = record.amounts, pool is not None and pool.is_gpu_pool()
+            self.deleting[i], self.ready[i] = node.deleting, node.ready
+
 
 class NodeSet:
     """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order, as
     arrays built without a Python pass per node. A `ScaleDownMemo` keeps one while the records are the very same
     objects, and otherwise derives only the records it does not hold yet (`updated`)."""
 
-    __slots__ = ("_live", "_rows", "_sizes", "_unneeded_since", "alloc", "columns", "gpu_pool", "live_count", "names",
-                 "nodes", "records", "registered", "unready", "usable", "usable_positions", "usable_total")
+    __slots__ = ("_capacities", "_live", "_rows", "_sizes", "_unneeded_since", "alloc", "columns", "gpu_pool",
+                 "live_count", "names", "nodes", "records", "registered", "unready", "usable", "usable_positions",
+                 "usable_total")
 
     def __init__(self, records: Sequence[NodeRecord], columns: _Columns | None = None) -> None:
         """`columns`: those of `records`, which are then in name order already."""
@@ -280,6 +300,8 @@ class NodeSet:
         self._unneeded_since: dict[str, float] | None = None
         self._rows: tuple[Mapping[str, int], IntArray] | None = None
         """The last `rows` answer and the table index it was read from."""
+        self._capacities: tuple[IntArray, IntArray, npt.NDArray[np.bool_]] | None = None
+        """`_capacities` of the usable nodes."""
 
     def updated(self, records: Sequence[NodeRecord]) -> NodeSet:
         """The set of `records`: the columns of records this set holds (the very same objects) are copied, only the
@@ -297,7 +319,7 @@ class NodeSet:
             at = changed.tolist()
             if all(records[i].node.name == self.names[i] for i in at):  # same names: still in name order
                 columns = self.columns.copy()
-                columns.put(changed, _Columns.of([records[i] for i in at]))
+                columns.patch(at, records)
                 nodes = NodeSet(records, columns)
                 nodes._carry(self, changed)
                 return nodes, np.where(same, np.arange(len(records)), -1)
@@ -310,7 +332,7 @@ class NodeSet:
             return NodeSet(records), None  # nothing to copy, or not in name order
         columns = self.columns.take(np.maximum(source, 0))
         if len(fresh):
-            columns.put(fresh, _Columns.of([records[i] for i in fresh.tolist()]))
+            columns.patch(fresh.tolist(), records)
             names, last = columns.names, len(records) - 1
             for i in fresh.tolist():  # the kept ones keep their order: only a new neighbour can break it
                 if (i > 0 and names[i - 1] >= names[i]) or (i < last and names[i] >= names[i + 1]):
@@ -417,17 +439,6 @@ def allocatable_amounts(node: Node) -> tuple[int, int, int, int]:
     return _amounts(node.allocatable)
 
 
-@dataclass(frozen=True, slots=True)
-class _Utilization:
-    """Per evaluated node, in order: utilization, whether it is judged as a GPU node, and its ratios."""
-
-    value: FloatArray
-    gpu_node: npt.NDArray[np.bool_]
-    cpu: FloatArray
-    memory: FloatArray
-    gpu: FloatArray
-
-
 def _evaluated(nodes: NodeSet, policy: Policy, now: float) -> IntArray:
     """Positions of the nodes judged: usable ones, and not-Ready ones no longer starting."""
     late = [i for i in nodes.registered if not _starting(nodes.nodes[i], policy, now)]
@@ -438,35 +449,65 @@ def _evaluated(nodes: NodeSet, policy: Policy, now: float) -> IntArray:
     return np.flatnonzero(mask)
 
 
-def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable,
-                  pods_by_node: Mapping[str, Sequence[Pod]]) -> _Utilization:
-    """Utilization of the nodes at positions `at` (table rows `rows`): GPU nodes (GPUs in allocatable, or a GPU pool)
-    by GPU requests, others by max(cpu, memory); one vectorised pass."""
-    n = len(at)
+@lru_cache(maxsize=64)
+def _table_slots(columns: tuple[str, ...]) -> tuple[list[int], list[int], list[int]]:
+    """For a table's columns: the allocatable slots (cpu 0, memory 1, GPU milli 3) it has a column for, those columns,
+    and the columns of whole GPUs (summed into slot 2)."""
+    slots = [(slot, columns.index(name)) for slot, name in ((0, CPU), (1, MEMORY), (3, GPU_MILLI)) if name in columns]
+    return [s for s, _ in slots], [c for _, c in slots], [i for i, c in enumerate(columns) if is_gpu_resource(c)]
+
+
+def _capacities(nodes: NodeSet, at: IntArray) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_]]:
+    """What utilization reads of the nodes alone at positions `at`: their allocatable amounts, the ratios' denominators
+    (cpu, memory, milli-GPUs: whole GPUs if any, else GPU milli) and whether each is judged as a GPU node (GPUs in
+    allocatable, or a GPU pool). Kept by the set for its usable positions (the usual `at`), read-only."""
+    if at is nodes.usable_positions and nodes._capacities is not None:
+        return nodes._capacities
     alloc = nodes.alloc[at]
+    total = np.empty((len(at), 3), dtype=np.int64)
+    total[:, :2], total[:, 2] = alloc[:, :2], np.where(alloc[:, 2] > 0, 1000 * alloc[:, 2], alloc[:, 3])
+    gpu_node = (total[:, 2] > 0) | nodes.gpu_pool[at]
+    if at is nodes.usable_positions:
+        for array in (alloc, total, gpu_node):
+            array.flags.writeable = False
+        nodes._capacities = (alloc, total, gpu_node)
+    return alloc, total, gpu_node
+
+
+def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable,
+                  pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy) -> FloatArray:
+    """The numbers (`_Numbers`, one row each) of the nodes at positions `at` (table rows `rows`): GPU nodes by GPU
+    requests, others by max(cpu, memory); one vectorised pass."""
+    n = len(at)
+    alloc, total, gpu_node = _capacities(nodes, at)
     used = np.zeros((n, 4), dtype=np.int64)
     in_table = nodes.usable[at] & (rows >= 0)
     from_table = np.flatnonzero(in_table)
     if len(from_table):
-        free = table.free[rows[from_table]]
-        columns = table.columns
-        for slot, name in ((0, CPU), (1, MEMORY), (3, GPU_MILLI)):
-            if name in columns:
-                used[from_table, slot] = alloc[from_table, slot] - free[:, columns.index(name)]
-        gpu_cols = [i for i, c in enumerate(columns) if is_gpu_resource(c)]
-        if gpu_cols:
-            used[from_table, 2] = alloc[from_table, 2] - free[:, gpu_cols].sum(axis=1)
+        slots, columns, gpu_columns = _table_slots(tuple(table.columns))
+        whole = len(from_table) == n
+        free = table.free[rows if whole else rows[from_table]]
+        part = alloc if whole else alloc[from_table]
+        block = used if whole else np.zeros((len(from_table), 4), dtype=np.int64)
+        block[:, slots] = part[:, slots] - free[:, columns]
+        if gpu_columns:
+            block[:, 2] = part[:, 2] - free[:, gpu_columns].sum(axis=1)
+        if not whole:
+            used[from_table] = block
     if len(from_table) < n:
         for i in np.flatnonzero(~in_table).tolist():
             pods = pods_by_node.get(nodes.names[at[i]], ())
             used[i] = _amounts(sum((p.requests for p in pods if not p.is_terminal()), Resources()))
     used = np.maximum(used, 0)
-    gpu_cap = np.where(alloc[:, 2] > 0, 1000 * alloc[:, 2], alloc[:, 3])
-    cpu, mem = _ratio(used[:, 0], alloc[:, 0]), _ratio(used[:, 1], alloc[:, 1])
-    gpu = _ratio(1000 * used[:, 2] + used[:, 3], gpu_cap)
-    gpu_node = (gpu_cap > 0) | nodes.gpu_pool[at]
-    return _Utilization(value=np.where(gpu_node, gpu, np.maximum(cpu, mem)), gpu_node=gpu_node, cpu=cpu,
-                        memory=mem, gpu=gpu)
+    share = np.empty((n, 3), dtype=np.int64)  # cpu, memory and milli-GPUs requested, over `total`
+    share[:, :2], share[:, 2] = used[:, :2], 1000 * used[:, 2] + used[:, 3]
+    ratios = _ratio(share, total)
+    numbers = np.empty((n, 6))
+    numbers[:, 0] = np.where(gpu_node, ratios[:, 2], np.maximum(ratios[:, 0], ratios[:, 1]))
+    numbers[:, 1] = np.where(gpu_node, policy.scale_down_gpu_utilization_threshold,
+                             policy.scale_down_utilization_threshold)
+    numbers[:, 2:5], numbers[:, 5] = ratios, gpu_node
+    return numbers
 
 
 _Numbers = tuple[float, float, float, float, float, bool]
@@ -608,11 +649,9 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
     """Drainable candidates (strictly below threshold, known pool) with their table rows, and the underutilized nodes
     that cannot go."""
     at = _evaluated(nodes, policy, now)
-    found = _utilizations(nodes, at, rows[at], table, pods_by_node)
-    thresholds = np.where(found.gpu_node, policy.scale_down_gpu_utilization_threshold,
-                          policy.scale_down_utilization_threshold)
-    below = np.flatnonzero(found.value < thresholds)
-    numbers = np.column_stack((found.value, thresholds, found.cpu, found.memory, found.gpu, found.gpu_node))[below]
+    found = _utilizations(nodes, at, rows[at], table, pods_by_node, policy)
+    below = np.flatnonzero(found[:, 0] < found[:, 1])
+    numbers = found[below]
     positions = at[below]
     candidates: list[tuple[_Candidate, int | None]] = []
     blocked: list[NodeVerdict] = []
@@ -658,8 +697,13 @@ class _Simulation:
 
     def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
         """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
-        pods = [*candidate.drain.move, *(self.received.get(row, []) if row is not None else [])]
-        trial = self.work.fork() if pods else self.work
+        received = self.received.get(row) if row is not None else None
+        if not candidate.drain.move and not received:  # nothing to move (most candidates): no fork, no sort
+            if row is not None:
+                self.work.disable(row)
+            return None
+        pods = [*candidate.drain.move, *(received or ())]
+        trial = self.work.fork()
         if row is not None:
             trial.disable(row)
         placed: list[tuple[Pod, int]] = []
