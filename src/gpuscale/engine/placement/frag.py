@@ -231,15 +231,18 @@ class FragTable:
     def frag(self, cpu_free: IntArray, gpu_left: IntArray, model: IntArray, fit_count: IntArray,
              small_milli: IntArray) -> FloatArray:
         """F for states given by free CPU, idle milli, model index (shape S) and `stats` (shape S × classes)."""
-        case = (fit_count >= self.count) + 2 * (cpu_free[..., None] >= self.cpu) + self._class_bits[model]
-        amount = np.where(_CASE_USABLE[case], small_milli, gpu_left[..., None]).astype(np.float64)
-        # (S × categories × classes), only the categories the classes can land in: each class's p·amount in its
-        # category's row, 0.0 in the others. cumsum adds strictly in order (Go's class order, then category order)
-        # and +0.0 leaves a partial sum unchanged.
-        per_category = np.where(_CASE_COLUMN[case][..., None, :] == self._columns[:, None],
-                                (self.weight * amount)[..., None, :], 0.0)
-        sums = np.cumsum(per_category, axis=-1)[..., -1]
-        out: FloatArray = np.cumsum(sums, axis=-1)[..., -1]
+        # One model (the autoscaler's views): every index is 0, and row 0 broadcasts like the lookup would.
+        bits = self._class_bits[0] if len(self._class_bits) == 1 else self._class_bits[model]
+        case = (fit_count >= self.count) + 2 * (cpu_free[:, None] >= self.cpu) + bits
+        amount = np.where(_CASE_USABLE[case], small_milli, gpu_left[:, None]).astype(np.float64)
+        # (classes × categories × S), only the categories the classes can land in: each class's p·amount in its
+        # category's row, 0.0 (False · amount) in the others. cumsum adds strictly in order (Go's class order, then
+        # category order) and +0.0 leaves a partial sum unchanged. Classes go first and the array is C-ordered, so
+        # each step of the sum adds one contiguous (categories × S) slab.
+        hits = _CASE_COLUMN[case].T[:, None, :] == self._columns[:, None]
+        per_category = np.multiply(hits, (self.weight * amount).T[:, None, :], order="C")
+        sums = np.cumsum(per_category, axis=0)[-1]
+        out: FloatArray = np.cumsum(sums, axis=0)[-1]
         return out
 
     def frag_of_nodes(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
