@@ -66,7 +66,9 @@ class PodTrace:
 
 
 _MILESTONE_NAMES = tuple((m, m.value) for m in Milestone)
-"""Milestones in order with their names (iterating the enum per pod is slow; the twin writes a trace per pod)."""
+_PHASE_NAMES = {p: p.value for p in Phase}
+"""Milestones in order with their names, and phase names: iterating the enum and reading `.value` per pod are slow
+(Python-level), and the twin writes a trace per pod."""
 
 
 def build_trace(*, pod: str, source: str, times: Mapping[Milestone, float], new_node: bool, pool: str | None,
@@ -76,7 +78,7 @@ def build_trace(*, pod: str, source: str, times: Mapping[Milestone, float], new_
     created = times[Milestone.CREATED]
     complete = Milestone.STARTED in times
     ordered = {name: times[m] - created for m, name in _MILESTONE_NAMES if m in times}
-    phases = {k.value: v for k, v in phases_of(times, blocked_s).items()} if complete else {}
+    phases = {_PHASE_NAMES[k]: v for k, v in phases_of(times, blocked_s).items()} if complete else {}
     return PodTrace(pod=pod, source=source, created_at=created, milestones=ordered, phases=phases, pool=pool,
                     node=node, new_node=new_node, reason=reason, complete=complete)
 
