@@ -65,14 +65,20 @@ class PodTrace:
                 else round(self.pending_to_running_s, 3)}
 
 
+_MILESTONE_NAMES = tuple((m, m.value) for m in Milestone)
+_PHASE_NAMES = {p: p.value for p in Phase}
+"""Milestones in order with their names, and phase names: iterating the enum and reading `.value` per pod are slow
+(Python-level), and the twin writes a trace per pod."""
+
+
 def build_trace(*, pod: str, source: str, times: Mapping[Milestone, float], new_node: bool, pool: str | None,
                 node: str | None, blocked_s: float = 0.0, reason: str | None = None) -> PodTrace:
     """A trace from absolute milestone times (any clock); `times` must hold `CREATED`. Complete iff it holds
     `STARTED`; then its phases are computed with `phases_of` (they sum to pending→running)."""
     created = times[Milestone.CREATED]
     complete = Milestone.STARTED in times
-    ordered = {m.value: times[m] - created for m in Milestone if m in times}
-    phases = {str(k): v for k, v in phases_of(times, blocked_s).items()} if complete else {}
+    ordered = {name: times[m] - created for m, name in _MILESTONE_NAMES if m in times}
+    phases = {_PHASE_NAMES[k]: v for k, v in phases_of(times, blocked_s).items()} if complete else {}
     return PodTrace(pod=pod, source=source, created_at=created, milestones=ordered, phases=phases, pool=pool,
                     node=node, new_node=new_node, reason=reason, complete=complete)
 

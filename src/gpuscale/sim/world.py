@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpuscale.lifecycle.phases import Milestone, phases_of, with_node
+from gpuscale.lifecycle.phases import Milestone, with_node
 from gpuscale.lifecycle.trace import build_trace
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodPhase
@@ -221,14 +221,14 @@ class World:
                 (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)) if v is not None}
             times, new_node = with_node(track.times, node_times)
         blocked = track.blocked_s + ((self.now - track.blocked_since) if track.blocked_since is not None else 0.0)
-        phases = {str(k): v for k, v in phases_of(times, blocked).items()} if started is not None else {}
         pool = timeline.pool if timeline is not None and started is not None else None
+        # The trace is complete iff the pod started: its phases are the record's (computed once, shared, read-only).
         trace = build_trace(pod=track.pod.key, source="twin", times=times, new_node=new_node, pool=pool,
                             node=node_name if started is not None else None, blocked_s=blocked,
                             reason=track.blocked_reason if blocked > 0 else None)
         return PodRecord(key=track.pod.key, workload=track.workload, team=track.team, pool=pool,
                          gpus=self.gpus_of(track.pod.requests), created_s=times[Milestone.CREATED],
-                         running_s=started, new_node=new_node, phases=phases, trace=trace)
+                         running_s=started, new_node=new_node, phases=trace.phases, trace=trace)
 
     def open_records(self) -> list[tuple[PodRecord, bool]]:
         """Records of pods still alive at the end of the run, with whether they are pending."""

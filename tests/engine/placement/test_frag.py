@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.placement import ClusterState, FragTable, TypicalClass, node_frag, typical_classes
+from gpuscale.engine.placement.frag import _sum_in_order
 from gpuscale.sim.openb import bundled, read_nodes, read_pods
 from gpuscale.sim.pack import node_spec, pod_shape
 from tests.engine.placement.helpers import pod
@@ -113,3 +114,16 @@ def test_vectorised_frag_equals_reference_to_the_bit(classes: list[TypicalClass]
     got = table.frag_of_nodes(cpu, free, model)
     for i, (c, devices, m) in enumerate(states):
         assert got[i] == node_frag(c, devices, m, classes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 3), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_sum_in_order_adds_slab_after_slab(classes: int, categories: int, states: int, seed: int) -> None:
+    """F's order to the bit: a[0] + a[1] + ... one slab at a time, also for one-element slabs (where NumPy's own
+    reduction would sum pairwise). Magnitudes spread over 10⁻⁶..10⁶ so a different order shows in the last bits."""
+    rng = np.random.default_rng(seed)
+    a = rng.random((classes, categories, states)) * 10.0 ** rng.integers(-6, 7, (classes, categories, states))
+    expected = a[0].copy()
+    for slab in a[1:]:
+        expected = expected + slab
+    assert _sum_in_order(a).tolist() == expected.tolist()

@@ -22,6 +22,7 @@ from gpuscale.engine.placement import (
     node_frag,
     score_node,
 )
+from gpuscale.engine.placement.fgd import _distinct_rows
 from gpuscale.engine.placement.state import ClusterState
 from tests.engine.placement.helpers import NO_DRAWS, FixedDraws, node, pod
 
@@ -190,3 +191,15 @@ def test_gpuscale_keeps_fgd_order_and_breaks_its_ties_by_packing() -> None:
     key = scorer.score(state, pod(milli=500), np.zeros(1, dtype=np.int64), NO_DRAWS)[0]
     assert key >> 40 == 50
     assert scorer.pick_gpus(state, pod(milli=500), 0, NO_DRAWS) == (0,)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-2, 2), st.integers(0, 3), st.sampled_from([0, 500, 1000, 2**40]),
+                          st.sampled_from([0, 250, 1000])), min_size=1, max_size=60))
+def test_fgd_distinct_rows_group_as_numpy_unique(rows: list[tuple[int, int, int, int]]) -> None:
+    """FGD scores each distinct node state once: the groups (and their first rows) are `np.unique`'s."""
+    key = np.array(rows, dtype=np.int64)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    got_first, got_inverse = _distinct_rows(key)
+    assert got_first.tolist() == first.tolist()
+    assert got_inverse.tolist() == inverse.reshape(-1).tolist()

@@ -30,6 +30,21 @@ DEDUPE_ABOVE = 48
 """`score` scores each distinct node state once when given more nodes than this."""
 
 
+def _distinct_rows(key: IntArray) -> tuple[IntArray, IntArray]:
+    """`np.unique(key, axis=0, return_index=True, return_inverse=True)` without the values: the first row of each
+    distinct value, and each row's position among those. A stable lexsort and a compare of neighbours, which is several
+    times cheaper than `unique`'s sort of rows viewed as opaque bytes (the same groups, in the same order)."""
+    order = np.lexsort(key.T[::-1])
+    ordered = key[order]
+    starts = np.empty(len(order), dtype=np.bool_)
+    starts[:1] = True
+    np.any(ordered[1:] != ordered[:-1], axis=1, out=starts[1:])
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    first: IntArray = order[starts]
+    return first, inverse
+
+
 class FgdScorer:
     name = "fgd"
     deterministic = True
@@ -43,8 +58,8 @@ class FgdScorer:
             # the device count: score each distinct state once. Early on most nodes are empty and alike.
             key = np.column_stack((state.model[nodes], state.gpu_count[nodes], state.cpu_free[nodes],
                                    np.sort(state.gpu_free[nodes], axis=1)))
-            _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-            return self._scores(state, pod, nodes[first])[inverse.reshape(-1)]
+            first, inverse = _distinct_rows(key)
+            return self._scores(state, pod, nodes[first])[inverse]
         return self._scores(state, pod, nodes)
 
     def _scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:

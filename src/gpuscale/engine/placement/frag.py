@@ -70,6 +70,20 @@ def _columns_of(column_sets: IntArray) -> IntArray:
     return np.array([c for c in range(len(_FRAG_BUCKETS)) if union >> c & 1], dtype=np.int64)
 
 
+def _sum_in_order(a: FloatArray) -> FloatArray:
+    """The sum over axis 0 of a C-ordered array, adding its slabs one after the other (a[0] + a[1] + a[2] ...).
+
+    NumPy's reduction runs its inner loop along the fastest axis in memory; only when that loop is the summed axis
+    does it use pairwise summation (another order). With slabs of two or more elements the inner loop runs along a
+    slab, so `add.reduce` adds slab after slab; with one-element slabs `cumsum` (always sequential, and slower)
+    keeps the order."""
+    if a[0].size >= 2:
+        out: FloatArray = np.add.reduce(a, axis=0)
+        return out
+    total: FloatArray = np.cumsum(a, axis=0)[-1]
+    return total
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TypicalClass:
     """A popular resource class and its renormalised frequency `weight`."""
@@ -231,16 +245,16 @@ class FragTable:
     def frag(self, cpu_free: IntArray, gpu_left: IntArray, model: IntArray, fit_count: IntArray,
              small_milli: IntArray) -> FloatArray:
         """F for states given by free CPU, idle milli, model index (shape S) and `stats` (shape S × classes)."""
-        case = (fit_count >= self.count) + 2 * (cpu_free[..., None] >= self.cpu) + self._class_bits[model]
-        amount = np.where(_CASE_USABLE[case], small_milli, gpu_left[..., None]).astype(np.float64)
-        # (S × categories × classes), only the categories the classes can land in: each class's p·amount in its
-        # category's row, 0.0 in the others. cumsum adds strictly in order (Go's class order, then category order)
-        # and +0.0 leaves a partial sum unchanged.
-        per_category = np.where(_CASE_COLUMN[case][..., None, :] == self._columns[:, None],
-                                (self.weight * amount)[..., None, :], 0.0)
-        sums = np.cumsum(per_category, axis=-1)[..., -1]
-        out: FloatArray = np.cumsum(sums, axis=-1)[..., -1]
-        return out
+        # One model (the autoscaler's views): every index is 0, and row 0 broadcasts like the lookup would.
+        bits = self._class_bits[0] if len(self._class_bits) == 1 else self._class_bits[model]
+        case = (fit_count >= self.count) + 2 * (cpu_free[:, None] >= self.cpu) + bits
+        amount = np.where(_CASE_USABLE[case], small_milli, gpu_left[:, None]).astype(np.float64)
+        # (classes × categories × S), only the categories the classes can land in: each class's p·amount in its
+        # category's row, 0.0 (False · amount) in the others. Summed strictly in order (Go's class order, then
+        # category order); +0.0 leaves a partial sum unchanged.
+        hits = _CASE_COLUMN[case].T[:, None, :] == self._columns[:, None]
+        per_category = np.multiply(hits, (self.weight * amount).T[:, None, :], order="C")
+        return _sum_in_order(_sum_in_order(per_category))
 
     def frag_of_nodes(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
         """F of actual node states: free CPU (S), free device milli (S × devices), model index (S)."""

@@ -25,6 +25,8 @@ from gpuscale.engine.placement.state import ClusterState, IntArray
 _PRIMARY = 1 << 40
 _SECONDARY = 1 << 20
 """Tie-break fields hold < 2²⁰ (milli of one device, milli of one node's GPUs), so the FGD score dominates."""
+_NOT_FIT = np.iinfo(np.int64).min
+"""Key of a device that cannot take the pod."""
 
 
 class GpuscaleScorer(FgdScorer):
@@ -36,7 +38,7 @@ class GpuscaleScorer(FgdScorer):
         left_after = state.gpu_free[nodes] - pod.gpu_milli
         used = (state.gpu_count[nodes] * MILLI - state.gpu_left[nodes])[:, None]
         keys = frag_score(before[:, None], after) * _PRIMARY + (MILLI - left_after) * _SECONDARY + used
-        out: IntArray = np.where(left_after >= 0, keys, np.iinfo(np.int64).min)
+        out: IntArray = np.where(left_after >= 0, keys, _NOT_FIT)
         return out
 
     def device_matrix(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:

@@ -66,17 +66,12 @@ class ClusterState:
         state.n = n
         state.width = width
         state.models = ("",)
-        state.model = np.zeros(n, dtype=np.int64)
-        state.rank = np.arange(n, dtype=np.int64)
+        state.model, state.rank, state.mem_free, state.pods_free, state.tags, state.version = _view_constants(n, width)
         state.gpu_count = gpu_count
         state.cpu_free = cpu_free
-        state.mem_free = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-        state.pods_free = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         state.gpu_free = gpu_free
         state.gpu_left = gpu_free.sum(axis=1)
         state.full_free = (gpu_free == MILLI).sum(axis=1)
-        state.tags = np.zeros((n, width + 1), dtype=np.int64)
-        state.version = np.zeros(n, dtype=np.int64)
         state._model_masks = {}
         return state
 
@@ -135,3 +130,24 @@ class ClusterState:
         """The `count` lowest-index completely free devices (the artifact's `AllocateExclusiveGpuId`)."""
         free = np.flatnonzero(self.gpu_free[node] == MILLI)
         return tuple(int(g) for g in free[:count])
+
+
+_VIEWS: dict[tuple[int, int], tuple[IntArray, IntArray, IntArray, IntArray, IntArray, IntArray]] = {}
+_INT_MAX = np.iinfo(np.int64).max
+
+
+def _view_constants(n: int, width: int) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray, IntArray]:
+    """A view's arrays that do not depend on the nodes' state (model, rank, unbounded memory and pod slots, no tags,
+    versions), per shape: read-only and shared between views, which are built per placement and never placed into
+    (a write would raise)."""
+    known = _VIEWS.get((n, width))
+    if known is None:
+        if len(_VIEWS) >= 1024:
+            _VIEWS.clear()
+        arrays = (np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64), np.full(n, _INT_MAX, dtype=np.int64),
+                  np.full(n, _INT_MAX, dtype=np.int64), np.zeros((n, width + 1), dtype=np.int64),
+                  np.zeros(n, dtype=np.int64))
+        for a in arrays:
+            a.setflags(write=False)
+        known = _VIEWS[n, width] = arrays
+    return known
