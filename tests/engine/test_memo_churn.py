@@ -33,6 +33,17 @@ POOLS = (
 NAMES = [f"n{i}" for i in range(6)]
 
 
+def assert_memo_decides_as_fresh(memo: DecideMemo, nodes: dict[str, Node], pods: dict[str, Pod],
+                                 shuffle: random.Random, policy: Policy, now: float) -> None:
+    """The decision on these nodes and pods (in a shuffled order) with the memo equals a fresh one."""
+    node_list, pod_list = list(nodes.values()), list(pods.values())
+    shuffle.shuffle(node_list)
+    shuffle.shuffle(pod_list)
+    snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list)))
+    assert decide(snapshot, POOLS, EngineState(), policy, now, memo=memo) == \
+        decide(snapshot, POOLS, EngineState(), policy, now)
+
+
 def node(name: str, pool: int, state: int, now: float) -> Node:
     """`state`: 0 Ready, 1 not Ready (starting), 2 Ready without its GPUs, 3 marked unneeded, 4 deleting, 5 cordoned,
     6 tainted NoSchedule."""
@@ -80,12 +91,7 @@ def test_memoised_decisions_equal_fresh_ones_under_churn(limits: dict[str, float
                     **limits)
 
     def check() -> None:
-        node_list, pod_list = list(nodes.values()), list(pods.values())
-        shuffle.shuffle(node_list)
-        shuffle.shuffle(pod_list)
-        snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list)))
-        assert decide(snapshot, POOLS, EngineState(), policy, now, memo=memo) == \
-            decide(snapshot, POOLS, EngineState(), policy, now)
+        assert_memo_decides_as_fresh(memo, nodes, pods, shuffle, policy, now)
 
     for op, i, state, kind, phase in ops:
         name = NAMES[i % len(NAMES)]

@@ -13,16 +13,12 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.decide import decide
 from gpuscale.engine.drain import DO_NOT_DISRUPT, SCALE_DOWN_DISABLED
 from gpuscale.engine.memo import DecideMemo
-from gpuscale.engine.plan import Snapshot
 from gpuscale.engine.policy import Policy
-from gpuscale.engine.state import EngineState
-from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.pod import OwnerRef, Pod
-from tests.engine.test_memo_churn import NAMES, POOLS, node, pod
+from tests.engine.test_memo_churn import NAMES, POOLS, assert_memo_decides_as_fresh, node, pod
 
 OWNER = OwnerRef(kind="ReplicaSet", name="rs", controller=True)
 
@@ -57,12 +53,7 @@ def test_carried_verdicts_equal_fresh_ones(ops: list[tuple[str, int, int, int, i
     policy = Policy(scale_down_unneeded_time_s=0.0)  # unneeded at once: removals (and their evictions) show
 
     def check() -> None:
-        node_list, pod_list = list(nodes.values()), list(pods.values())
-        shuffle.shuffle(node_list)
-        shuffle.shuffle(pod_list)
-        snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list)))
-        assert decide(snapshot, POOLS, EngineState(), policy, now, memo=memo) == \
-            decide(snapshot, POOLS, EngineState(), policy, now)
+        assert_memo_decides_as_fresh(memo, nodes, pods, shuffle, policy, now)
 
     def bound() -> list[Pod]:
         return sorted((p for p in pods.values() if p.node_name is not None), key=lambda p: p.key)
