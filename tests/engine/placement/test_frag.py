@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.placement import ClusterState, FragTable, TypicalClass, node_frag, typical_classes
-from gpuscale.engine.placement.frag import _sum_in_order
+from gpuscale.engine.placement.frag import _FRAG_BUCKETS, _sum_by_category
 from gpuscale.sim.openb import bundled, read_nodes, read_pods
 from gpuscale.sim.pack import node_spec, pod_shape
 from tests.engine.placement.helpers import pod
@@ -117,13 +117,22 @@ def test_vectorised_frag_equals_reference_to_the_bit(classes: list[TypicalClass]
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 40), st.integers(1, 3), st.integers(1, 4), st.integers(0, 2**32 - 1))
-def test_sum_in_order_adds_slab_after_slab(classes: int, categories: int, states: int, seed: int) -> None:
-    """F's order to the bit: a[0] + a[1] + ... one slab at a time, also for one-element slabs (where NumPy's own
-    reduction would sum pairwise). Magnitudes spread over 10⁻⁶..10⁶ so a different order shows in the last bits."""
+@given(st.integers(0, 40), st.integers(0, 5), st.integers(0, 2**32 - 1))
+def test_sum_by_category_adds_in_gos_order(classes: int, states: int, seed: int) -> None:
+    """F's order to the bit: per state, each category's terms in class order from 0.0, then the categories in order
+    from 0.0 (Go's two loops). Magnitudes spread over 10⁻⁶..10⁶ so a different order shows in the last bits."""
     rng = np.random.default_rng(seed)
-    a = rng.random((classes, categories, states)) * 10.0 ** rng.integers(-6, 7, (classes, categories, states))
-    expected = a[0].copy()
-    for slab in a[1:]:
-        expected = expected + slab
-    assert _sum_in_order(a).tolist() == expected.tolist()
+    terms = rng.random((states, classes)) * 10.0 ** rng.integers(-6, 7, (states, classes))
+    column = rng.integers(0, len(_FRAG_BUCKETS), (states, classes))
+    expected = []
+    for s in range(states):
+        data = [0.0] * len(_FRAG_BUCKETS)
+        for c in range(classes):
+            data[column[s, c]] += float(terms[s, c])
+        out = 0.0
+        for value in data:
+            out += value
+        expected.append(out)
+    got = _sum_by_category(column, terms)
+    assert got.dtype == np.float64
+    assert got.tolist() == expected

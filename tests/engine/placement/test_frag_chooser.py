@@ -52,7 +52,7 @@ def test_typical_classes_equal_the_artifacts_loop(counts: dict[ClassKey, int], p
 
 def _table_fields(t: FragTable) -> tuple[object, ...]:
     return (t.cpu.tolist(), t.milli.tolist(), t.count.tolist(), t.weight.tolist(), t.gpu_class.tolist(),
-            t.access.tolist(), t._class_bits.tolist(), t._columns.tolist(), t.weight_sum, t.classes)
+            t.access.tolist(), t._class_bits.tolist(), t.weight_sum, t.classes)
 
 
 @given(st.lists(counts_st, min_size=1, max_size=8), st.lists(st.integers(0, 1000), min_size=6, max_size=6))

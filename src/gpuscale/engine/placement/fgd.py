@@ -81,47 +81,71 @@ class FgdScorer:
 
     def device_scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         """(nodes × devices) scores of a fractional pod on each device; −1 where the device cannot take it."""
-        before, after = self.device_frag(state, pod, nodes)
-        return np.where(state.gpu_free[nodes] >= pod.gpu_milli, frag_score(before[:, None], after), -1)
+        free = state.gpu_free[nodes]
+        before, row, dev, _, after = self.landing_frag(state.cpu_free[nodes], free, state.gpu_left[nodes],
+                                                       state.model[nodes], pod)
+        scores = np.full(free.shape, -1, dtype=np.int64)
+        scores[row, dev] = frag_score(before[row], after)
+        return scores
 
     def device_frag(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
         """F of each node now (nodes) and after a fractional pod lands on each device (nodes × devices).
 
         Values for devices that cannot take the pod are meaningless (they equal `before`, so ΔF = 0); mask them
-        with `gpu_free >= gpu_milli`. Only the devices that can take it are evaluated: the matrix is as wide as the
-        widest node, so most of its cells are devices a node does not have.
+        with `gpu_free >= gpu_milli`.
         """
-        t = self.table
         free = state.gpu_free[nodes]
-        cpu, idle, model = state.cpu_free[nodes], state.gpu_left[nodes], state.model[nodes]
-        fit_count, small = t.stats(free)
-        row, dev = np.nonzero(free >= pod.gpu_milli)
-        g = free[row, dev][:, None]
-        g_after = g - pod.gpu_milli
-        fit_after = fit_count[row] - (g >= t.milli) + (g_after >= t.milli)
-        small_after = small[row] - np.where(g < t.milli, g, 0) + np.where(g_after < t.milli, g_after, 0)
-        # F of every state is computed on its own (no sum runs across states): nodes now and after, in one call.
-        both = t.frag(np.concatenate((cpu, cpu[row] - pod.cpu_milli)),
-                      np.concatenate((idle, idle[row] - pod.gpu_milli)), np.concatenate((model, model[row])),
-                      np.concatenate((fit_count, fit_after)), np.concatenate((small, small_after)))
-        before = both[:len(nodes)]
+        before, row, dev, _, landed = self.landing_frag(state.cpu_free[nodes], free, state.gpu_left[nodes],
+                                                        state.model[nodes], pod)
         after = np.repeat(before[:, None], free.shape[1], axis=1)
-        after[row, dev] = both[len(nodes):]
+        after[row, dev] = landed
         return before, after
 
-    def whole_frag(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
-        """F of each node now and after a whole-GPU or CPU-only pod lands on it (lowest-index free devices)."""
+    def landing_frag(self, cpu: IntArray, free: IntArray, idle: IntArray, model: IntArray,
+                     pod: PodShape) -> tuple[FloatArray, IntArray, IntArray, IntArray, FloatArray]:
+        """F of nodes (free CPU, free milli per device, idle milli, model index) now, and after a fractional pod
+        lands on each device that can take it: (before, row, device, milli left on it, after), the last four one
+        entry per such device. Only those devices are evaluated: the matrix is as wide as the widest node, so most
+        of its cells are devices a node does not have.
+
+        Each class's "devices that fit" count and "milli on devices too small" sum are adjusted for the one device
+        that changes, rather than recounted."""
         t = self.table
-        free = state.gpu_free[nodes]
-        cpu, model = state.cpu_free[nodes], state.model[nodes]
-        after = free
-        if pod.uses_gpu:
-            is_free = free == MILLI
-            taken = is_free & (np.cumsum(is_free, axis=1) <= pod.gpu_count)
-            after = np.where(taken, free - pod.gpu_milli, free)
-        both = t.frag_of_nodes(np.concatenate((cpu, cpu - pod.cpu_milli)), np.concatenate((free, after)),
-                               np.concatenate((model, model)))  # each state on its own, in one call
-        return both[:len(nodes)], both[len(nodes):]
+        fits, fit_count, small = t.device_stats(free)
+        row, dev = np.nonzero(free >= pod.gpu_milli)
+        g = free[row, dev]
+        left = g - pod.gpu_milli
+        was, now = fits[row, dev], left[:, None] >= t.milli
+        fit_after = fit_count[row] - was + now
+        small_after = small[row] - np.where(was, 0, g[:, None]) + np.where(now, 0, left[:, None])
+        # F of every state is computed on its own (no sum runs across states): nodes now and after, in one call.
+        n = len(cpu)
+        both = t.frag(np.concatenate((cpu, cpu[row] - pod.cpu_milli)),
+                      np.concatenate((idle, idle[row] - pod.gpu_milli)),
+                      np.concatenate((model, model[row])) if len(t.access) > 1 else model,
+                      np.concatenate((fit_count, fit_after)), np.concatenate((small, small_after)))
+        return both[:n], row, dev, left, both[n:]
+
+    def whole_frag(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
+        """F of each node now and after a whole-GPU or CPU-only pod lands on it (lowest-index free devices).
+
+        The devices taken go from completely free to empty: for each GPU class they stop fitting and add nothing
+        to the milli too small for it (a CPU-only class "fits" every device, empty ones too), so the node after is
+        its counts with `taken` fewer fitting devices per GPU class, `taken` × 1000 less idle, the same small milli.
+        """
+        t = self.table
+        free, cpu, idle, model = state.gpu_free[nodes], state.cpu_free[nodes], state.gpu_left[nodes], state.model[nodes]
+        fit_count, small = t.stats(free)
+        if pod.uses_gpu:  # whole GPUs (fractions go through `landing_frag`)
+            taken = np.minimum(state.full_free[nodes], pod.gpu_count)
+            fit_after, idle_after = fit_count - taken[:, None] * t.gpu_class, idle - taken * MILLI
+        else:
+            fit_after, idle_after = fit_count, idle
+        n = len(cpu)  # each state on its own, in one call
+        both = t.frag(np.concatenate((cpu, cpu - pod.cpu_milli)), np.concatenate((idle, idle_after)),
+                      np.concatenate((model, model)) if len(t.access) > 1 else model,
+                      np.concatenate((fit_count, fit_after)), np.concatenate((small, small)))
+        return both[:n], both[n:]
 
     def _whole_scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         return frag_score(*self.whole_frag(state, pod, nodes))

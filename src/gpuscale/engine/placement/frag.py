@@ -26,6 +26,7 @@ from gpuscale.engine.placement.shapes import PodShape, model_allows
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 # Go's FragRatioDataMap order; Q3 holds the usable part and is left out of F.
 Q1_LACK_BOTH, Q2_LACK_GPU, Q3_SATISFIED, Q4_LACK_CPU, XL_SATISFIED, XR_LACK_CPU, NO_ACCESS = range(7)
@@ -51,37 +52,39 @@ _CASE_COLUMN = np.array([_FRAG_BUCKETS.index(_case_category(case)) for case in r
 """Each case's category as a position in `_FRAG_BUCKETS`."""
 
 
-_BITS_COLUMNS = np.array([sum(1 << c for c in {int(_CASE_COLUMN[(bits & ~3) + low]) for low in range(4)})
-                          for bits in range(16)], dtype=np.int64)
-"""Per class bits (access, GPU class), the categories the class can land in (bit i: `_FRAG_BUCKETS[i]`)."""
+def _sum_by_category(column: IntArray, terms: FloatArray) -> FloatArray:
+    """Per state (row): the terms summed per category (`column`, a position in `_FRAG_BUCKETS`) in class order,
+    then the categories summed in their order — Go's two loops, to the bit.
+
+    `bincount` adds its weights one after the other in input order into zeroed bins: bin 6·state + category gets
+    that state's terms of the category in class order (row-major input), then bin `state` gets its six categories
+    in order. A category no class lands in stays +0.0, and adding +0.0 changes no partial sum (terms are ≥ 0)."""
+    states = len(column)
+    if not states:
+        return np.zeros(0, dtype=np.float64)
+    first, of_bin = _bins(states)
+    per_category = np.bincount((column + first).ravel(), terms.ravel(), minlength=len(_FRAG_BUCKETS) * states)
+    out: FloatArray = np.bincount(of_bin, per_category, minlength=states)  # type: ignore[assignment]
+    return out
 
 
-def _column_sets(class_bits: IntArray) -> IntArray:
-    """Per class, the categories (bit i: `_FRAG_BUCKETS[i]`) it can land in on any of the models."""
-    sets: IntArray = np.bitwise_or.reduce(_BITS_COLUMNS[class_bits], axis=0) if len(class_bits) else \
-        np.zeros(class_bits.shape[1], dtype=np.int64)
-    return sets
+_BINS: dict[int, tuple[IntArray, IntArray]] = {}
 
 
-def _columns_of(column_sets: IntArray) -> IntArray:
-    """The categories (positions in `_FRAG_BUCKETS`, in order) that some class can land in: the others sum to +0.0
-    for every state, and adding +0.0 changes no partial sum, so F may leave them out."""
-    union = int(np.bitwise_or.reduce(column_sets)) if len(column_sets) else 0
-    return np.array([c for c in range(len(_FRAG_BUCKETS)) if union >> c & 1], dtype=np.int64)
-
-
-def _sum_in_order(a: FloatArray) -> FloatArray:
-    """The sum over axis 0 of a C-ordered array, adding its slabs one after the other (a[0] + a[1] + a[2] ...).
-
-    NumPy's reduction runs its inner loop along the fastest axis in memory; only when that loop is the summed axis
-    does it use pairwise summation (another order). With slabs of two or more elements the inner loop runs along a
-    slab, so `add.reduce` adds slab after slab; with one-element slabs `cumsum` (always sequential, and slower)
-    keeps the order."""
-    if a[0].size >= 2:
-        out: FloatArray = np.add.reduce(a, axis=0)
-        return out
-    total: FloatArray = np.cumsum(a, axis=0)[-1]
-    return total
+def _bins(states: int) -> tuple[IntArray, IntArray]:
+    """For `states` states: each one's first bin (6·state, states × 1) and the state of each of the 6·states bins
+    (read-only, kept per count)."""
+    known = _BINS.get(states)
+    if known is None:
+        if len(_BINS) >= 1024:
+            _BINS.clear()
+        width = len(_FRAG_BUCKETS)
+        first = (width * np.arange(states, dtype=np.int64))[:, None]
+        of_bin = np.repeat(np.arange(states, dtype=np.int64), width)
+        first.setflags(write=False)
+        of_bin.setflags(write=False)
+        known = _BINS[states] = (first, of_bin)
+    return known
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,9 +199,7 @@ class FragTable:
         self.gpu_class = self.milli > 0
         # access[model index, class]: may the class use that model?
         self.access = np.array([[model_allows(c.models, m) for c in classes] for m in models], dtype=np.bool_)
-        self._class_bits = 4 * self.access.astype(np.int64) + 8 * self.gpu_class.astype(np.int64)
-        self._column_sets = _column_sets(self._class_bits)
-        self._columns = _columns_of(self._column_sets)
+        self._class_bits = (4 * self.access + 8 * self.gpu_class).astype(np.uint8)
         self.weight_sum = float(self.weight.sum())
 
     @property
@@ -217,8 +218,6 @@ class FragTable:
         table.cpu, table.milli, table.count = self.cpu[at], self.milli[at], self.count[at]
         table.gpu_class = self.gpu_class[at]
         table.access, table._class_bits = self.access[:, at], self._class_bits[:, at]
-        table._column_sets = self._column_sets[at]
-        table._columns = _columns_of(table._column_sets)
         return table.weighed(pods, weights)
 
     def weighed(self, pods: Sequence[int], weights: FloatArray) -> FragTable:
@@ -228,7 +227,6 @@ class FragTable:
         table._base, table._classes, table._pods = self._base, None, pods
         table.cpu, table.milli, table.count, table.gpu_class = self.cpu, self.milli, self.count, self.gpu_class
         table.access, table._class_bits = self.access, self._class_bits
-        table._column_sets, table._columns = self._column_sets, self._columns
         table.weight = weights
         table.weight_sum = float(weights.sum())
         return table
@@ -238,23 +236,27 @@ class FragTable:
 
         `gpu_free` is (..., devices); results are (..., classes).
         """
+        _, fit_count, small = self.device_stats(gpu_free)
+        return fit_count, small
+
+    def device_stats(self, gpu_free: IntArray) -> tuple[BoolArray, IntArray, IntArray]:
+        """`stats` and the (..., devices, classes) "device fits the class" it counts."""
         g = gpu_free[..., :, None]
         fits = g >= self.milli
-        return fits.sum(axis=-2), np.where(fits, 0, g).sum(axis=-2)
+        small = np.where(fits, 0, g)
+        if gpu_free.shape[-1] == 1:  # one device (the twin's T4 nodes): its own values, no reduction
+            return fits, fits[..., 0, :].astype(np.int64), small[..., 0, :]
+        return fits, fits.sum(axis=-2), small.sum(axis=-2)
 
     def frag(self, cpu_free: IntArray, gpu_left: IntArray, model: IntArray, fit_count: IntArray,
              small_milli: IntArray) -> FloatArray:
         """F for states given by free CPU, idle milli, model index (shape S) and `stats` (shape S × classes)."""
         # One model (the autoscaler's views): every index is 0, and row 0 broadcasts like the lookup would.
         bits = self._class_bits[0] if len(self._class_bits) == 1 else self._class_bits[model]
-        case = (fit_count >= self.count) + 2 * (cpu_free[:, None] >= self.cpu) + bits
-        amount = np.where(_CASE_USABLE[case], small_milli, gpu_left[:, None]).astype(np.float64)
-        # (classes × categories × S), only the categories the classes can land in: each class's p·amount in its
-        # category's row, 0.0 (False · amount) in the others. Summed strictly in order (Go's class order, then
-        # category order); +0.0 leaves a partial sum unchanged.
-        hits = _CASE_COLUMN[case].T[:, None, :] == self._columns[:, None]
-        per_category = np.multiply(hits, (self.weight * amount).T[:, None, :], order="C")
-        return _sum_in_order(_sum_in_order(per_category))
+        case = np.add(fit_count >= self.count, bits, dtype=np.uint8)  # small integers: no casts to int64
+        case += (cpu_free[:, None] >= self.cpu).view(np.uint8) << 1
+        terms = np.where(_CASE_USABLE.take(case), small_milli, gpu_left[:, None]) * self.weight
+        return _sum_by_category(_CASE_COLUMN.take(case), terms)
 
     def frag_of_nodes(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
         """F of actual node states: free CPU (S), free device milli (S × devices), model index (S)."""

@@ -34,12 +34,12 @@ class GpuscaleScorer(FgdScorer):
 
     def device_keys(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         """(nodes × devices) keys of a fractional pod: FGD score, then tightest device, then node usage."""
-        before, after = self.device_frag(state, pod, nodes)
-        left_after = state.gpu_free[nodes] - pod.gpu_milli
-        used = (state.gpu_count[nodes] * MILLI - state.gpu_left[nodes])[:, None]
-        keys = frag_score(before[:, None], after) * _PRIMARY + (MILLI - left_after) * _SECONDARY + used
-        out: IntArray = np.where(left_after >= 0, keys, _NOT_FIT)
-        return out
+        free, idle = state.gpu_free[nodes], state.gpu_left[nodes]
+        before, row, dev, left, after = self.landing_frag(state.cpu_free[nodes], free, idle, state.model[nodes], pod)
+        used = state.gpu_count[nodes][row] * MILLI - idle[row]
+        keys = np.full(free.shape, _NOT_FIT, dtype=np.int64)
+        keys[row, dev] = frag_score(before[row], after) * _PRIMARY + (MILLI - left) * _SECONDARY + used
+        return keys
 
     def device_matrix(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         return self.device_keys(state, pod, nodes)

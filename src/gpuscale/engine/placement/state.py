@@ -70,8 +70,12 @@ class ClusterState:
         state.gpu_count = gpu_count
         state.cpu_free = cpu_free
         state.gpu_free = gpu_free
-        state.gpu_left = gpu_free.sum(axis=1)
-        state.full_free = (gpu_free == MILLI).sum(axis=1)
+        if width == 1:  # one device per node (the twin's T4 nodes): its column, no reductions
+            state.gpu_left = gpu_free[:, 0].copy()
+            state.full_free = (state.gpu_left == MILLI).astype(np.int64)
+        else:
+            state.gpu_left = gpu_free.sum(axis=1)
+            state.full_free = (gpu_free == MILLI).sum(axis=1)
         state._model_masks = {}
         return state
 

@@ -1,0 +1,79 @@
+"""FGD on the autoscaler's and the twin's views (`ClusterState.view`: many nodes at once, one device or several)
+equals the reference F (`node_frag`) of every node before and after, to the bit.
+
+The vectorised paths adjust per-class counts for the devices a pod changes instead of recounting them, skip the
+device reduction when nodes have one device, and sum categories with `bincount`; this checks all of them against the
+plain per-node construction."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscale.engine.placement import FgdScorer, FragTable, GpuscaleScorer, TypicalClass, node_frag
+from gpuscale.engine.placement.shapes import MILLI, PodShape
+from gpuscale.engine.placement.state import ClusterState
+
+classes_st = st.lists(st.builds(
+    lambda cpu, milli, count, weight: TypicalClass(
+        cpu_milli=cpu, gpu_milli=milli, gpu_count=count if milli else 0, model_key="", pods=1, weight=weight),
+    st.integers(0, 20_000), st.sampled_from([0, 100, 250, 470, 500, 810, 1000]), st.integers(1, 3),
+    st.floats(0.001, 1.0)), min_size=1, max_size=12)
+nodes_st = st.integers(1, 3).flatmap(lambda width: st.lists(st.tuples(
+    st.integers(0, 24_000), st.lists(st.sampled_from([0, 100, 190, 500, 530, 810, 1000]), min_size=0, max_size=width)),
+    min_size=1, max_size=8).map(lambda nodes: (width, nodes)))
+
+
+def _view(width: int, nodes: list[tuple[int, list[int]]]) -> ClusterState:
+    free = np.zeros((len(nodes), width), dtype=np.int64)
+    for i, (_, devices) in enumerate(nodes):
+        free[i, :len(devices)] = devices
+    return ClusterState.view(np.array([cpu for cpu, _ in nodes], dtype=np.int64), free,
+                             np.array([len(devices) for _, devices in nodes], dtype=np.int64))
+
+
+@given(classes_st, nodes_st, st.integers(0, 4000), st.integers(0, 3))
+@settings(max_examples=300, deadline=None)
+def test_whole_gpu_and_cpu_pods_frag_equals_the_reference(classes: list[TypicalClass],
+                                                          nodes: tuple[int, list[tuple[int, list[int]]]],
+                                                          cpu: int, gpus: int) -> None:
+    width, states = nodes
+    view = _view(width, states)
+    pod = PodShape(cpu_milli=cpu, gpu_milli=MILLI if gpus else 0, gpu_count=gpus)
+    before, after = FgdScorer(FragTable(classes, ("",))).whole_frag(view, pod, np.arange(len(states)))
+    assert view.full_free.tolist() == [sum(1 for g in devices if g == MILLI) for _, devices in states]
+    assert view.gpu_left.tolist() == [sum(devices) for _, devices in states]
+    for i, (cpu_free, devices) in enumerate(states):
+        assert before[i] == node_frag(cpu_free, devices, "", classes)
+        left, taken = list(devices), 0
+        for d, g in enumerate(devices):  # the lowest-index completely free devices
+            if g == MILLI and taken < gpus:
+                left[d], taken = 0, taken + 1
+        assert after[i] == node_frag(cpu_free - cpu, left, "", classes)
+
+
+@given(classes_st, nodes_st, st.integers(0, 4000), st.sampled_from([100, 190, 470, 500, 810, 999]))
+@settings(max_examples=300, deadline=None)
+def test_fractional_frag_and_keys_equal_the_reference(classes: list[TypicalClass],
+                                                      nodes: tuple[int, list[tuple[int, list[int]]]],
+                                                      cpu: int, milli: int) -> None:
+    width, states = nodes
+    view = _view(width, states)
+    pod = PodShape(cpu_milli=cpu, gpu_milli=milli, gpu_count=1)
+    table = FragTable(classes, ("",))
+    rows = np.arange(len(states))
+    before, after = FgdScorer(table).device_frag(view, pod, rows)
+    scores = FgdScorer(table).device_scores(view, pod, rows)
+    keys = GpuscaleScorer(table).device_keys(view, pod, rows)
+    for i, (cpu_free, devices) in enumerate(states):
+        assert before[i] == node_frag(cpu_free, devices, "", classes)
+        for d in range(width):
+            g = devices[d] if d < len(devices) else 0
+            if g < milli:
+                assert scores[i, d] == -1
+                assert keys[i, d] == np.iinfo(np.int64).min
+                continue
+            expected = node_frag(cpu_free - cpu, [*devices[:d], g - milli, *devices[d + 1:]], "", classes)
+            assert after[i, d] == expected
+            assert keys[i, d] >> 40 == scores[i, d]  # gpuscale's keys lead with FGD's score
