@@ -14,9 +14,11 @@ categories. FGD's scores floor 100·σ(ΔF/1000), and ΔF is often exactly zero,
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from operator import itemgetter
 
 import numpy as np
@@ -146,14 +148,14 @@ def _typical_shares(ranked: Sequence[int], popularity_pct: int, step: int) -> Fl
 
     The artifact adds classes `step` at a time while their cumulative count is below `popularity_pct` % of all, then
     divides each count by the total and, if classes were left out, by the taken share: the same float operations
-    here, vectorised (cumulative counts are integers below 2⁵³, so summing them as floats is exact in any order)."""
-    counts = np.array(ranked, dtype=np.float64)
+    here (cumulative counts are integers below 2⁵³: summed as integers they are what the artifact's float sums
+    give), the divisions vectorised."""
     total = float(sum(ranked))
     expected = float(popularity_pct) * total / 100.0
-    cum = np.cumsum(counts)
-    one_by_one = int(np.searchsorted(cum, expected, side="left")) + 1 if expected > 0.0 else 0
+    cum = list(accumulate(ranked))
+    one_by_one = bisect_left(cum, expected) + 1 if expected > 0.0 else 0  # ints against a float: exact
     taken = min(len(ranked), -(-one_by_one // step) * step)
-    shares: FloatArray = counts[:taken] / total
+    shares: FloatArray = np.array(ranked[:taken], dtype=np.float64) / total
     if 0 < taken < len(ranked):
         shares = shares / (float(cum[taken - 1]) / total)
     return shares
@@ -277,15 +279,17 @@ class TypicalTables:
         self._of_keys: dict[tuple[ClassKey, ...], FragTable] = {}
         """Tables by their typical classes (in order): a workload's table reweighs the one of its class list, which
         changes far less often than the counts do."""
+        self._order: list[ClassKey] = []
+        """The classes with pods at the last call, ranked: where the next ranking's sort starts."""
 
     def table(self, counts: Mapping[ClassKey, int]) -> FragTable | None:
         """The table of the typical classes of `counts` (classes with no pods left out); None if there are none."""
-        ranked = sorted(((k, n) for k, n in counts.items() if n > 0), key=_BY_COUNT, reverse=True)
+        ranked = self._ranked(counts)
         if not ranked:
             return None
-        pods = [n for _, n in ranked]
+        pods = [n for n, _ in ranked]
         shares = _typical_shares(pods, 95, 1)
-        keys = tuple(k for k, _ in ranked[:len(shares)])
+        keys = tuple(k for _, k in ranked[:len(shares)])
         known = self._of_keys.get(keys)
         if known is not None:
             return known.weighed(pods[:len(shares)], shares)
@@ -298,6 +302,21 @@ class TypicalTables:
             self._of_keys.clear()
         table = self._of_keys[keys] = self._all.subset([self._id[k] for k in keys], pods[:len(shares)], shares)
         return table
+
+    def _ranked(self, counts: Mapping[ClassKey, int]) -> list[tuple[int, ClassKey]]:
+        """(count, class) of the classes with pods, by count then class, both descending (`_ranked`'s order).
+
+        Sorted from the last call's order: counts move by a few pods between two calls, so the list is almost in
+        order already and the sort takes about one comparison per class. The result does not depend on where the
+        sort started (no two entries are equal)."""
+        get = counts.get
+        ranked = [(n, k) for k in self._order if (n := get(k, 0)) > 0]
+        if len(ranked) < len(counts):  # a class came (or a class without pods is listed)
+            listed = set(self._order)
+            ranked += [(n, k) for k, n in counts.items() if n > 0 and k not in listed]
+        ranked.sort(reverse=True)
+        self._order = [k for _, k in ranked]
+        return ranked
 
 
 _KEPT_TABLES = 4096
