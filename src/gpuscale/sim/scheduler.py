@@ -35,6 +35,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from enum import StrEnum
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +60,7 @@ from gpuscale.sim.core import Priority, Simulation, replaced
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+_T = TypeVar("_T", bound=np.generic)
 _Entry = tuple[tuple[int, float, str], Pod, int]
 """A pending pod in the queue: its position (priority negated, creation time, key), the pod, its kind's number."""
 
@@ -103,6 +105,9 @@ class SimScheduler:
         self._request_cols: dict[Resources, tuple[IntArray, IntArray] | None] = {}
         self._request_wanted: dict[Resources, list[tuple[int, int]] | None] = {}
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
+        self._fit_cols = (self._gpu_cols if scoring is Scoring.GPU_BINPACK and self._gpu_cols
+                          else [self._col[c] for c in (CPU, MEMORY) if c in self._col])
+        """The columns NodeResourcesFit's score averages: GPUs for gpu-binpack, else CPU and memory."""
         self._devices: GpuDevices | None = None
         self._all_devices = GpuDevices.of([])
         self._kinds = RequestKinds()
@@ -352,18 +357,20 @@ class SimScheduler:
         alloc, free, free_pods, devices = self._node_row(node)
         self._names.insert(row, node.name)
         self._row.update(zip(self._names[row:], range(row, len(self._names)), strict=True))
-        self._alloc = np.insert(self._alloc, row, alloc, axis=0)
-        self._free = np.insert(self._free, row, free, axis=0)
-        self._free_pods = np.insert(self._free_pods, row, free_pods)
+        self._alloc = _inserted(self._alloc, row, alloc)
+        self._free = _inserted(self._free, row, free)
+        self._free_pods = _inserted(self._free_pods, row, free_pods)
         old = self._all_devices
         width = max(old.free.shape[1], devices.free.shape[1])
-        self._set_devices(np.insert(old.count, row, devices.count[0]),
-                          np.insert(np.pad(old.free, ((0, 0), (0, width - old.free.shape[1]))), row,
-                                    np.pad(devices.free[0], (0, width - devices.free.shape[1])), axis=0))
+        old_free = old.free if width == old.free.shape[1] else np.pad(old.free,
+                                                                      ((0, 0), (0, width - old.free.shape[1])))
+        new_free = np.zeros(width, dtype=np.int64)
+        new_free[:devices.free.shape[1]] = devices.free[0]
+        self._set_devices(_inserted(old.count, row, devices.count[0]), _inserted(old_free, row, new_free))
         for constraints, mask in self._static.items():
-            self._static[constraints] = np.insert(mask, row, not static_failures(constraints, node))
+            self._static[constraints] = _inserted(mask, row, not static_failures(constraints, node))
         for tolerations, soft in self._soft.items():
-            self._soft[tolerations] = np.insert(soft, row, soft_taint_count(node.taints, tolerations))
+            self._soft[tolerations] = _inserted(soft, row, soft_taint_count(node.taints, tolerations))
 
     def _replace_row(self, row: int, node: Node) -> None:
         """Redo one row in place: what deleting and inserting it again would give, without moving every row."""
@@ -383,15 +390,15 @@ class SimScheduler:
         self._inexact.discard(self._names[row])
         del self._row[self._names.pop(row)]
         self._row.update(zip(self._names[row:], range(row, len(self._names)), strict=True))
-        self._alloc = np.delete(self._alloc, row, axis=0)
-        self._free = np.delete(self._free, row, axis=0)
-        self._free_pods = np.delete(self._free_pods, row)
-        count = np.delete(self._all_devices.count, row)
-        self._set_devices(count, np.delete(self._all_devices.free, row, axis=0)[:, :int(count.max(initial=0))])
+        self._alloc = _deleted(self._alloc, row)
+        self._free = _deleted(self._free, row)
+        self._free_pods = _deleted(self._free_pods, row)
+        count = _deleted(self._all_devices.count, row)
+        self._set_devices(count, _deleted(self._all_devices.free, row)[:, :int(count.max(initial=0))])
         for constraints, mask in self._static.items():
-            self._static[constraints] = np.delete(mask, row)
+            self._static[constraints] = _deleted(mask, row)
         for tolerations, soft in self._soft.items():
-            self._soft[tolerations] = np.delete(soft, row)
+            self._soft[tolerations] = _deleted(soft, row)
 
     def _redo_filters(self, row: int, node: Node) -> None:
         """One row of the cached filter masks and soft-taint counts, after the node's taints or labels changed."""
@@ -446,7 +453,10 @@ class SimScheduler:
                 continue
             if kind in failed or kind in self._still_failing:
                 failed.add(kind)
-                self._mark_unschedulable(pod)
+                if pod.unschedulable:  # `_mark_unschedulable` of a pod marked before: only the attempt counts
+                    self.attempts += 1
+                else:
+                    self._mark_unschedulable(pod)
                 continue
             placed = self._may_fit(pod, kind) and self._place(pod)
             if not placed:
@@ -515,13 +525,13 @@ class SimScheduler:
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
                   devices: GpuDevices | None = None) -> BoolArray:
         """Which rows can take `pod` (`_any_feasible` is the same rule for a few rows)."""
-        cols = self._columns(pod.requests)
-        if cols is None or pod.constraints.unsupported or not len(self._names):
+        wanted = self._wanted(pod.requests)
+        if wanted is None or pod.constraints.unsupported or not len(self._names):
             return np.zeros(len(self._names), dtype=bool)
         static = self._static_mask(pod.constraints)
         mask = static & (free_pods >= 1)
-        if len(cols[0]):
-            mask &= np.logical_and.reduce(free[:, cols[0]] >= cols[1], axis=1)
+        for col, amount in wanted:  # a few columns: one compare each, no (rows × columns) copy and row reduction
+            mask &= free[:, col] >= amount
         devices = devices or self._devices
         if devices is not None and (need := self._need(pod.requests)) is not None:
             fit = mask.nonzero()[0]
@@ -597,15 +607,13 @@ class SimScheduler:
         (most-allocated), or of GPUs used (gpu-binpack)."""
         vec = self._vector(pod.requests)
         assert vec is not None
-        if self._scoring is Scoring.GPU_BINPACK and self._gpu_cols:
-            cols = self._gpu_cols
-        else:
-            cols = [self._col[c] for c in (CPU, MEMORY) if c in self._col]
-        alloc = self._alloc[candidates][:, cols].astype(np.float64)
-        after = (free[candidates][:, cols] - vec[cols]).astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share_free = np.where(alloc > 0, after / alloc, 0.0)
-        score: npt.NDArray[np.float64] = share_free.mean(axis=1)
+        cols = self._fit_cols
+        alloc = self._alloc[candidates][:, cols]
+        after = free[candidates][:, cols] - vec[cols]
+        # after / alloc where alloc > 0, else 0.0 (true division of int64 in float64, as after casting both)
+        share_free = np.divide(after, alloc, out=np.zeros(alloc.shape), where=alloc > 0)
+        score: npt.NDArray[np.float64] = (
+            (share_free[:, 0] + share_free[:, 1]) / 2.0 if len(cols) == 2 else share_free.mean(axis=1))  # = mean
         return 100.0 * (score if self._scoring is Scoring.LEAST_ALLOCATED else 1.0 - score)
 
     def _place(self, pod: Pod) -> bool:
@@ -707,6 +715,21 @@ class SimScheduler:
             if held is not None and victim_need is not None and trial.may_hold(0, victim_need, held, free=False):
                 trial.give(0, victim_need, held)
         return trial.can_take(0, need)
+
+
+def _inserted(a: npt.NDArray[_T], row: int, value: object) -> npt.NDArray[_T]:
+    """`np.insert(a, row, value, axis=0)` (a new array, `value` cast to its type) without its generic set-up, which
+    costs several times the copy on the scheduler's small arrays (a node that comes redoes a dozen)."""
+    out = np.empty((len(a) + 1, *a.shape[1:]), dtype=a.dtype)
+    out[:row] = a[:row]
+    out[row] = value
+    out[row + 1:] = a[row:]
+    return out
+
+
+def _deleted(a: npt.NDArray[_T], row: int) -> npt.NDArray[_T]:
+    """`np.delete(a, row, axis=0)` (a new array) as one concatenation."""
+    return np.concatenate((a[:row], a[row + 1:]))
 
 
 def _as_annotated(devices: GpuDevices, needs: Sequence[GpuNeed], pods: Sequence[Pod]) -> bool:

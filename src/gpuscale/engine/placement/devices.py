@@ -154,8 +154,11 @@ class GpuDevices:
     # ------------------------------------------------------------------------------------------------- queries
     def fits(self, need: GpuNeed, rows: IntArray) -> BoolArray:
         """Which of `rows` (indices) can take `need` on their devices; rows without devices pass."""
-        free = self.free[rows]
-        ok = (free >= need.milli).any(axis=1) if need.count == 1 else (free == MILLI).sum(axis=1) >= need.count
+        if need.count == 1 and self.free.shape[1] == 1:  # one device per row (the twin's T4 nodes): no reduction
+            ok = self.free[rows, 0] >= need.milli
+        else:
+            free = self.free[rows]
+            ok = (free >= need.milli).any(axis=1) if need.count == 1 else (free == MILLI).sum(axis=1) >= need.count
         result: BoolArray = ok | (self.count[rows] == 0)
         return result
 
