@@ -252,7 +252,8 @@ class FragTable:
 
     def frag(self, cpu_free: IntArray, gpu_left: IntArray, model: IntArray, fit_count: IntArray,
              small_milli: IntArray) -> FloatArray:
-        """F for states given by free CPU, idle milli, model index (shape S) and `stats` (shape S × classes)."""
+        """F for states given by free CPU, idle milli, model index (shape S; read only when the table has several
+        models) and `stats` (shape S × classes)."""
         # One model (the autoscaler's views): every index is 0, and row 0 broadcasts like the lookup would.
         bits = self._class_bits[0] if len(self._class_bits) == 1 else self._class_bits[model]
         case = np.add(fit_count >= self.count, bits, dtype=np.uint8)  # small integers: no casts to int64
