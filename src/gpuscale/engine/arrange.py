@@ -4,12 +4,15 @@ A decision reads the cluster sorted by name (so its result does not depend on in
 bound, bound per node). Done afresh, that is a sort and a pass over every object each loop. Between two loops only a
 few objects change, and snapshots hand back the very same object for every object that did not (the watch cache and
 the twin both do). `ArrangeMemo` therefore tells objects apart by identity: it finds the objects that left and the
-ones that came (a changed object is one of each), and moves only those in its sorted lists and its index. Past a
-handful of changes, or when two objects share a name (where input order would decide a tie), it sorts afresh.
+ones that came (a changed object is one of each), and moves only those in its sorted lists and its index. It finds
+them by walking the last input and this one side by side, since a snapshot of a dict keeps its order from loop to
+loop; input in another order is diffed by identity as a whole. Past a handful of changes, or when two objects share a
+name (where input order would decide a tie), it sorts afresh.
 
 It also says what changed, for the next steps' own memos: which nodes were replaced by a new object of the same name
-(`Arranged.replaced`), and which nodes' bound pods may differ (`Arranged.moved`), both against the arrangement just
-before.
+(`Arranged.replaced`), where nodes were taken out and put in (`Arranged.node_edits`: lists kept in node order follow
+by them instead of being made afresh when nodes come or go), and which nodes' bound pods may differ
+(`Arranged.moved`), all against the arrangement just before.
 An arrangement made with a memo equals one made without (tests/engine/test_arrange.py); the pod index's lists are the
 memo's and are valid until its next arrangement.
 """

@@ -3,8 +3,11 @@
 Snapshots are built from frozen model values, and both the watch cache and the twin hand the *same* object back while
 an object is unchanged. So a fact derived from a node (its pool, lifecycle phase, usable capacity, node-group key,
 utilization amounts) stays valid for as long as the snapshot holds that very object (`is`), and a decision need only
-derive facts for the nodes that changed since the previous one. A memo never changes a result: `decide` with and
-without one gives the same plan (tests/engine/test_memo.py), it only skips recomputation.
+derive facts for the nodes that changed since the previous one. The arrangement says which (`Arranged.replaced`) and,
+when nodes come or go, where they left and came (`Arranged.node_edits`): the facts and the existing nodes' table rows
+follow by those edits rather than by a pass over every node. A memo never changes a result: `decide` with and without
+one gives the same plan (tests/engine/test_memo.py, test_memo_churn.py, test_memo_edits.py), it only skips
+recomputation.
 
 The memo is a cache owned by the caller (the control loop keeps one across ticks); it holds the node objects it keyed
 facts on, so an identity test can never match a recycled object, and forgets nodes that leave the snapshot.
@@ -214,7 +217,9 @@ class DecideMemo:
         """Facts of every node, by name; derived again only for nodes (or pools) that changed. `arranged`: the
         generation of the arrangement `nodes` come from and the nodes replaced since the one before
         (`engine.arrange.Arranged`): then, with the same pools and provider answers, only those are looked at, and
-        with none replaced the facts are the last ones — the same dict, which callers only read."""
+        with none replaced the facts are the last ones — the same dict, which callers only read. When nodes came or
+        went (`replaced` None) and `nodes` are those of the memo's own last arrangement, its node edits say which
+        facts to take out and which to derive and put in (`_edited`)."""
         generation, replaced = arranged if arranged is not None else (-1, None)
         seen, self._seen = self._seen, generation
         self._facts_change = None
