@@ -298,7 +298,7 @@ class DecideMemo:
                 answers[name] = node_pools[name]
             else:
                 answers.pop(name, None)
-        if answers != node_pools:
+        if answers != node_pools or len(names) != len(nodes):
             return None
         facts = dict(zip(names, every, strict=True))
         if len(facts) != len(names):
