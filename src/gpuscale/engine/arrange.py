@@ -39,6 +39,9 @@ _FEW = 16
 """Up to this many changed objects (or an eighth of them all, if more) are moved one by one; past it, all are sorted."""
 _LOOK = 8
 """How far ahead `_Sorted._walk` looks for an object whose predecessors left."""
+_WALKED = 64
+"""At most this many objects left or came found by `_Sorted._walk` (a step in Python each): input in another order is
+given up on soon, and more changes are diffed as a whole."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,7 +127,7 @@ class _Sorted(Generic[T]):
         `_by_id` is brought up to date. None (nothing changed yet) when too many objects are unpaired or one is
         given twice: the caller then diffs everything."""
         n, m = len(objects), len(last)
-        limit = max(_FEW, n // 8)
+        limit = min(max(_FEW, n // 8), _WALKED)
         out: list[T] = []
         into: list[T] = []
         ahead, behind = iter(objects), iter(last)
