@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from operator import attrgetter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.arrange import Arranged, ArrangeMemo, arrange
+from gpuscale.engine.arrange import Arranged, ArrangeMemo, _Sorted, arrange
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
@@ -122,3 +123,74 @@ def test_an_unchanged_snapshot_is_the_same_nodes_and_moves_nothing() -> None:
     again = memo.arrange(Cluster(nodes=(nodes[0], cordoned, *nodes[2:]), pods=rebound))
     assert again.replaced == {"n1": cordoned} and again.moved == frozenset()
     assert memo.arrange(Cluster(nodes=nodes[1:], pods=rebound)).replaced is None
+
+
+class _Obj:
+    """An object with a name, told apart from another of the same name by identity only."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+walk = st.lists(st.tuples(st.sampled_from(["replace", "delete", "delete-run", "add", "back", "twice", "shuffle",
+                                           "update", "update"]),
+                          st.integers(0, 999), st.integers(1, 12)),
+                min_size=1, max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(walk, st.integers(20, 120))
+def test_sorted_list_follows_a_dict_snapshot_by_what_left_and_came(steps: list[tuple[str, int, int]],
+                                                                   size: int) -> None:
+    """`_Sorted` over inputs kept in dict order (changed objects in place, new ones last, runs of objects gone, an
+    object back where it was, the same object twice, now and then a shuffle): after every update its list is the
+    input sorted (object by object), what it says left and came is the identity difference, and its edits turn the
+    last list into this one."""
+    objects = {f"o{i:03}": _Obj(f"o{i:03}") for i in range(size)}
+    listed = _Sorted[_Obj](attrgetter("name"))
+    listed.update(tuple(objects.values()))
+    before: list[_Obj] = list(listed.items)
+    last: tuple[_Obj, ...] = tuple(objects.values())
+    order: list[_Obj] | None = None  # a shuffled input, kept until the next change
+    removed: list[_Obj] = []
+    extra: list[_Obj] = []
+    for op, i, run in steps:
+        names = list(objects)
+        if op == "replace" and names:
+            objects[names[i % len(names)]] = _Obj(names[i % len(names)])
+        elif op == "delete-run" and names:
+            for name in names[i % len(names):i % len(names) + run]:
+                removed.append(objects.pop(name))
+        elif op == "delete" and names:
+            removed.append(objects.pop(names[i % len(names)]))
+        elif op == "add":
+            objects[f"o{i:03}"] = _Obj(f"o{i:03}")
+        elif op == "back" and removed:  # the very object that left comes back (last, in a dict)
+            back = removed.pop(i % len(removed))
+            objects.setdefault(back.name, back)
+        elif op == "twice" and objects:
+            extra = [] if extra else [objects[names[i % len(names)]]]
+        elif op == "shuffle":
+            order = [*objects.values(), *extra]
+            random.Random(i).shuffle(order)
+        if op != "update":
+            if op != "shuffle":
+                order = None
+            continue
+        given = tuple(order) if order is not None else (*objects.values(), *extra)
+        change = listed.update(given)
+        assert ids(listed.items) == ids(sorted(given, key=attrgetter("name")))
+        if change is not None:
+            left, came = change
+            assert set(ids(left)) == set(ids(last)) - set(ids(given))
+            assert set(ids(came)) == set(ids(given)) - set(ids(last))
+            assert listed.edits is not None
+            for at, obj in listed.edits:
+                if obj is None:
+                    del before[at]
+                else:
+                    before.insert(at, obj)
+            assert ids(before) == ids(listed.items)
+        else:
+            assert listed.edits is None
+        before, last = list(listed.items), given

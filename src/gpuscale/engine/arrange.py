@@ -4,12 +4,15 @@ A decision reads the cluster sorted by name (so its result does not depend on in
 bound, bound per node). Done afresh, that is a sort and a pass over every object each loop. Between two loops only a
 few objects change, and snapshots hand back the very same object for every object that did not (the watch cache and
 the twin both do). `ArrangeMemo` therefore tells objects apart by identity: it finds the objects that left and the
-ones that came (a changed object is one of each), and moves only those in its sorted lists and its index. Past a
-handful of changes, or when two objects share a name (where input order would decide a tie), it sorts afresh.
+ones that came (a changed object is one of each), and moves only those in its sorted lists and its index. It finds
+them by walking the last input and this one side by side, since a snapshot of a dict keeps its order from loop to
+loop; input in another order is diffed by identity as a whole. Past a handful of changes, or when two objects share a
+name (where input order would decide a tie), it sorts afresh.
 
 It also says what changed, for the next steps' own memos: which nodes were replaced by a new object of the same name
-(`Arranged.replaced`), and which nodes' bound pods may differ (`Arranged.moved`), both against the arrangement just
-before.
+(`Arranged.replaced`), where nodes were taken out and put in (`Arranged.node_edits`: lists kept in node order follow
+by them instead of being made afresh when nodes come or go), and which nodes' bound pods may differ
+(`Arranged.moved`), all against the arrangement just before.
 An arrangement made with a memo equals one made without (tests/engine/test_arrange.py); the pod index's lists are the
 memo's and are valid until its next arrangement.
 """
@@ -19,8 +22,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import compress
-from operator import attrgetter, is_not
+from itertools import compress, count, islice, repeat
+from operator import attrgetter, is_, is_not, length_hint
 from typing import Any, Generic, TypeVar
 
 from gpuscale.model.cluster import PENDING, PLACED, Cluster, PodIndex, group_member, has_pod_affinity, index_slot
@@ -34,6 +37,11 @@ _NODE_ORDER: Callable[[Node], str] = attrgetter("name")
 
 _FEW = 16
 """Up to this many changed objects (or an eighth of them all, if more) are moved one by one; past it, all are sorted."""
+_LOOK = 8
+"""How far ahead `_Sorted._walk` looks for an object whose predecessors left."""
+_WALKED = 64
+"""At most this many objects left or came found by `_Sorted._walk` (a step in Python each): input in another order is
+given up on soon, and more changes are diffed as a whole."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +56,10 @@ class Arranged:
     """Nodes whose bound pods may differ from the last arrangement's (None: any may)."""
     generation: int
     """This arrangement's number in its memo (0 without one): `moved` is against `generation - 1`."""
+    node_edits: tuple[tuple[int, Node | None], ...] | None = None
+    """How the last arrangement's nodes became these, in order: (position, None) takes the node there out, (position,
+    node) puts the node in there (a replaced node is taken out and put in again); None when the nodes were sorted
+    afresh or there was no last arrangement. A list kept in node order follows the nodes by these edits."""
 
 
 def _sorted_rest(cluster: Cluster, nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> Cluster:
@@ -65,34 +77,39 @@ def arrange(cluster: Cluster) -> Arranged:
 class _Sorted(Generic[T]):
     """Objects in key order, brought from one input to the next by the objects that left and came."""
 
-    __slots__ = ("_by_id", "_key", "_last", "_ties", "items")
+    __slots__ = ("_by_id", "_key", "_last", "_ties", "edits", "items")
 
     def __init__(self, key: Callable[[T], Any]) -> None:
         self._key = key
         self.items: list[T] = []
         self._by_id: dict[int, T] = {}
         """Every object held, by `id`: held, so an id can never be that of a new object."""
-        self._last: Sequence[T] = ()
+        self._last: tuple[T, ...] = ()
         """The last input, as it came (held too)."""
         self._ties = False
         """Two held objects have the same key: their order is the input's, so every update sorts afresh."""
+        self.edits: list[tuple[int, T | None]] | None = None
+        """What the last `update` did to `items`, in order: (position, None) took the object there out, (position,
+        object) put the object in there; None when it sorted afresh."""
 
     def update(self, objects: Sequence[T]) -> tuple[list[T], list[T]] | None:
-        """Bring the list to `objects`; the objects that left and came, or None if it was sorted afresh."""
-        objects = tuple(objects)  # the input is compared with the next one position by position: kept as it is now
-        last, self._last = self._last, objects
-        if not self._ties and len(last) == len(objects):
-            aligned = self._aligned(last, objects)
-            if aligned is not None:
-                return self._apply(*aligned, objects)
-        held, fresh = self._by_id, dict(zip(map(id, objects), objects, strict=True))
+        """Bring the list to `objects`; the objects that left and came, or None if it was sorted afresh. `edits` then
+        says where in the list they left and came."""
+        given = tuple(objects)  # the input is compared with the next one position by position: kept as it is now
+        last, self._last = self._last, given
+        if not self._ties:
+            walked = self._walk(last, given)
+            if walked is not None:
+                return self._apply(*walked, given)
+        held, fresh = self._by_id, dict(zip(map(id, given), given, strict=True))
         self._by_id = fresh
-        if self._ties or len(fresh) != len(objects):
-            self._reset(objects)
+        if self._ties or len(fresh) != len(given):
+            self._reset(given)
             return None
         changed = set(held)  # the ids held or given but not both: one copy and one pass, then a split of the few
         changed.symmetric_difference_update(fresh)
         if not changed:
+            self.edits = []
             return [], []
         if len(changed) > max(_FEW, len(objects) // 8):
             self._reset(objects)
@@ -100,29 +117,64 @@ class _Sorted(Generic[T]):
         new = {i for i in changed if i in fresh}
         return self._apply([held[i] for i in changed - new], [fresh[i] for i in new], objects)
 
-    def _aligned(self, last: Sequence[T], objects: Sequence[T]) -> tuple[list[T], list[T]] | None:
-        """The objects that left and came when `objects` is `last` (as long) with a few positions changed, found by
-        comparing position by position in C rather than hashing every object (a snapshot keeps its objects' order
-        while none is added or removed: nodes change in place); `_by_id` is brought up to date. None (nothing
-        changed yet) when too many positions changed or one object came at two: the caller then diffs everything."""
-        at = list(compress(range(len(objects)), map(is_not, objects, last)))
-        if not at:
-            return [], []
-        if len(at) > max(_FEW, len(objects) // 8):
+    def _walk(self, last: tuple[T, ...], objects: tuple[T, ...]) -> tuple[list[T], list[T]] | None:
+        """The objects that left and came, found by walking `last` and `objects` side by side, comparing identities in
+        C and stepping in Python only where they part: an object replaced in place, a run of objects that left, one
+        that came in between, objects that came or left at the end. A snapshot of a dict keeps its objects' order
+        from one loop to the next (a changed object stays where it was, new ones come last), so this visits only
+        the few changes rather than hashing every object. Any pairing of identical objects in order gives the true
+        difference once an object found both unpaired in `last` and in `objects` is dropped from both (it moved);
+        `_by_id` is brought up to date. None (nothing changed yet) when too many objects are unpaired or one is
+        given twice: the caller then diffs everything."""
+        n, m = len(objects), len(last)
+        limit = min(max(_FEW, n // 8), _WALKED)
+        out: list[T] = []
+        into: list[T] = []
+        ahead, behind = iter(objects), iter(last)
+        shift = 0  # objects[j + shift] is paired with last[j]
+        for _ in compress(repeat(None), map(is_not, ahead, behind)):  # the positions can be told from what is left
+            if len(out) + len(into) > limit:
+                return None
+            i, j = n - length_hint(ahead) - 1, m - length_hint(behind) - 1  # objects[i] is not last[j]
+            came, left = objects[i], last[j]
+            if i + 1 < n and j + 1 < m and objects[i + 1] is last[j + 1]:  # replaced in place
+                out.append(left)
+                into.append(came)
+                shift = i - j
+                continue
+            end = min(j + 1 + _LOOK, m)
+            at = next(compress(count(j + 1), map(is_, last[j + 1:end], repeat(came))), -1)
+            if at >= 0:  # last[j:at] left
+                out.extend(last[j:at])
+                next(islice(behind, at - j, at - j), None)  # next pair: objects[i + 1], last[at + 1]
+                shift = i - at
+            elif i + 1 < n and objects[i + 1] is left:  # `came` came in between
+                into.append(came)
+                next(ahead)  # next pair: objects[i + 2], last[j + 1]
+                shift = i + 1 - j
+            else:
+                out.append(left)
+                into.append(came)
+                shift = i - j
+        out.extend(last[n - shift:])  # the scan stopped where the shorter ran out: the rest of the other left or came
+        into.extend(objects[m + shift:])
+        if len(out) + len(into) > limit:
             return None
-        out = {id(last[i]): last[i] for i in at}
-        into = {id(objects[i]): objects[i] for i in at}
-        if len(into) != len(at):
-            return None  # one object at two positions: the full diff sorts afresh (one also held at a position that
-            # did not change is a tie when it is moved in, which sorts afresh too)
+        gone = {id(o): o for o in out}
+        new = {id(o): o for o in into}
+        if len(gone) != len(out) or len(new) != len(into):
+            return None  # one object twice: the full diff sorts afresh
+        both = gone.keys() & new.keys()
         held = self._by_id
-        for k in out.keys() - into.keys():
-            del held[k]
-        held.update(into)
-        return [o for k, o in out.items() if k not in into], [o for k, o in into.items() if k not in out]
+        for i in gone.keys() - both:
+            del held[i]
+        held.update(new)
+        return [o for i, o in gone.items() if i not in both], [o for i, o in new.items() if i not in both]
 
     def _apply(self, left: list[T], came: list[T], objects: Sequence[T]) -> tuple[list[T], list[T]] | None:
         """Move the objects that left and came in the sorted list (or sort `objects` afresh on a tie)."""
+        edits: list[tuple[int, T | None]] = []
+        self.edits = edits
         if not left and not came:
             return left, came
         items, key = self.items, self._key
@@ -131,6 +183,7 @@ class _Sorted(Generic[T]):
             while items[at] is not obj:
                 at += 1
             del items[at]
+            edits.append((at, None))
         for obj in came:
             wanted = key(obj)
             at = bisect_left(items, wanted, key=key)
@@ -138,9 +191,11 @@ class _Sorted(Generic[T]):
                 self._reset(objects)  # two objects, one name: their input order decides, so sort
                 return None
             items.insert(at, obj)
+            edits.append((at, obj))
         return left, came
 
     def _reset(self, objects: Sequence[T]) -> None:
+        self.edits = None
         key = self._key
         self.items = sorted(objects, key=key)
         self._ties = any(key(a) == key(b) for a, b in zip(self.items, self.items[1:], strict=False))
@@ -160,7 +215,7 @@ def _add(items: list[Pod], pod: Pod) -> None:
 class ArrangeMemo:
     """The last arrangement's sorted nodes and pods and its pod index (see the module docstring)."""
 
-    __slots__ = ("_affinity", "_by_node", "_generation", "_groups", "_nodes", "_pending", "_placed", "_pods")
+    __slots__ = ("_affinity", "_by_node", "_generation", "_groups", "_nodes", "_pending", "_placed", "_pods", "last")
 
     def __init__(self) -> None:
         self._nodes: _Sorted[Node] = _Sorted(_NODE_ORDER)
@@ -172,6 +227,8 @@ class ArrangeMemo:
         """Pods with inter-pod affinity terms."""
         self._groups: dict[str, int] = {}
         self._generation = 0
+        self.last: Arranged | None = None
+        """The last arrangement made."""
 
     def arrange(self, cluster: Cluster) -> Arranged:
         self._generation += 1
@@ -192,11 +249,15 @@ class ArrangeMemo:
             index = PodIndex(pending=tuple(self._pending), placed=tuple(self._placed), by_node=self._by_node,
                              pod_affinity=self._affinity > 0, group_members=self._groups)
         replaced: dict[str, Node] | None = None
+        edits = self._nodes.edits
+        node_edits = tuple(edits) if edits is not None and self._generation > 1 else None
         if node_change is not None and self._generation > 1:
             replaced = {n.name: n for n in node_change[1]}
             if len(replaced) != len(node_change[1]) or sorted(replaced) != sorted(n.name for n in node_change[0]):
                 replaced = None
-        return Arranged(cluster=ordered, pods=index, replaced=replaced, moved=moved, generation=self._generation)
+        self.last = Arranged(cluster=ordered, pods=index, replaced=replaced, moved=moved, generation=self._generation,
+                             node_edits=node_edits)
+        return self.last
 
     def _move(self, pods: list[Pod], sign: int) -> list[str]:
         """Take out (`sign` −1) or put in (+1) these pods; the names of the nodes they are bound to."""

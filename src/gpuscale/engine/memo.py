@@ -3,8 +3,11 @@
 Snapshots are built from frozen model values, and both the watch cache and the twin hand the *same* object back while
 an object is unchanged. So a fact derived from a node (its pool, lifecycle phase, usable capacity, node-group key,
 utilization amounts) stays valid for as long as the snapshot holds that very object (`is`), and a decision need only
-derive facts for the nodes that changed since the previous one. A memo never changes a result: `decide` with and
-without one gives the same plan (tests/engine/test_memo.py), it only skips recomputation.
+derive facts for the nodes that changed since the previous one. The arrangement says which (`Arranged.replaced`) and,
+when nodes come or go, where they left and came (`Arranged.node_edits`): the facts and the existing nodes' table rows
+follow by those edits rather than by a pass over every node. A memo never changes a result: `decide` with and without
+one gives the same plan (tests/engine/test_memo.py, test_memo_churn.py, test_memo_edits.py), it only skips
+recomputation.
 
 The memo is a cache owned by the caller (the control loop keeps one across ticks); it holds the node objects it keyed
 facts on, so an identity test can never match a recycled object, and forgets nodes that leave the snapshot.
@@ -12,9 +15,11 @@ facts on, so an identity test can never match a recycled object, and forgets nod
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gpuscale.engine.arrange import ArrangeMemo
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
@@ -70,7 +75,8 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
 class NodeRows:
     """The rows of the what-if table that existing nodes make (`engine.decide.build_world`), and what they were made
     from: while the facts (the same dict: the memo hands back the last one when no node changed) and the expired nodes
-    are the same, so are these; when only a few nodes' facts changed, only their rows are redone (`_patched`)."""
+    are the same, so are these; when only a few nodes' facts changed, came or left, only their rows are redone, put in
+    or taken out (`_patched`)."""
 
     facts: Mapping[str, NodeFacts]
     expired: frozenset[str]
@@ -78,18 +84,34 @@ class NodeRows:
     """The arrangement these rows were made for (-1: unknown)."""
     position: dict[str, int]
     """Row of each node that has one."""
+    names: list[str]
+    """The node of each row."""
     nodes: list[Node]
     capacity: list[Resources]
     row_pool: list[str | None]
     upcoming: list[bool]
     group_keys: list[GroupKey]
     gpus: list[int]
+    pool_keys: list[str | None]
+    """The name of each row's pool (None: none), which `counted` counts."""
     counted: list[tuple[NodePool | None, int]]
     """Node counts per pool, pools in first-seen order (the order `totals_of` adds them in)."""
 
 
 def _has_row(fact: NodeFacts, expired: frozenset[str]) -> bool:
     return fact.phase is not NodePhase.DELETING and fact.node.name not in expired
+
+
+def _pool_key(fact: NodeFacts) -> str | None:
+    return None if fact.pool is None else fact.pool.name
+
+
+def _positions(names: list[str]) -> dict[str, int]:
+    return dict(zip(names, range(len(names)), strict=True))
+
+
+def _counted(pool_keys: list[str | None], pools: Mapping[str, NodePool]) -> list[tuple[NodePool | None, int]]:
+    return [(None if name is None else pools[name], n) for name, n in Counter(pool_keys).items()]
 
 
 def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
@@ -100,37 +122,54 @@ def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Ma
     # `_has_row`, inlined, and enum members looked up once (slow to look up): this pass runs when nodes come or go
     deleting, usable = NodePhase.DELETING, NodePhase.USABLE
     kept = [f for f in every if f.phase is not deleting and f.node.name not in expired]
-    of_pool = Counter(None if f.pool is None else f.pool.name for f in kept)
+    names = [f.node.name for f in kept]
+    pool_keys = [None if f.pool is None else f.pool.name for f in kept]
     return NodeRows(facts=facts, expired=expired, generation=generation,
-                    position={f.node.name: i for i, f in enumerate(kept)}, nodes=[f.row_node for f in kept],
+                    position=_positions(names), names=names, nodes=[f.row_node for f in kept],
                     capacity=[f.capacity for f in kept], row_pool=[f.pool_name for f in kept],
                     upcoming=[f.phase is not usable for f in kept], group_keys=[f.group_key for f in kept],
-                    gpus=[f.gpu_units for f in kept],
-                    counted=[(None if name is None else pools[name], n) for name, n in of_pool.items()])
+                    gpus=[f.gpu_units for f in kept], pool_keys=pool_keys, counted=_counted(pool_keys, pools))
 
 
-def _patched(last: NodeRows, facts: Mapping[str, NodeFacts], names: frozenset[str],
-             generation: int) -> NodeRows | None:
-    """`last` with the rows of `names` redone from `facts` (every other node's facts are those `last` was made from);
-    None when a node gains or loses its row or changes pool (then the rows are made afresh)."""
-    def pool_of(fact: NodeFacts) -> str | None:
-        return None if fact.pool is None else fact.pool.name
-
+def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts], changed: frozenset[str],
+             gone: frozenset[str], generation: int) -> NodeRows:
+    """`last` with the rows of the nodes `changed` (derived again, or new) redone from `facts` and those of the nodes
+    `gone` taken out; every other node's facts are those `last` was made from. A node that gains its row is put in by
+    name: the facts hold the nodes of an arrangement, in name order."""
     rows = NodeRows(facts=facts, expired=last.expired, generation=generation, position=last.position,
-                    nodes=list(last.nodes), capacity=list(last.capacity), row_pool=list(last.row_pool),
-                    upcoming=list(last.upcoming), group_keys=list(last.group_keys), gpus=list(last.gpus),
-                    counted=last.counted)
-    for name in names:
-        before, after = last.facts[name], facts[name]
-        had = _has_row(before, last.expired)
-        if had != _has_row(after, last.expired) or (had and pool_of(before) != pool_of(after)):
-            return None
-        if had:
-            i = last.position[name]
+                    names=list(last.names), nodes=list(last.nodes), capacity=list(last.capacity),
+                    row_pool=list(last.row_pool), upcoming=list(last.upcoming), group_keys=list(last.group_keys),
+                    gpus=list(last.gpus), pool_keys=list(last.pool_keys), counted=last.counted)
+    columns: tuple[list[Any], ...] = (rows.names, rows.nodes, rows.capacity, rows.row_pool, rows.upcoming,
+                                      rows.group_keys, rows.gpus, rows.pool_keys)
+    out = [i for name in gone if (i := last.position.get(name)) is not None]
+    into: list[NodeFacts] = []
+    for name in changed:
+        after = facts[name]
+        i = last.position.get(name)
+        has = _has_row(after, last.expired)
+        if i is not None and has and last.pool_keys[i] == _pool_key(after):  # the same row, redone in place
             rows.nodes[i], rows.capacity[i], rows.row_pool[i] = after.row_node, after.capacity, after.pool_name
             rows.upcoming[i], rows.group_keys[i] = after.phase is not NodePhase.USABLE, after.group_key
             rows.gpus[i] = after.gpu_units
-    return rows
+            continue
+        if i is not None:
+            out.append(i)
+        if has:
+            into.append(after)
+    if not out and not into:
+        return rows
+    for i in sorted(out, reverse=True):
+        for column in columns:
+            del column[i]
+    for fact in into:
+        at = bisect_left(rows.names, fact.node.name)
+        for column, value in zip(columns, (fact.node.name, fact.row_node, fact.capacity, fact.pool_name,
+                                           fact.phase is not NodePhase.USABLE, fact.group_key, fact.gpu_units,
+                                           _pool_key(fact)), strict=True):
+            column.insert(at, value)
+    names = rows.names
+    return replace(rows, position=_positions(names), counted=_counted(rows.pool_keys, pools))
 
 
 VERDICTS_KEPT = 10_000
@@ -151,9 +190,10 @@ class DecideMemo:
         self._node_pools: dict[str, str] = {}
         self._seen = -1
         """The arrangement `_facts` was made for (its `generation`; -1: unknown)."""
-        self._facts_change: tuple[int, frozenset[str]] | None = None
-        """After `facts` for arrangement `generation`: the facts are the last call's but for these nodes (None: any
-        may differ). `node_rows` patches its rows by it."""
+        self._facts_change: tuple[int, frozenset[str], frozenset[str]] | None = None
+        """After `facts` for arrangement `generation`: the facts are the last call's but for the nodes of the first
+        set (derived again or new) and without those of the second (None: any may differ). `node_rows` patches its
+        rows by it."""
         self._pools: dict[str, NodePool] = {}
         self._keys: dict[GroupKey, GroupKey] = {}
         self._templates: dict[str, tuple[NodePool, GroupKey]] = {}
@@ -177,7 +217,9 @@ class DecideMemo:
         """Facts of every node, by name; derived again only for nodes (or pools) that changed. `arranged`: the
         generation of the arrangement `nodes` come from and the nodes replaced since the one before
         (`engine.arrange.Arranged`): then, with the same pools and provider answers, only those are looked at, and
-        with none replaced the facts are the last ones — the same dict, which callers only read."""
+        with none replaced the facts are the last ones — the same dict, which callers only read. When nodes came or
+        went (`replaced` None) and `nodes` are those of the memo's own last arrangement, its node edits say which
+        facts to take out and which to derive and put in (`_edited`)."""
         generation, replaced = arranged if arranged is not None else (-1, None)
         seen, self._seen = self._seen, generation
         self._facts_change = None
@@ -185,7 +227,7 @@ class DecideMemo:
             self._facts, self._pools, self._verdicts = {}, dict(pools), {}
         elif (replaced is not None and generation >= 0 and seen == generation - 1
               and node_pools == self._node_pools):
-            self._facts_change = (generation, frozenset(replaced))
+            self._facts_change = (generation, frozenset(replaced), frozenset())
             if not replaced:
                 return self._facts
             patched = dict(self._facts)  # the same names in the same order, a few derived again
@@ -204,6 +246,10 @@ class DecideMemo:
             if len(self._keys) > 2 * len(patched) + 64:  # stale canonical keys only cost memory: dropped now and then
                 self._keys = {f.group_key: f.group_key for f in patched.values()}
             return patched
+        elif replaced is None and generation >= 0 and seen == generation - 1 and self._unique:
+            edited = self._edited(nodes, node_pools, pools, generation)
+            if edited is not None:
+                return edited
         self._node_pools = dict(node_pools)
         old = self._facts
         keys = self._keys
@@ -224,6 +270,48 @@ class DecideMemo:
             self._keys = {f.group_key: f.group_key for f in fresh.values()}
         return fresh
 
+    def _edited(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
+                generation: int) -> dict[str, NodeFacts] | None:
+        """The last facts with the nodes that left since the last arrangement taken out and those that came derived
+        and put in, where the arrangement's `node_edits` say (`nodes` must be its nodes); None (nothing changed yet)
+        when they are not known or the provider's answer changed for a node that stayed."""
+        last = self.arrange.last
+        if last is None or last.generation != generation or last.cluster.nodes is not nodes \
+                or last.node_edits is None:
+            return None
+        names, every = list(self._facts), list(self._facts.values())
+        answers = dict(self._node_pools)  # the provider's answers expected: the last ones, but for the nodes edited
+        came: set[str] = set()
+        left: set[str] = set()
+        for at, node in last.node_edits:
+            if node is None:
+                name = names.pop(at)
+                del every[at]
+                left.add(name)
+                came.discard(name)
+            else:
+                name = node.name
+                names.insert(at, name)
+                every.insert(at, derive(node, node_pools.get(name), pools, self._keys))
+                came.add(name)
+            if name in node_pools:
+                answers[name] = node_pools[name]
+            else:
+                answers.pop(name, None)
+        if answers != node_pools or len(names) != len(nodes):
+            return None
+        facts = dict(zip(names, every, strict=True))
+        if len(facts) != len(names):
+            return None
+        self._node_pools, self._facts, self._order = answers, facts, None
+        starting = {name for name in self._starting if name not in left}
+        starting.update(name for name in came if facts[name].phase in STARTING)
+        self._starting = {name: bisect_left(names, name) for name in starting}  # names in order, as arranged
+        self._facts_change = (generation, frozenset(came), frozenset(left - came))
+        if len(self._keys) > 2 * len(facts) + 64:  # as when patched
+            self._keys = {f.group_key: f.group_key for f in facts.values()}
+        return facts
+
     def starting(self, facts: Mapping[str, NodeFacts]) -> list[NodeFacts] | None:
         """The facts of the nodes still starting (`STARTING`), in the order of `facts`, when `facts` is the last
         `facts` call's dict with no two nodes sharing a name; else None (the caller looks at every node)."""
@@ -241,7 +329,7 @@ class DecideMemo:
             if last.facts is facts:
                 rows = last if last.generation == generation else replace(last, generation=generation)
             elif change is not None and change[0] == generation >= 0 and last.generation == generation - 1:
-                rows = _patched(last, facts, change[1], generation)
+                rows = _patched(last, pools, facts, change[1], change[2], generation)
         self._node_rows = rows = rows or node_rows_of(nodes, pools, facts, expired, generation)
         return rows
 
