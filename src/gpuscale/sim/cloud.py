@@ -64,6 +64,19 @@ class CloudPool:
     stockout_probability: float = 0.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tally:
+    """What the open timelines hold at one moment (`SimCloud.tally`)."""
+
+    cost: dict[str, float]
+    """USD per pool so far, closed nodes included (`cost_so_far`)."""
+    gpu_seconds: dict[str, float]
+    acquired: dict[str, int]
+    """Open nodes whose capacity was acquired, per pool (pools with none absent)."""
+    gpus: float
+    """GPUs of those nodes (the pools' `gpus_per_node`, summed in request order)."""
+
+
 @dataclass(slots=True)
 class NodeTimeline:
     """When each step of one node's start-up happened (simulated seconds); `None` until it happens."""
@@ -268,13 +281,34 @@ class SimCloud:
 
     def cost_so_far(self, now: float) -> tuple[dict[str, float], dict[str, float]]:
         """USD and GPU-seconds per pool up to `now`, open nodes included."""
+        tally = self.tally(now)
+        return tally.cost, tally.gpu_seconds
+
+    def tally(self, now: float) -> Tally:
+        """`cost_so_far` and the nodes holding capacity now, in one pass over the open timelines (the sampler's).
+
+        The same float operations in the same order as billing each open timeline with `_bill`: a timeline not
+        acquired yet adds its pool with nothing (`x + 0.0 == x`), as `_bill`'s (0.0, 0.0) did."""
         cost = dict(self.cost_by_pool)
-        gpus = dict(self.gpu_seconds_by_pool)
+        seconds = dict(self.gpu_seconds_by_pool)
+        acquired: dict[str, int] = {}
+        gpus = 0.0
+        pools = self.pools
         for t in self.open.values():
-            c, g = self._bill(t, now, closed=False)
-            cost[t.pool] = cost.get(t.pool, 0.0) + c
-            gpus[t.pool] = gpus.get(t.pool, 0.0) + g
-        return cost, gpus
+            name = t.pool
+            if t.acquired_s is None:
+                if name not in cost:
+                    cost[name] = 0.0
+                if name not in seconds:
+                    seconds[name] = 0.0
+                continue
+            pool = pools[name].pool
+            up = max(now - t.acquired_s, 0.0)
+            cost[name] = cost.get(name, 0.0) + up / 3600.0 * pool.usd_per_hour
+            seconds[name] = seconds.get(name, 0.0) + up * pool.gpus_per_node
+            acquired[name] = acquired.get(name, 0) + 1
+            gpus += pool.gpus_per_node
+        return Tally(cost=cost, gpu_seconds=seconds, acquired=acquired, gpus=gpus)
 
     def timeline_of(self, node: str) -> NodeTimeline | None:
         return self._by_node.get(node)

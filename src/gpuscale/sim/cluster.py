@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from enum import StrEnum
+from functools import cache
 from typing import Protocol
 
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
@@ -19,6 +20,7 @@ from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod, PodPhase
+from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.sim.core import replaced
 
@@ -67,6 +69,10 @@ class SimCluster:
         self.pending: set[str] = set()
         """Pods not bound to a node, kept current so the scheduler can skip quiet moments cheaply."""
         self.capacity_listener: CapacityListener | None = None
+        self._held: dict[str, float] = {}
+        """Pod key → GPUs it holds (0.0 while not bound), in `pods`' order: what `allocated_gpus` sums."""
+        self._bound = 0
+        """How many pods are bound (hold a node name)."""
 
     # ---------------------------------------------------------------------------------------------- ClusterReader
     def snapshot(self) -> Cluster:
@@ -83,6 +89,11 @@ class SimCluster:
     def _healthy(self, pdb: PodDisruptionBudget) -> int:
         return sum(1 for p in self.pods.values()
                    if p.phase is PodPhase.RUNNING and pdb.covers(p.namespace, p.labels))
+
+    def allocated_gpus(self) -> float:
+        """GPUs the bound pods hold: `sum(pod_gpus(p.requests) for p in pods.values() if p.node_name)`, the same float
+        additions in the same order (a pod not bound adds 0.0, which changes no sum) without a pass over the pods."""
+        return sum(self._held.values()) if self._bound else 0
 
     # ------------------------------------------------------------------------------------------------- mutation
     def _changed(self) -> None:
@@ -137,6 +148,9 @@ class SimCluster:
             self.pending.discard(key)
         if listener is not None and (was_pending or pod.node_name is None):
             listener.pending_changed(old if was_pending else None, pod if pod.node_name is None else None)
+        if old is None or old.node_name != pod.node_name or old.requests is not pod.requests:
+            self._held[key] = pod_gpus(pod.requests) if pod.node_name else 0.0
+            self._bound += (1 if pod.node_name else 0) - (1 if old is not None and old.node_name else 0)
         self.pods[key] = pod
         self._changed()
 
@@ -145,7 +159,9 @@ class SimCluster:
         if pod is None:
             return None
         self.pending.discard(key)
+        del self._held[key]
         if pod.node_name:
+            self._bound -= 1
             self.pods_on.get(pod.node_name, set()).discard(key)
             if self.capacity_listener is not None:
                 self.capacity_listener.pod_removed(pod)
@@ -190,6 +206,12 @@ class SimCluster:
         self.delete_pod(pod_key)
         self.on_terminated(pod, Termination.EVICTED)
         return EvictionOutcome.EVICTED
+
+
+@cache
+def pod_gpus(requests: Resources) -> float:
+    """GPUs a pod holds (whole and fractions); cached, as requests are shared by a workload's pods."""
+    return float(sum(a for n, a in requests.items if is_gpu_resource(n))) + requests.get(GPU_MILLI) / 1000.0
 
 
 def _same_capacity(old: Node, new: Node) -> bool:
