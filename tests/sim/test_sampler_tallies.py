@@ -5,6 +5,7 @@ capacity). Float sums are compared by `repr`, so a different order of additions 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -116,3 +117,27 @@ def test_cloud_tally_equals_billing_each_open_timeline(steps: list[tuple[str, st
         got = (repr(list(tally.cost.items())), repr(list(tally.gpu_seconds.items())), tally.acquired, repr(tally.gpus))
         assert got == reference_tally(cloud, now)
         assert cloud.cost_so_far(now) == (tally.cost, tally.gpu_seconds)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(cloud_step, max_size=25))
+def test_node_pools_handed_out_never_change_and_follow_the_live_nodes(steps: list[tuple[str, str, int, float]]) -> None:
+    """The loop keeps `node_pools()` in its snapshot without a copy: the cloud must hand out a new mapping when a node
+    registers or goes, and leave every mapping it handed out as it was."""
+    sim = Simulation()
+    pools = {"cpu": CloudPool(pool=CPU_POOL, profile=PROFILES["cpu"]),
+             "a100": CloudPool(pool=a100_pool("a100", "zone-a"), profile=PROFILES["gpu-large"])}
+    cloud = SimCloud(sim, SimCluster(), pools, np.random.default_rng(7))
+    handed: list[tuple[Mapping[str, str], dict[str, str]]] = []
+    for op, pool, count, wait_s in steps:
+        if op == "increase":
+            cloud.increase(pool, count)
+        elif op == "wait":
+            sim.run(sim.now + wait_s)
+        elif op == "delete":
+            cloud.delete([t.node for t in cloud.open.values() if t.node is not None][:count])
+        mapping = cloud.node_pools()
+        live = {t.node: t.pool for t in cloud.timelines.values() if t.node is not None and t.deleted_s is None}
+        assert mapping == live and list(mapping) == list(cloud._live)
+        handed.append((mapping, dict(mapping)))
+    assert all(m == copy for m, copy in handed)

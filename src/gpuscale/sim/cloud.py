@@ -115,7 +115,9 @@ class SimCloud:
         """The timelines not closed yet (billed now), in request order: what the sampler and billing go over."""
         self._by_node: dict[str, NodeTimeline] = {}
         self._live: dict[str, str] = {}
-        """Registered, not deleted node → pool, in registration order (`node_pools`, kept as nodes come and go)."""
+        """Registered, not deleted node → pool, in registration order, kept as nodes come and go."""
+        self._node_pools: dict[str, str] | None = None
+        """What `node_pools` hands out: a copy of `_live`, made again only after `_live` changed."""
         self._starting: dict[str, NodeTimeline] = {}
         """Requests not registered and not given back, in request order (`upcoming`)."""
         self._upcoming: tuple[UpcomingNode, ...] | None = None
@@ -172,8 +174,11 @@ class SimCloud:
         return self._upcoming
 
     def node_pools(self) -> Mapping[str, str]:
-        """A live view, not a copy: the loop copies it into each snapshot."""
-        return self._live
+        """A copy never changed once handed out (the loop keeps it in its snapshot as is); the same one until a node
+        registers or goes."""
+        if self._node_pools is None:
+            self._node_pools = dict(self._live)
+        return self._node_pools
 
     def preload(self, pool: str, count: int) -> None:
         """Nodes that exist when the run starts: registered, Ready, GPUs in allocatable, billed from now."""
@@ -228,6 +233,7 @@ class SimCloud:
         t.node = name
         self._by_node[name] = t
         self._live[name] = t.pool
+        self._node_pools = None
         if self._starting.pop(t.request_id, None) is not None:
             self._upcoming = None
         self._cluster.put_node(node)
@@ -261,8 +267,8 @@ class SimCloud:
             return
         t.deleted_s = self._sim.now
         del self.open[t.request_id]
-        if t.node is not None:
-            self._live.pop(t.node, None)
+        if t.node is not None and self._live.pop(t.node, None) is not None:
+            self._node_pools = None
         if self._starting.pop(t.request_id, None) is not None:
             self._upcoming = None
         self._bill(t, self._sim.now, closed=True)

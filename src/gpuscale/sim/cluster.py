@@ -62,6 +62,9 @@ class SimCluster:
         """Budgets with their `minAvailable` as a count (disruptions allowed = healthy − min_available)."""
         self.version = 0
         self._snapshot: tuple[int, Cluster] | None = None
+        self._nodes: tuple[Node, ...] | None = None
+        """`nodes` as the last snapshot holds them, until a node is put or removed (then None): a snapshot between
+        node changes shares the tuple, and the engine sees the very same node objects in the same order."""
         self.on_terminated: Callable[[Pod, Termination], None] = lambda pod, why: None
         self.on_changed: Callable[[], None] = lambda: None
         self.on_node_removed: Callable[[str], None] = lambda name: None
@@ -77,8 +80,9 @@ class SimCluster:
     # ---------------------------------------------------------------------------------------------- ClusterReader
     def snapshot(self) -> Cluster:
         if self._snapshot is None or self._snapshot[0] != self.version:
-            cluster = Cluster(nodes=tuple(self.nodes.values()), pods=tuple(self.pods.values()),
-                              pdbs=tuple(self._live_pdbs()))
+            if self._nodes is None:
+                self._nodes = tuple(self.nodes.values())
+            cluster = Cluster(nodes=self._nodes, pods=tuple(self.pods.values()), pdbs=tuple(self._live_pdbs()))
             self._snapshot = (self.version, cluster)
         return self._snapshot[1]
 
@@ -103,6 +107,7 @@ class SimCluster:
     def put_node(self, node: Node) -> None:
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
+        self._nodes = None
         self.pods_on.setdefault(node.name, set())
         if self.capacity_listener is not None:
             if old is not None and _same_capacity(old, node):
@@ -121,6 +126,7 @@ class SimCluster:
                 self.delete_pod(key)
                 self.on_terminated(pod, Termination.NODE_DELETED)
         del self.nodes[name]
+        self._nodes = None
         self.pods_on.pop(name, None)
         if self.capacity_listener is not None:
             self.capacity_listener.node_changed(name)
