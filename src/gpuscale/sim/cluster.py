@@ -137,28 +137,32 @@ class SimCluster:
         key = pod.key
         old = self.pods.get(key)
         listener = self.capacity_listener
-        if old is not None and old.node_name and old.node_name != pod.node_name:
-            self.pods_on.get(old.node_name, set()).discard(key)
+        node = pod.node_name
+        was = old.node_name if old is not None else None
+        moved = old is None or was != node
+        if moved and was and old is not None:
+            self.pods_on.get(was, set()).discard(key)
             if listener is not None:
                 listener.pod_removed(old)
-        if pod.node_name and (old is None or old.node_name != pod.node_name):
-            self.pods_on.setdefault(pod.node_name, set()).add(key)
+        if node and moved:
+            self.pods_on.setdefault(node, set()).add(key)
             if listener is not None:
                 listener.pod_placed(pod)
-        was_pending = old is not None and old.node_name is None
-        if pod.node_name is None:
+        was_pending = old is not None and was is None
+        if node is None:
             self.pending.add(key)
             if listener is not None and old is None:
                 listener.pod_pending(pod)
         else:
             self.pending.discard(key)
-        if listener is not None and (was_pending or pod.node_name is None):
-            listener.pending_changed(old if was_pending else None, pod if pod.node_name is None else None)
-        if old is None or old.node_name != pod.node_name or old.requests is not pod.requests:
-            self._held[key] = pod_gpus(pod.requests) if pod.node_name else 0.0
-            self._bound += (1 if pod.node_name else 0) - (1 if old is not None and old.node_name else 0)
+        if listener is not None and (was_pending or node is None):
+            listener.pending_changed(old if was_pending else None, pod if node is None else None)
+        if moved or (old is not None and old.requests is not pod.requests):
+            self._held[key] = pod_gpus(pod.requests) if node else 0.0
+            self._bound += (1 if node else 0) - (1 if was else 0)
         self.pods[key] = pod
-        self._changed()
+        self.version += 1  # `_changed`, without the call (per pod event)
+        self.on_changed()
 
     def delete_pod(self, key: str) -> Pod | None:
         pod = self.pods.pop(key, None)

@@ -44,8 +44,9 @@ def replaced(obj: _T, **changes: Any) -> _T:
     nodes tainted): the same object, built by copying the fields instead of through `__init__`, at a third of the
     cost. Classes with a `__post_init__` or fields outside `__init__` go through `dataclasses.replace`."""
     cls = type(obj)
-    known = _COPIERS.get(cls, _COPIERS)
-    if known is _COPIERS:
+    try:
+        known = _COPIERS[cls]
+    except KeyError:
         known = _COPIERS[cls] = _copier(cls)
     if known is None or not known[1].issuperset(changes):
         return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
