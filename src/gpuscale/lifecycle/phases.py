@@ -73,18 +73,30 @@ def phases_of(times: Mapping[Milestone, float], blocked_s: float = 0.0) -> dict[
     no earlier than the one before (a node requested before the pod existed counts from the pod's creation), so the
     phases are non-negative and sum to `times[STARTED] - times[CREATED]`. `blocked_s` moves that much of the
     decision wait into `BLOCKED`."""
+    return dict(zip(PHASES, phase_durations(times, blocked_s), strict=True))
+
+
+PHASES = (Phase.FIRST_ATTEMPT, Phase.BLOCKED, *(p for _, p in ORDER[1:]))
+"""Every phase, in the order `phases_of` gives them (the enum's)."""
+_MILESTONES = tuple(m for m, _ in ORDER)
+
+
+def phase_durations(times: Mapping[Milestone, float], blocked_s: float = 0.0) -> list[float]:
+    """`phases_of`'s values in `Phase` order (`PHASES`), without the dict keyed by enum members (the twin asks per
+    finished pod, then keys them by name)."""
     previous = times[Milestone.CREATED]
-    result: dict[Phase, float] = {}
-    for milestone, phase in ORDER:
+    out = []
+    for milestone in _MILESTONES:
         at = times.get(milestone, previous)
-        if previous > at:  # max(at, previous) without the call (the twin asks per finished pod)
+        if previous > at:  # max(at, previous) without the call
             at = previous
-        result[phase] = at - previous
+        out.append(at - previous)
         previous = at
-    blocked = min(max(blocked_s, 0.0), result[Phase.DECISION])
-    result[Phase.DECISION] -= blocked
-    first = result.pop(Phase.FIRST_ATTEMPT)
-    return {Phase.FIRST_ATTEMPT: first, Phase.BLOCKED: blocked, **result}
+    decision = out[1]
+    blocked = min(max(blocked_s, 0.0), decision)
+    out[1] = blocked
+    out.insert(2, decision - blocked)
+    return out
 
 
 NODE_MILESTONES = (Milestone.DECIDED, Milestone.REQUESTED, Milestone.ACQUIRED, Milestone.RUNNING,

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuscale.lifecycle.phases import Milestone, Phase, phases_of
+from gpuscale.lifecycle.phases import PHASES, Milestone, Phase, phase_durations
 from gpuscale.model.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -66,7 +66,7 @@ class PodTrace:
 
 
 _MILESTONE_NAMES = tuple((m, m.value) for m in Milestone)
-_PHASE_NAMES = {p: p.value for p in Phase}
+_PHASE_NAMES = tuple(p.value for p in PHASES)
 """Milestones in order with their names, and phase names: iterating the enum and reading `.value` per pod are slow
 (Python-level), and the twin writes a trace per pod."""
 
@@ -74,11 +74,11 @@ _PHASE_NAMES = {p: p.value for p in Phase}
 def build_trace(*, pod: str, source: str, times: Mapping[Milestone, float], new_node: bool, pool: str | None,
                 node: str | None, blocked_s: float = 0.0, reason: str | None = None) -> PodTrace:
     """A trace from absolute milestone times (any clock); `times` must hold `CREATED`. Complete iff it holds
-    `STARTED`; then its phases are computed with `phases_of` (they sum to pending→running)."""
+    `STARTED`; then its phases are `phases_of`'s, by name (they sum to pending→running)."""
     created = times[Milestone.CREATED]
     complete = Milestone.STARTED in times
     ordered = {name: times[m] - created for m, name in _MILESTONE_NAMES if m in times}
-    phases = {_PHASE_NAMES[k]: v for k, v in phases_of(times, blocked_s).items()} if complete else {}
+    phases = dict(zip(_PHASE_NAMES, phase_durations(times, blocked_s), strict=True)) if complete else {}
     return PodTrace(pod=pod, source=source, created_at=created, milestones=ordered, phases=phases, pool=pool,
                     node=node, new_node=new_node, reason=reason, complete=complete)
 

@@ -108,7 +108,8 @@ class NodeProvider(Protocol):
         ...
 
     def node_pools(self) -> Mapping[str, str]:
-        """Node name → pool, for every node the provider manages."""
+        """Node name → pool, for every node the provider manages. The loop keeps the mapping in its snapshot as it
+        is, without a copy: a provider never changes a mapping it returned (it returns another one)."""
         ...
 
 

@@ -129,7 +129,7 @@ class Autoscaler:
         now = self.clock.now()
         try:
             snapshot = Snapshot(cluster=self.reader.snapshot(), upcoming=tuple(self.provider.upcoming()),
-                                node_pools=dict(self.provider.node_pools()))
+                                node_pools=self.provider.node_pools())
             if self.extension is not None:
                 self.extension.read()
         except Exception as err:  # outermost layer: a view we could not fully read is never acted on

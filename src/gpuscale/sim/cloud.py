@@ -64,6 +64,19 @@ class CloudPool:
     stockout_probability: float = 0.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tally:
+    """What the open timelines hold at one moment (`SimCloud.tally`)."""
+
+    cost: dict[str, float]
+    """USD per pool so far, closed nodes included (`cost_so_far`)."""
+    gpu_seconds: dict[str, float]
+    acquired: dict[str, int]
+    """Open nodes whose capacity was acquired, per pool (pools with none absent)."""
+    gpus: float
+    """GPUs of those nodes (the pools' `gpus_per_node`, summed in request order)."""
+
+
 @dataclass(slots=True)
 class NodeTimeline:
     """When each step of one node's start-up happened (simulated seconds); `None` until it happens."""
@@ -102,7 +115,9 @@ class SimCloud:
         """The timelines not closed yet (billed now), in request order: what the sampler and billing go over."""
         self._by_node: dict[str, NodeTimeline] = {}
         self._live: dict[str, str] = {}
-        """Registered, not deleted node → pool, in registration order (`node_pools`, kept as nodes come and go)."""
+        """Registered, not deleted node → pool, in registration order, kept as nodes come and go."""
+        self._node_pools: dict[str, str] | None = None
+        """What `node_pools` hands out: a copy of `_live`, made again only after `_live` changed."""
         self._starting: dict[str, NodeTimeline] = {}
         """Requests not registered and not given back, in request order (`upcoming`)."""
         self._upcoming: tuple[UpcomingNode, ...] | None = None
@@ -159,8 +174,11 @@ class SimCloud:
         return self._upcoming
 
     def node_pools(self) -> Mapping[str, str]:
-        """A live view, not a copy: the loop copies it into each snapshot."""
-        return self._live
+        """A copy never changed once handed out (the loop keeps it in its snapshot as is); the same one until a node
+        registers or goes."""
+        if self._node_pools is None:
+            self._node_pools = dict(self._live)
+        return self._node_pools
 
     def preload(self, pool: str, count: int) -> None:
         """Nodes that exist when the run starts: registered, Ready, GPUs in allocatable, billed from now."""
@@ -215,6 +233,7 @@ class SimCloud:
         t.node = name
         self._by_node[name] = t
         self._live[name] = t.pool
+        self._node_pools = None
         if self._starting.pop(t.request_id, None) is not None:
             self._upcoming = None
         self._cluster.put_node(node)
@@ -248,8 +267,8 @@ class SimCloud:
             return
         t.deleted_s = self._sim.now
         del self.open[t.request_id]
-        if t.node is not None:
-            self._live.pop(t.node, None)
+        if t.node is not None and self._live.pop(t.node, None) is not None:
+            self._node_pools = None
         if self._starting.pop(t.request_id, None) is not None:
             self._upcoming = None
         self._bill(t, self._sim.now, closed=True)
@@ -268,13 +287,34 @@ class SimCloud:
 
     def cost_so_far(self, now: float) -> tuple[dict[str, float], dict[str, float]]:
         """USD and GPU-seconds per pool up to `now`, open nodes included."""
+        tally = self.tally(now)
+        return tally.cost, tally.gpu_seconds
+
+    def tally(self, now: float) -> Tally:
+        """`cost_so_far` and the nodes holding capacity now, in one pass over the open timelines (the sampler's).
+
+        The same float operations in the same order as billing each open timeline with `_bill`: a timeline not
+        acquired yet adds its pool with nothing (`x + 0.0 == x`), as `_bill`'s (0.0, 0.0) did."""
         cost = dict(self.cost_by_pool)
-        gpus = dict(self.gpu_seconds_by_pool)
+        seconds = dict(self.gpu_seconds_by_pool)
+        acquired: dict[str, int] = {}
+        gpus = 0.0
+        pools = self.pools
         for t in self.open.values():
-            c, g = self._bill(t, now, closed=False)
-            cost[t.pool] = cost.get(t.pool, 0.0) + c
-            gpus[t.pool] = gpus.get(t.pool, 0.0) + g
-        return cost, gpus
+            name = t.pool
+            if t.acquired_s is None:
+                if name not in cost:
+                    cost[name] = 0.0
+                if name not in seconds:
+                    seconds[name] = 0.0
+                continue
+            pool = pools[name].pool
+            up = max(now - t.acquired_s, 0.0)
+            cost[name] = cost.get(name, 0.0) + up / 3600.0 * pool.usd_per_hour
+            seconds[name] = seconds.get(name, 0.0) + up * pool.gpus_per_node
+            acquired[name] = acquired.get(name, 0) + 1
+            gpus += pool.gpus_per_node
+        return Tally(cost=cost, gpu_seconds=seconds, acquired=acquired, gpus=gpus)
 
     def timeline_of(self, node: str) -> NodeTimeline | None:
         return self._by_node.get(node)

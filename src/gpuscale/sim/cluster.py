@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from enum import StrEnum
+from functools import cache
 from typing import Protocol
 
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
@@ -19,6 +20,7 @@ from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod, PodPhase
+from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.sim.core import replaced
 
@@ -60,6 +62,9 @@ class SimCluster:
         """Budgets with their `minAvailable` as a count (disruptions allowed = healthy − min_available)."""
         self.version = 0
         self._snapshot: tuple[int, Cluster] | None = None
+        self._nodes: tuple[Node, ...] | None = None
+        """`nodes` as the last snapshot holds them, until a node is put or removed (then None): a snapshot between
+        node changes shares the tuple, and the engine sees the very same node objects in the same order."""
         self.on_terminated: Callable[[Pod, Termination], None] = lambda pod, why: None
         self.on_changed: Callable[[], None] = lambda: None
         self.on_node_removed: Callable[[str], None] = lambda name: None
@@ -67,12 +72,17 @@ class SimCluster:
         self.pending: set[str] = set()
         """Pods not bound to a node, kept current so the scheduler can skip quiet moments cheaply."""
         self.capacity_listener: CapacityListener | None = None
+        self._held: dict[str, float] = {}
+        """Pod key → GPUs it holds (0.0 while not bound), in `pods`' order: what `allocated_gpus` sums."""
+        self._bound = 0
+        """How many pods are bound (hold a node name)."""
 
     # ---------------------------------------------------------------------------------------------- ClusterReader
     def snapshot(self) -> Cluster:
         if self._snapshot is None or self._snapshot[0] != self.version:
-            cluster = Cluster(nodes=tuple(self.nodes.values()), pods=tuple(self.pods.values()),
-                              pdbs=tuple(self._live_pdbs()))
+            if self._nodes is None:
+                self._nodes = tuple(self.nodes.values())
+            cluster = Cluster(nodes=self._nodes, pods=tuple(self.pods.values()), pdbs=tuple(self._live_pdbs()))
             self._snapshot = (self.version, cluster)
         return self._snapshot[1]
 
@@ -84,6 +94,11 @@ class SimCluster:
         return sum(1 for p in self.pods.values()
                    if p.phase is PodPhase.RUNNING and pdb.covers(p.namespace, p.labels))
 
+    def allocated_gpus(self) -> float:
+        """GPUs the bound pods hold: `sum(pod_gpus(p.requests) for p in pods.values() if p.node_name)`, the same float
+        additions in the same order (a pod not bound adds 0.0, which changes no sum) without a pass over the pods."""
+        return sum(self._held.values()) if self._bound else 0
+
     # ------------------------------------------------------------------------------------------------- mutation
     def _changed(self) -> None:
         self.version += 1
@@ -92,6 +107,7 @@ class SimCluster:
     def put_node(self, node: Node) -> None:
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
+        self._nodes = None
         self.pods_on.setdefault(node.name, set())
         if self.capacity_listener is not None:
             if old is not None and _same_capacity(old, node):
@@ -110,6 +126,7 @@ class SimCluster:
                 self.delete_pod(key)
                 self.on_terminated(pod, Termination.NODE_DELETED)
         del self.nodes[name]
+        self._nodes = None
         self.pods_on.pop(name, None)
         if self.capacity_listener is not None:
             self.capacity_listener.node_changed(name)
@@ -120,32 +137,41 @@ class SimCluster:
         key = pod.key
         old = self.pods.get(key)
         listener = self.capacity_listener
-        if old is not None and old.node_name and old.node_name != pod.node_name:
-            self.pods_on.get(old.node_name, set()).discard(key)
+        node = pod.node_name
+        was = old.node_name if old is not None else None
+        moved = old is None or was != node
+        if moved and was and old is not None:
+            self.pods_on.get(was, set()).discard(key)
             if listener is not None:
                 listener.pod_removed(old)
-        if pod.node_name and (old is None or old.node_name != pod.node_name):
-            self.pods_on.setdefault(pod.node_name, set()).add(key)
+        if node and moved:
+            self.pods_on.setdefault(node, set()).add(key)
             if listener is not None:
                 listener.pod_placed(pod)
-        was_pending = old is not None and old.node_name is None
-        if pod.node_name is None:
+        was_pending = old is not None and was is None
+        if node is None:
             self.pending.add(key)
             if listener is not None and old is None:
                 listener.pod_pending(pod)
         else:
             self.pending.discard(key)
-        if listener is not None and (was_pending or pod.node_name is None):
-            listener.pending_changed(old if was_pending else None, pod if pod.node_name is None else None)
+        if listener is not None and (was_pending or node is None):
+            listener.pending_changed(old if was_pending else None, pod if node is None else None)
+        if moved or (old is not None and old.requests is not pod.requests):
+            self._held[key] = pod_gpus(pod.requests) if node else 0.0
+            self._bound += (1 if node else 0) - (1 if was else 0)
         self.pods[key] = pod
-        self._changed()
+        self.version += 1  # `_changed`, without the call (per pod event)
+        self.on_changed()
 
     def delete_pod(self, key: str) -> Pod | None:
         pod = self.pods.pop(key, None)
         if pod is None:
             return None
         self.pending.discard(key)
+        del self._held[key]
         if pod.node_name:
+            self._bound -= 1
             self.pods_on.get(pod.node_name, set()).discard(key)
             if self.capacity_listener is not None:
                 self.capacity_listener.pod_removed(pod)
@@ -190,6 +216,12 @@ class SimCluster:
         self.delete_pod(pod_key)
         self.on_terminated(pod, Termination.EVICTED)
         return EvictionOutcome.EVICTED
+
+
+@cache
+def pod_gpus(requests: Resources) -> float:
+    """GPUs a pod holds (whole and fractions); cached, as requests are shared by a workload's pods."""
+    return float(sum(a for n, a in requests.items if is_gpu_resource(n))) + requests.get(GPU_MILLI) / 1000.0
 
 
 def _same_capacity(old: Node, new: Node) -> bool:

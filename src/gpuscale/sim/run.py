@@ -202,19 +202,13 @@ class _Sampler:
     def sample(self) -> None:
         now = self.sim.now
         self.t.append(now)
-        counts = dict.fromkeys(self.nodes, 0)
-        gpus = 0.0
-        for t in self.cloud.open.values():
-            if t.acquired_s is not None:
-                counts[t.pool] = counts.get(t.pool, 0) + 1
-                gpus += self.cloud.pools[t.pool].pool.gpus_per_node
+        tally = self.cloud.tally(now)
         for pool, series in self.nodes.items():
-            series.append(counts.get(pool, 0))
+            series.append(tally.acquired.get(pool, 0))
         self.pending.append(len(self.cluster.pending))
-        cost, _ = self.cloud.cost_so_far(now)
-        self.cost.append(sum(cost.values()))
-        self.provisioned.append(gpus)
-        self.allocated.append(sum(World.gpus_of(p.requests) for p in self.cluster.pods.values() if p.node_name))
+        self.cost.append(sum(tally.cost.values()))
+        self.provisioned.append(tally.gpus)
+        self.allocated.append(self.cluster.allocated_gpus())
         if self.progress is not None:
             self.progress(now, self.setup.duration_s)
         if now + self.setup.sample_s <= self.setup.duration_s:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,9 +18,8 @@ from gpuscale.lifecycle.phases import Milestone, with_node
 from gpuscale.lifecycle.trace import build_trace
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodPhase
-from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
 from gpuscale.sim.cloud import SimCloud
-from gpuscale.sim.cluster import SimCluster, Termination
+from gpuscale.sim.cluster import SimCluster, Termination, pod_gpus
 from gpuscale.sim.core import Priority, Simulation, replaced
 from gpuscale.sim.result import PodRecord
 from gpuscale.sim.scheduler import SimScheduler
@@ -100,11 +98,8 @@ class World:
     def now(self) -> float:
         return self.sim.now
 
-    @staticmethod
-    @cache
-    def gpus_of(requests: Resources) -> float:
-        """GPUs a pod holds (whole and fractions); cached, as the sampler asks for every bound pod each sample."""
-        return float(sum(a for n, a in requests.items if is_gpu_resource(n))) + requests.get(GPU_MILLI) / 1000.0
+    gpus_of = staticmethod(pod_gpus)
+    """GPUs a pod holds (whole and fractions)."""
 
     # ------------------------------------------------------------------------------------------------ pods
     def create_pod(self, pod: Pod, owner: Workload) -> None:
@@ -213,8 +208,9 @@ class World:
         started = track.times.get(Milestone.STARTED)
         node_name = track.pod.node_name
         timeline = self.cloud.timeline_of(node_name) if node_name else None
-        times, new_node = dict(track.times), False
-        if started is not None:
+        if started is None:
+            times, new_node = dict(track.times), False
+        else:
             node_times = None if timeline is None else {m: v for m, v in (
                 (Milestone.REQUESTED, timeline.requested_s), (Milestone.ACQUIRED, timeline.acquired_s),
                 (Milestone.RUNNING, timeline.running_s), (Milestone.REGISTERED, timeline.registered_s),
