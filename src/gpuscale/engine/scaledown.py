@@ -82,7 +82,7 @@ from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
 
@@ -758,25 +758,30 @@ class _Simulation:
                 else:
                     self._work.disable(row)
             return None
-        pods = [*candidate.drain.move, *(received or ())]
+        pods = sorted([*candidate.drain.move, *(received or ())],
+                      key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
+        # The first pod's mask on the running table without the node's row is the one on the fork below: a candidate
+        # whose first pod fits nowhere (often) costs no fork.
+        feasible = self.work.feasible(pods[0])
+        if row is not None:
+            feasible[row] = False
+        if not feasible.any():
+            return _nowhere(candidate, pods[0], len(pods))
+        shape = (pods[0].requests, pods[0].constraints)
         trial = self.work.fork()
         if row is not None:
             trial.disable(row)
         placed: list[tuple[Pod, int]] = []
-        feasible: npt.NDArray[np.bool_] | None = None
-        shape: tuple[Resources, SchedulingConstraints] | None = None
         destination = -1
-        for pod in sorted(pods, key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid)):
+        for pod in pods:
             # Placing a pod changes only its destination's row, so pods of one shape share a feasibility mask and keep
             # their destination while it still fits (not with inter-pod affinity in the table, where a placement
             # changes other nodes' verdicts too).
-            if feasible is None or shape != (pod.requests, pod.constraints) or trial.topology is not None:
+            if shape != (pod.requests, pod.constraints) or (trial.topology is not None and placed):
                 feasible, shape, destination = trial.feasible(pod), (pod.requests, pod.constraints), -1
             if destination < 0:
                 if not feasible.any():
-                    return Reason(ReasonCode.NO_PLACE_TO_MOVE,
-                                  f"node {candidate.node.name}: pod {pod.key} fits on no other node",
-                                  {"pods_to_move": len(pods)})
+                    return _nowhere(candidate, pod, len(pods))
                 destination, gpus = trial.choose(pod, feasible, self.rank)
             trial.place(destination, pod, gpus)
             placed.append((pod, destination))
@@ -791,6 +796,11 @@ class _Simulation:
         for pod, destination in placed:
             self.received.setdefault(destination, []).append(pod)
         return None
+
+
+def _nowhere(candidate: _Candidate, pod: Pod, pods: int) -> Reason:
+    return Reason(ReasonCode.NO_PLACE_TO_MOVE, f"node {candidate.node.name}: pod {pod.key} fits on no other node",
+                  {"pods_to_move": pods})
 
 
 # -------------------------------------------------------------------------------------------------------- selection
