@@ -274,6 +274,38 @@ class _Columns:
             self.alloc[i], self.gpu_pool[i] = record.amounts, pool is not None and pool.is_gpu_pool()
             self.deleting[i], self.ready[i] = node.deleting, node.ready
 
+    def patched(self, at: list[int], records: Sequence[NodeRecord]) -> _Columns:
+        """`copy`, then `patch` at `at`, for records of the very names there: the names, and the pools, pool names
+        and unneeded clocks while those records' are the same, are shared, not copied (an object column costs a
+        reference count per node to copy). Shared or not, a set's columns are never written once it holds them."""
+        if len(at) > _FEW_RECORDS:
+            columns = self.copy()
+            columns.patch(at, records)
+            return columns
+        new = [records[i] for i in at]
+        nodes: list[Node] = list(map(_NODE, new))
+        pools, pool_names = list(map(_POOL, new)), list(map(_POOL_NAME, new))
+        since = list(map(_unneeded_since, nodes))
+        columns = _Columns(
+            nodes=self.nodes.copy(), names=self.names,
+            pools=self.pools if all(map(operator.is_, pools, self.pools[at])) else self.pools.copy(),
+            pool_names=self.pool_names if pool_names == self.pool_names[at].tolist() else self.pool_names.copy(),
+            since=self.since if since == self.since[at].tolist() else self.since.copy(), phases=self.phases.copy(),
+            alloc=self.alloc.copy(), gpu_pool=self.gpu_pool.copy(), deleting=self.deleting.copy(),
+            ready=self.ready.copy())
+        for i, record, node, pool, pool_name, clock in zip(at, new, nodes, pools, pool_names, since, strict=True):
+            columns.nodes[i] = node
+            if columns.pools is not self.pools:
+                columns.pools[i] = pool
+            if columns.pool_names is not self.pool_names:
+                columns.pool_names[i] = pool_name
+            if columns.since is not self.since:
+                columns.since[i] = clock
+            columns.phases[i], columns.alloc[i] = _PHASE_CODE[record.phase], record.amounts
+            columns.gpu_pool[i] = pool is not None and pool.is_gpu_pool()
+            columns.deleting[i], columns.ready[i] = node.deleting, node.ready
+        return columns
+
 
 class NodeSet:
     """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order, as
@@ -347,8 +379,7 @@ class NodeSet:
             changed = np.flatnonzero(~same)
             at = changed.tolist()
             if all(records[i].node.name == self.names[i] for i in at):  # same names: still in name order
-                columns = self.columns.copy()
-                columns.patch(at, records)
+                columns = self.columns.patched(at, records)
                 nodes = NodeSet(records, columns, self if self.columns.steady(columns, changed) else None)
                 nodes._carry(self, changed)
                 return nodes, np.where(same, np.arange(len(records)), -1)
