@@ -82,7 +82,7 @@ from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
 
@@ -252,6 +252,13 @@ class _Columns:
         self.since[at], self.phases[at], self.alloc[at] = new.since, new.phases, new.alloc
         self.gpu_pool[at], self.deleting[at], self.ready[at] = new.gpu_pool, new.deleting, new.ready
 
+    def steady(self, other: _Columns, at: IntArray) -> bool:
+        """Whether `other` (these columns with positions `at` patched) has the same phases, allocatable, GPU-pool,
+        deleting and Ready flags: all that `NodeSet` derives its usable, unready and live nodes and totals from."""
+        return bool((self.phases[at] == other.phases[at]).all() and (self.alloc[at] == other.alloc[at]).all()
+                    and (self.gpu_pool[at] == other.gpu_pool[at]).all()
+                    and (self.deleting[at] == other.deleting[at]).all() and (self.ready[at] == other.ready[at]).all())
+
     def patch(self, at: Sequence[int], records: Sequence[NodeRecord]) -> None:
         """Positions `at` take the entries of `records` (position `at[k]` those of `records[at[k]]`), derived as `of`
         derives them: record by record for a few (`of` costs a dozen C-level passes however few there are), else
@@ -267,18 +274,53 @@ class _Columns:
             self.alloc[i], self.gpu_pool[i] = record.amounts, pool is not None and pool.is_gpu_pool()
             self.deleting[i], self.ready[i] = node.deleting, node.ready
 
+    def patched(self, at: list[int], records: Sequence[NodeRecord]) -> _Columns:
+        """`copy`, then `patch` at `at`, for records of the very names there: the names, and the pools, pool names
+        and unneeded clocks while those records' are the same, are shared, not copied (an object column costs a
+        reference count per node to copy). Shared or not, a set's columns are never written once it holds them."""
+        if len(at) > _FEW_RECORDS:
+            columns = self.copy()
+            columns.patch(at, records)
+            return columns
+        new = [records[i] for i in at]
+        nodes: list[Node] = list(map(_NODE, new))
+        pools, pool_names = list(map(_POOL, new)), list(map(_POOL_NAME, new))
+        since = list(map(_unneeded_since, nodes))
+        columns = _Columns(
+            nodes=self.nodes.copy(), names=self.names,
+            pools=self.pools if all(map(operator.is_, pools, self.pools[at])) else self.pools.copy(),
+            pool_names=self.pool_names if pool_names == self.pool_names[at].tolist() else self.pool_names.copy(),
+            since=self.since if since == self.since[at].tolist() else self.since.copy(), phases=self.phases.copy(),
+            alloc=self.alloc.copy(), gpu_pool=self.gpu_pool.copy(), deleting=self.deleting.copy(),
+            ready=self.ready.copy())
+        for i, record, node, pool, pool_name, clock in zip(at, new, nodes, pools, pool_names, since, strict=True):
+            columns.nodes[i] = node
+            if columns.pools is not self.pools:
+                columns.pools[i] = pool
+            if columns.pool_names is not self.pool_names:
+                columns.pool_names[i] = pool_name
+            if columns.since is not self.since:
+                columns.since[i] = clock
+            columns.phases[i], columns.alloc[i] = _PHASE_CODE[record.phase], record.amounts
+            columns.gpu_pool[i] = pool is not None and pool.is_gpu_pool()
+            columns.deleting[i], columns.ready[i] = node.deleting, node.ready
+        return columns
+
 
 class NodeSet:
     """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order, as
     arrays built without a Python pass per node. A `ScaleDownMemo` keeps one while the records are the very same
     objects, and otherwise derives only the records it does not hold yet (`updated`)."""
 
-    __slots__ = ("_capacities", "_live", "_rows", "_sizes", "_unneeded_since", "alloc", "columns", "gpu_pool",
-                 "live_count", "names", "nodes", "records", "registered", "unready", "usable", "usable_positions",
-                 "usable_total")
+    __slots__ = ("_capacities", "_live", "_ranks", "_rows", "_sizes", "_unneeded_since", "_unready", "alloc",
+                 "columns", "gpu_pool", "live_count", "names", "nodes", "records", "registered", "usable",
+                 "usable_positions", "usable_total")
 
-    def __init__(self, records: Sequence[NodeRecord], columns: _Columns | None = None) -> None:
-        """`columns`: those of `records`, which are then in name order already."""
+    def __init__(self, records: Sequence[NodeRecord], columns: _Columns | None = None,
+                 steady: NodeSet | None = None) -> None:
+        """`columns`: those of `records`, which are then in name order already. `steady`: a set whose columns of
+        phases, allocatable, GPU-pool, deleting and Ready flags equal these (`_Columns.steady`): what it derived
+        from them is taken as it is."""
         if columns is None:
             names: list[str] = list(map(_NAME, map(_NODE, records)))
             if any(map(operator.ge, names, names[1:])):
@@ -287,21 +329,40 @@ class NodeSet:
         self.records, self.columns = records, columns
         self.nodes, self.names = columns.nodes, columns.names
         self.alloc, self.gpu_pool = columns.alloc, columns.gpu_pool
-        self.usable = columns.phases == _PHASE_CODE[NodePhase.USABLE]
-        self.usable_positions = np.flatnonzero(self.usable)
-        self.registered: list[int] = np.flatnonzero(columns.phases == _PHASE_CODE[NodePhase.REGISTERED]).tolist()
+        self._capacities: tuple[IntArray, IntArray, npt.NDArray[np.bool_]] | None = None
+        """`_capacities` of the usable nodes."""
+        self.usable: npt.NDArray[np.bool_]
+        self.usable_positions: IntArray
+        self.registered: list[int]
         """Not Ready: judged (from their pods) once no longer starting."""
-        self.usable_total = self.alloc[self.usable].sum(axis=0)
-        self.live_count = len(records) - int(columns.deleting.sum())
-        self.unready: list[Node] = columns.nodes[~columns.deleting & ~columns.ready].tolist()
-        """Not being deleted and not Ready (counted as unready unless still starting)."""
+        self.usable_total: IntArray
+        self.live_count: int
+        self._unready: IntArray
+        """Positions of the nodes not being deleted and not Ready."""
+        if steady is not None:
+            self.usable, self.usable_positions, self.registered = (steady.usable, steady.usable_positions,
+                                                                   steady.registered)
+            self.usable_total, self.live_count, self._unready = steady.usable_total, steady.live_count, steady._unready
+            self._capacities = steady._capacities
+        else:
+            self.usable = columns.phases == _PHASE_CODE[NodePhase.USABLE]
+            self.usable_positions = np.flatnonzero(self.usable)
+            self.registered = np.flatnonzero(columns.phases == _PHASE_CODE[NodePhase.REGISTERED]).tolist()
+            self.usable_total = self.alloc[self.usable].sum(axis=0)
+            self.live_count = len(records) - int(columns.deleting.sum())
+            self._unready = np.flatnonzero(~columns.deleting & ~columns.ready)
         self._live: frozenset[str] | None = None
         self._sizes: Counter[str] | None = None
         self._unneeded_since: dict[str, float] | None = None
         self._rows: tuple[Mapping[str, int], IntArray] | None = None
         """The last `rows` answer and the table index it was read from."""
-        self._capacities: tuple[IntArray, IntArray, npt.NDArray[np.bool_]] | None = None
-        """`_capacities` of the usable nodes."""
+        self._ranks: tuple[IntArray, IntArray] | None = None
+        """The last `ranks` answer and the `rows` answer it was made from."""
+
+    @property
+    def unready(self) -> list[Node]:
+        """Not being deleted and not Ready (counted as unready unless still starting)."""
+        return cast("list[Node]", self.nodes[self._unready].tolist())
 
     def updated(self, records: Sequence[NodeRecord]) -> NodeSet:
         """The set of `records`: the columns of records this set holds (the very same objects) are copied, only the
@@ -318,9 +379,8 @@ class NodeSet:
             changed = np.flatnonzero(~same)
             at = changed.tolist()
             if all(records[i].node.name == self.names[i] for i in at):  # same names: still in name order
-                columns = self.columns.copy()
-                columns.patch(at, records)
-                nodes = NodeSet(records, columns)
+                columns = self.columns.patched(at, records)
+                nodes = NodeSet(records, columns, self if self.columns.steady(columns, changed) else None)
                 nodes._carry(self, changed)
                 return nodes, np.where(same, np.arange(len(records)), -1)
         # Held records are alive, so their ids are not another object's.
@@ -344,6 +404,8 @@ class NodeSet:
         was: rows (names only), live nodes and pool sizes (unless one became or stopped being deleted, or changed pool);
         the unneeded clocks are patched where those records' differ."""
         self._rows = last._rows
+        if self.usable_positions is last.usable_positions:  # carried (`steady`): so are the ranks
+            self._ranks = last._ranks
         old, new = last.columns, self.columns
         if (old.deleting[changed] == new.deleting[changed]).all():
             self._live = last._live
@@ -382,6 +444,19 @@ class NodeSet:
             sizes.pop(None, None)
             self._sizes = cast("Counter[str]", sizes)
         return self._sizes
+
+    def ranks(self, rows: IntArray, size: int) -> IntArray:
+        """Per row of a table of `size` rows (`rows`: this set's `rows` answer for it), the place among the usable
+        nodes in name order of the usable node it holds (a removal's destination), else `_FAR`; read-only, kept
+        with that answer."""
+        if self._ranks is None or self._ranks[0] is not rows or len(self._ranks[1]) != size:
+            usable = rows[self.usable_positions]
+            known = usable >= 0
+            ranks = np.full(size, _FAR, dtype=np.int64)
+            ranks[usable[known]] = np.flatnonzero(known)
+            ranks.flags.writeable = False
+            self._ranks = (rows, ranks)
+        return self._ranks[1]
 
     def rows(self, table: NodeTable) -> IntArray:
         """Each node's row in `table`, -1 for none (read-only). Kept while the table's index is the very same mapping
@@ -620,24 +695,23 @@ class _Judgements:
         names = nodes.names[at].tolist()
         # the nodes whose pods may differ from the last decision's (None: any may)
         stirred = hint if hint is not None and generation >= 0 and seen == generation - 1 else None
-        verdicts: list[_Candidate | NodeVerdict] = []
-        pods_of: list[tuple[Pod, ...]] = []
         old_verdicts, old_pods, records = self.verdicts, self.pods, nodes.records
-        for i, name, again, j in zip(range(len(at)), names, same.tolist(), held.tolist(), strict=True):
-            if again:
-                if stirred is not None:
-                    again = name not in stirred
-                else:
-                    kept, pods = old_pods[j], pods_by_node.get(name, ())
-                    again = len(kept) == len(pods) and all(map(operator.is_, kept, pods))
-            if again:
-                verdicts.append(old_verdicts[j])
-                pods_of.append(old_pods[j])
-            else:
-                pods = pods_by_node.get(name, ())
-                row = numbers[i].tolist()
-                verdicts.append(_judge(records[int(at[i])], (*row[:5], bool(row[5])), pods, policy, budget))
-                pods_of.append(tuple(pods))
+        if stirred is None:
+            for i in np.flatnonzero(same).tolist():
+                kept, pods = old_pods[held[i]], pods_by_node.get(names[i], ())
+                if not (len(kept) == len(pods) and all(map(operator.is_, kept, pods))):
+                    same[i] = False
+        elif stirred:
+            same &= ~np.fromiter(map(stirred.__contains__, names), dtype=bool, count=len(names))
+        reused = held.tolist()  # where `same`, the verdict to take; the others are overwritten below
+        verdicts = list(map(old_verdicts.__getitem__, reused)) if old_verdicts else \
+            cast("list[_Candidate | NodeVerdict]", [None] * len(at))
+        pods_of: list[tuple[Pod, ...]] = list(map(old_pods.__getitem__, reused)) if old_pods else [()] * len(at)
+        for i in np.flatnonzero(~same).tolist():
+            pods = pods_by_node.get(names[i], ())
+            row = numbers[i].tolist()
+            verdicts[i] = _judge(records[int(at[i])], (*row[:5], bool(row[5])), pods, policy, budget)
+            pods_of[i] = tuple(pods)
         self.at, self.numbers, self.verdicts, self.pods = at, numbers, verdicts, pods_of
         return verdicts
 
@@ -666,30 +740,40 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
 
 # ------------------------------------------------------------------------------------------------------- simulation
 class _Simulation:
-    """The running what-if of step 4: destinations and the pods moved so far."""
+    """The running what-if of step 4: destinations and the pods moved so far. The table is forked only once some
+    candidate has pods to move (most decisions' candidates are empty nodes): until then the rows to disable wait."""
 
     def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray, candidate_rows: set[int]) -> None:
-        self.work = table.fork()
-        destination = np.zeros(len(table), dtype=bool)
-        self.rank = np.full(len(table), _FAR, dtype=np.int64)
-        usable = rows[nodes.usable_positions]
-        known = usable >= 0
-        position = np.flatnonzero(known)  # the node's place among the usable nodes in name order
-        usable = usable[known]
-        destination[usable] = True
-        candidate = np.zeros(len(table), dtype=bool)
-        candidate[np.fromiter(candidate_rows, dtype=np.int64, count=len(candidate_rows))] = True
-        self.rank[usable] = position + np.where(candidate[usable], len(nodes.usable_positions), 0)
-        self.work.enabled &= destination
+        self._table, self._nodes = table, nodes
+        self._work: NodeTable | None = None
+        self._disabled: list[int] = []
+        base = nodes.ranks(rows, len(table))
+        self.rank = base.copy()
+        if candidate_rows:
+            at = np.fromiter(candidate_rows, dtype=np.int64, count=len(candidate_rows))
+            self.rank[at[base[at] != _FAR]] += len(nodes.usable_positions)
         self.received: dict[int, list[Pod]] = {}
-        summed = nodes.usable_total
-        self._totals = [(name, max(int(summed[slot]), 1)) for name, slot in ((CPU, 0), (MEMORY, 1), (GPU_MILLI, 3))]
+        self._totals: list[tuple[str, int]] | None = None
         self._shares: dict[Resources, float] = {}
+
+    @property
+    def work(self) -> NodeTable:
+        """The table with the candidates accepted so far removed and their pods placed elsewhere."""
+        if self._work is None:
+            self._work = self._table.fork()
+            self._work.enabled &= self.rank != _FAR  # destinations: usable nodes only
+            for row in self._disabled:
+                self._work.disable(row)
+        return self._work
 
     def _share(self, requests: Resources) -> float:
         """Dominant share of the cluster's usable cpu, memory and GPU (in milli-GPUs); cached per request."""
         share = self._shares.get(requests)
         if share is None:
+            if self._totals is None:
+                summed = self._nodes.usable_total
+                self._totals = [(name, max(int(summed[slot]), 1))
+                                for name, slot in ((CPU, 0), (MEMORY, 1), (GPU_MILLI, 3))]
             requested = (requests.get(CPU), requests.get(MEMORY), 1000 * requests.gpu_count() + requests.get(GPU_MILLI))
             share = self._shares[requests] = max(r / total for r, (_, total) in zip(requested, self._totals,
                                                                                        strict=True))
@@ -700,27 +784,35 @@ class _Simulation:
         received = self.received.get(row) if row is not None else None
         if not candidate.drain.move and not received:  # nothing to move (most candidates): no fork, no sort
             if row is not None:
-                self.work.disable(row)
+                if self._work is None:
+                    self._disabled.append(row)
+                else:
+                    self._work.disable(row)
             return None
-        pods = [*candidate.drain.move, *(received or ())]
+        pods = sorted([*candidate.drain.move, *(received or ())],
+                      key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
+        # The first pod's mask on the running table without the node's row is the one on the fork below: a candidate
+        # whose first pod fits nowhere (often) costs no fork.
+        feasible = self.work.feasible(pods[0])
+        if row is not None:
+            feasible[row] = False
+        if not feasible.any():
+            return _nowhere(candidate, pods[0], len(pods))
+        shape = (pods[0].requests, pods[0].constraints)
         trial = self.work.fork()
         if row is not None:
             trial.disable(row)
         placed: list[tuple[Pod, int]] = []
-        feasible: npt.NDArray[np.bool_] | None = None
-        shape: tuple[Resources, SchedulingConstraints] | None = None
         destination = -1
-        for pod in sorted(pods, key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid)):
+        for pod in pods:
             # Placing a pod changes only its destination's row, so pods of one shape share a feasibility mask and keep
             # their destination while it still fits (not with inter-pod affinity in the table, where a placement
             # changes other nodes' verdicts too).
-            if feasible is None or shape != (pod.requests, pod.constraints) or trial.topology is not None:
+            if shape != (pod.requests, pod.constraints) or (trial.topology is not None and placed):
                 feasible, shape, destination = trial.feasible(pod), (pod.requests, pod.constraints), -1
             if destination < 0:
                 if not feasible.any():
-                    return Reason(ReasonCode.NO_PLACE_TO_MOVE,
-                                  f"node {candidate.node.name}: pod {pod.key} fits on no other node",
-                                  {"pods_to_move": len(pods)})
+                    return _nowhere(candidate, pod, len(pods))
                 destination, gpus = trial.choose(pod, feasible, self.rank)
             trial.place(destination, pod, gpus)
             placed.append((pod, destination))
@@ -729,12 +821,17 @@ class _Simulation:
                 destination = -1
             elif gpus is not None:
                 destination = -1  # a fragmentation-aware choice is made again for the next pod
-        self.work = trial
+        self._work = trial
         if row is not None:
             self.received.pop(row, None)
         for pod, destination in placed:
             self.received.setdefault(destination, []).append(pod)
         return None
+
+
+def _nowhere(candidate: _Candidate, pod: Pod, pods: int) -> Reason:
+    return Reason(ReasonCode.NO_PLACE_TO_MOVE, f"node {candidate.node.name}: pod {pod.key} fits on no other node",
+                  {"pods_to_move": pods})
 
 
 # -------------------------------------------------------------------------------------------------------- selection
