@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +43,12 @@ from gpuscale.model.resources import CPU, PODS, Resources
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
+T = TypeVar("T")
+
+_REQUESTS = attrgetter("requests")
+
+_NO_RANK = np.iinfo(np.int64).max
+"""What `NodeTable.choose` ranks rows outside the mask at."""
 
 
 def names_nodes_individually(constraints: SchedulingConstraints) -> bool:
@@ -95,6 +102,8 @@ class _Shared:
     group_members: list[list[int]]
     static_cache: dict[SchedulingConstraints, BoolArray]
     request_cache: dict[Resources, IntArray | None]
+    asked_cache: dict[Resources, tuple[IntArray, IntArray] | None] = field(default_factory=dict)
+    """Per request, `NodeTable._asked`: like `request_cache`, valid for any table with these columns."""
     placement: str | None = None
     """Fragmentation-aware policy for GPU pods (`fgd`, `gpuscale`), or None: first fit."""
     workload: Counter[PodShape] = field(default_factory=Counter)
@@ -121,12 +130,19 @@ class _Shared:
         return self.kinds.shape(requests)
 
 
+def _distinct(objects: Sequence[T]) -> tuple[list[T], IntArray]:
+    """The distinct objects (by identity, in first-seen order) and, per position, which of them is there. Found in
+    C (a map of ids), not by a Python pass: nodes of one pool share their capacity object, so there are few."""
+    ids = list(map(id, objects))
+    first = dict(zip(ids, objects, strict=True))
+    number = dict(zip(first, range(len(first)), strict=True))
+    return list(first.values()), np.fromiter(map(number.__getitem__, ids), dtype=np.int64, count=len(ids))
+
+
 def _capacity_vectors(capacity: Sequence[Resources], column_of: Mapping[str, int]) -> tuple[IntArray, IntArray]:
     """Each capacity as a row over the columns, and its pod slots. Nodes of one pool share their capacity object: each
     distinct one is read once. Resources outside the columns are left out."""
-    distinct: dict[int, int] = {}
-    cap_of = np.array([distinct.setdefault(id(c), len(distinct)) for c in capacity], dtype=np.int64)
-    shapes = list({id(c): c for c in capacity}.values())
+    shapes, cap_of = _distinct(capacity)
     shape_free = np.zeros((len(shapes), len(column_of)), dtype=np.int64)
     shape_pods = np.zeros(len(shapes), dtype=np.int64)
     for i, cap in enumerate(shapes):
@@ -147,6 +163,22 @@ def _add_to_groups(keys: Iterable[GroupKey], start: int, groups: dict[GroupKey, 
             members.append([])
         members[g].append(i)
         group_of.append(g)
+
+
+def _group_rows(keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]]]:
+    """`_add_to_groups` from no groups, without a Python pass over the rows: equal keys are mostly one object
+    (`engine.memo` shares them), so the distinct objects are found by identity in C and only those are hashed and
+    compared by value; a value's group is numbered where its first object first occurs, which is where the value
+    first occurs (the same numbering as `_add_to_groups`)."""
+    distinct, of_object = _distinct(keys)
+    groups: dict[GroupKey, int] = {}
+    number = np.array([groups.setdefault(key, len(groups)) for key in distinct], dtype=np.int64)
+    if len(groups) <= 1:
+        return [0] * len(keys), [list(range(len(keys)))] if keys else []
+    group_of = number[of_object]
+    order = np.argsort(group_of, kind="stable")
+    bounds = np.cumsum(np.bincount(group_of, minlength=len(groups)))[:-1]
+    return group_of.tolist(), [part.tolist() for part in np.split(order, bounds)]
 
 
 class NodeTable:
@@ -228,7 +260,7 @@ class NodeTable:
         index = dict(s.index)
         index.update((node.name, start + k) for k, node in enumerate(nodes))
         shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache,
-                         s.placement, s.workload, s.chooser, s.kinds, {}, s.clock)
+                         s.asked_cache, s.placement, s.workload, s.chooser, s.kinds, {}, s.clock)
         topology = self.topology.copy() if self.topology is not None else None
         if topology is not None:
             for node in nodes:
@@ -259,6 +291,17 @@ class NodeTable:
         cache[requests] = row
         return row
 
+    def _asked(self, requests: Resources) -> tuple[IntArray, IntArray] | None:
+        """The columns the request asks something of and the amounts (`request_vector`'s non-zero entries); cached."""
+        cache = self._s.asked_cache
+        try:
+            return cache[requests]
+        except KeyError:
+            row = self.request_vector(requests)
+            columns = None if row is None else np.flatnonzero(row)
+            asked = cache[requests] = None if row is None or columns is None else (columns, row[columns])
+            return asked
+
     def static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
         """Nodes that pass the node-only filters (cordon, name, taints, labels) for these constraints; cached."""
         cached = self._s.static_cache.get(constraints)
@@ -283,13 +326,13 @@ class NodeTable:
 
     def feasible(self, pod: Pod) -> BoolArray:
         """Nodes (enabled) where the pod fits now: every filter, inter-pod affinity included."""
-        row = self.request_vector(pod.requests)
-        if row is None or pod.constraints.unsupported:
+        asked = self._asked(pod.requests)
+        if asked is None or pod.constraints.unsupported:
             return np.zeros(len(self._s.nodes), dtype=bool)
         mask = self.enabled & self.static_mask(pod.constraints) & (self.free_pods >= 1)
-        columns = np.flatnonzero(row)
+        columns, amounts = asked
         if len(columns):
-            mask &= (self.free[:, columns] >= row[columns]).all(axis=1)
+            mask &= (self.free[:, columns] >= amounts).all(axis=1)
         if self.devices is not None and (need := self._s.need(pod.requests)) is not None:
             rows = np.flatnonzero(mask)
             if len(rows):
@@ -339,7 +382,7 @@ class NodeTable:
                     return row, shared.chooser.pick(shape, cpu_free, self.devices, row) or None
         if rank is None:
             return int(np.argmax(mask)), None
-        return int(np.argmin(np.where(mask, rank, np.iinfo(np.int64).max))), None
+        return int(np.argmin(np.where(mask, rank, _NO_RANK))), None
 
     def _frag_scores(self, chooser: FragChooser, shape: PodShape, cpu_free: IntArray,
                      rows: IntArray) -> IntArray | None:
@@ -418,8 +461,29 @@ _RowEntry = tuple[Resources, tuple[Pod, ...]]
 """A row as the memo keys it: its capacity object and its bound pods."""
 
 
-def _request_names(pods: Sequence[Pod]) -> frozenset[str]:
-    return frozenset(r for requests in {p.requests for p in pods} for r in requests.names())
+def _delta(old: Sequence[Pod], new: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
+    """The pods of `old` that are not in `new` and those of `new` that are not in `old`, by identity: a node's pods
+    change by one or two between builds, so a carried count is patched by those alone. Found by id maps in C; with
+    some object twice in either (a multiset), every pod of `old` leaves and every pod of `new` comes."""
+    if not old or not new:
+        return list(old), list(new)
+    before, after = dict(zip(map(id, old), old, strict=True)), dict(zip(map(id, new), new, strict=True))
+    if len(before) != len(old) or len(after) != len(new):
+        return list(old), list(new)
+    return [before[i] for i in before.keys() - after.keys()], [after[i] for i in after.keys() - before.keys()]
+
+
+def _count_shapes(shapes: Counter[PodShape], kinds: RequestKinds, left: Iterable[Pod], came: Iterable[Pod]) -> None:
+    """`shapes` (GPU pod shapes, counted; none below 1) without the pods that left and with those that came."""
+    touched: set[PodShape] = set()
+    for pods, sign in ((left, -1), (came, 1)):
+        for p in pods:
+            if (shape := kinds.shape(p.requests)) is not None:
+                shapes[shape] += sign
+                touched.add(shape)
+    for shape in touched:
+        if shapes[shape] <= 0:
+            del shapes[shape]
 
 
 class RowMemo:
@@ -437,13 +501,13 @@ class RowMemo:
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
-                 "_groups", "_kinds", "_name_count", "_names_of", "_position", "_rows", "_seen")
+                 "_groups", "_kinds", "_name_count", "_names_of", "_pending", "_position", "_rows", "_seen")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
-        self._names_of: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
+        self._names_of: dict[str, tuple[Pod, ...]] = {}
         self._name_count: Counter[str] = Counter()
-        """How many entries of `_names_of` request each resource."""
+        """How many pods of `_names_of` request each resource."""
         self._rows: dict[str, _RowEntry] = {}
         self._position: dict[str, int] = {}
         self._caps: list[Resources] = []
@@ -461,6 +525,8 @@ class RowMemo:
         self._chooser: tuple[str, _Shared] | None = None
         """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
         self._seen = -1
+        self._pending: tuple[tuple[Pod, ...], Counter[PodShape]] | None = None
+        """The last pending pods and their GPU shapes (`_pending_shapes`)."""
         """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
@@ -484,14 +550,17 @@ class RowMemo:
         for key in names:
             pods, hit = by_node.get(key), entries.get(key)
             held = tuple(pods) if pods is not None else None
-            if (hit[0] if hit is not None else None) == held:
+            if hit == held:
                 continue
-            if hit is not None:
-                count.subtract(hit[1])
+            left, came = _delta(hit or (), held or ())
+            if left:
+                count.subtract([n for p in left for n, _ in p.requests.items])
+            if came:
+                count.update([n for p in came for n, _ in p.requests.items])
+            if held is None:
                 del entries[key]
-            if held is not None:
-                entries[key] = hit = (held, _request_names(held))
-                count.update(hit[1])
+            else:
+                entries[key] = held
             changed.append(key)
         return changed
 
@@ -508,9 +577,10 @@ class RowMemo:
         base = self._capacity
         same = base is not None and base[0] == capacity
         if base is None or not same:
-            distinct = dict(zip(map(id, capacity), capacity, strict=True)).values()  # by identity: few, many rows
+            distinct, cap_of = _distinct(capacity)  # by identity: few, many rows
             names = frozenset(n for c in distinct for n, _ in c.items)
-            base = self._capacity = (list(capacity), names, GpuDevices.of(capacity))
+            few = GpuDevices.of(distinct)  # a row's devices depend on its capacity alone
+            base = self._capacity = (list(capacity), names, GpuDevices(few.count[cap_of], few.free[cap_of]))
         return base[1], base[2], same
 
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
@@ -537,38 +607,33 @@ class RowMemo:
             gone = list(rows.keys() - index.keys())
             miss, free, free_pods, devices = self._carry(names, capacity, index, changed, len(columns), template)
         names_of = self._names_of
-        held_of = [known[0] if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
+        held_of = [known if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
                    for i in miss]
         shapes, kinds = self._gpu_shapes, self._kinds
-        touched: set[PodShape] = set()
-        for name in [*gone, *(names[i] for i in miss if names[i] in rows)]:
-            for p in rows[name][1]:
-                if (shape := kinds.shape(p.requests)) is not None:
-                    shapes[shape] -= 1
-                    touched.add(shape)
+        left: list[Pod] = []
+        came: list[Pod] = []
         for name in gone:
-            del rows[name]
+            left += rows.pop(name)[1]
+        for i, held in zip(miss, held_of, strict=True):  # in order: a name twice is patched from its last entry
+            name = names[i]
+            entry = rows.get(name)
+            delta = _delta(entry[1], held) if entry is not None else ([], list(held))
+            left += delta[0]
+            came += delta[1]
+            rows[name] = (capacity[i], held)
+        if left or came:
+            _count_shapes(shapes, kinds, left, came)
         if miss:
-            for requests, count in self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of,
-                                                 free, free_pods, devices).items():
-                if (shape := kinds.shape(requests)) is not None:
-                    shapes[shape] += count
-                    touched.add(shape)
-        for shape in touched:
-            if shapes[shape] <= 0:
-                del shapes[shape]
-        for i, held in zip(miss, held_of, strict=True):
-            rows[names[i]] = (capacity[i], held)
+            self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of, free, free_pods, devices)
         group_of, members, masks = self._groups_of(group_keys)
-        shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement,
+        shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement=placement,
                          kinds=kinds, group_masks=masks)
         if placement is not None and devices:
             shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
-            for pod in workload:
-                if (shape := kinds.shape(pod.requests)) is not None:
-                    shared.workload[shape] += 1
+            shared.workload.update(self._pending_shapes(workload))
             last = self._chooser
-            if last is not None and last[0] == placement and last[1].workload == shared.workload:
+            # no count below 1 on either side, so dict equality is Counter equality (in C)
+            if last is not None and last[0] == placement and dict.__eq__(last[1].workload, shared.workload):
                 shared.chooser = last[1].chooser
             self._chooser = (placement, shared)
         self._columns, self._rows, self._position, self._caps = columns, rows, index, list(capacity)
@@ -605,28 +670,23 @@ class RowMemo:
 
     def _compute(self, miss: list[int], held_of: list[tuple[Pod, ...]], caps: list[Resources], columns: list[str],
                  column_of: dict[str, int], free: IntArray, free_pods: IntArray,
-                 devices: GpuDevices) -> dict[Resources, int]:
+                 devices: GpuDevices) -> None:
         """Rows `miss` from scratch: capacity minus the requests of their pods (one pass in Python maps each pod to
-        its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods. Returns
-        the GPU requests of those pods, counted."""
+        its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods."""
         at = np.array(miss, dtype=np.int64)
         free[at], free_pods[at] = _capacity_vectors(caps, column_of)
-        kinds: dict[Resources, int] = {}
-        bound_rows: list[int] = []
-        bound_kinds: list[int] = []
-        bound: list[Pod] = []
-        for row, held in zip(miss, held_of, strict=True):
-            for pod in held:
-                bound_rows.append(row)
-                bound_kinds.append(kinds.setdefault(pod.requests, len(kinds)))
-                bound.append(pod)
+        bound = list(chain.from_iterable(held_of))  # each pod with its row and distinct request, mapped in C
         if not bound:
-            return {}
+            return
+        asked = list(map(_REQUESTS, bound))
+        distinct = dict.fromkeys(asked)
+        kinds = dict(zip(distinct, range(len(distinct)), strict=True))
+        bound_kinds = list(map(kinds.__getitem__, asked))
         vectors = np.zeros((len(kinds), len(columns)), dtype=np.int64)
         for requests, kind in kinds.items():
             for name, amount in requests.items:
                 vectors[kind, column_of[name]] = amount
-        rows = np.array(bound_rows, dtype=np.int64)
+        rows = np.repeat(at, np.fromiter(map(len, held_of), dtype=np.int64, count=len(held_of)))
         of_kind = np.array(bound_kinds, dtype=np.int64)
         starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))  # pods come grouped by row
         free[rows[starts]] -= np.add.reduceat(vectors[of_kind], starts, axis=0)
@@ -637,8 +697,21 @@ class RowMemo:
             loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
             devices.load(rows[loaded], [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None],
                          [bound[i] for i in loaded])
-        counts = np.bincount(of_kind, minlength=len(kinds)).tolist()
-        return {requests: counts[kind] for requests, kind in kinds.items() if gpu_kind[kind] and counts[kind]}
+
+    def _pending_shapes(self, workload: Iterable[Pod]) -> Counter[PodShape]:
+        """The GPU shapes of the pending pods, counted in first-seen order; kept while the pods are the same (the
+        very same objects, in the same order: compared in C)."""
+        pods = workload if isinstance(workload, tuple) else tuple(workload)
+        last = self._pending
+        if last is not None and last[0] == pods:
+            return last[1]
+        counts: Counter[PodShape] = Counter()
+        kinds = self._kinds
+        for pod in pods:
+            if (shape := kinds.shape(pod.requests)) is not None:
+                counts[shape] += 1
+        self._pending = (pods, counts)
+        return counts
 
     def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]],
                                                           dict[SchedulingConstraints, BoolArray]]:
@@ -649,8 +722,6 @@ class RowMemo:
             if len(cached[3]) > MASKS_KEPT:
                 cached[3].clear()
             return cached[1], cached[2], cached[3]
-        group_of: list[int] = []
-        members: list[list[int]] = []
-        _add_to_groups(keys, 0, {}, group_of, members)
+        group_of, members = _group_rows(keys)
         self._groups = (list(keys), group_of, members, {})
         return group_of, members, self._groups[3]
