@@ -23,7 +23,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import attrgetter
-from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +34,7 @@ from gpuscale.engine.placement.devices import (
     RequestKinds,
     annotated_devices,
 )
+from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
 from gpuscale.engine.placement.shapes import PodShape
 from gpuscale.engine.scheduling import Topology, static_failures
 from gpuscale.model.node import HOSTNAME_LABEL, Node
@@ -43,7 +43,6 @@ from gpuscale.model.resources import CPU, PODS, Resources
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
-T = TypeVar("T")
 
 _REQUESTS = attrgetter("requests")
 
@@ -119,6 +118,19 @@ class _Shared:
     """`static_cache`'s masks decided per node group (not per node): the same for any table with the same group keys
     row by row, so `RowMemo` hands them from one build to the next while the keys stay."""
 
+    tables: TypicalTables | None = None
+    """Fragmentation tables by class list, carried from one decision to the next (`RowMemo`); None: none kept."""
+
+    def make_chooser(self, placement: str) -> FragChooser:
+        """`FragChooser(placement, self.workload)`, its table from `tables` (equal: `TypicalTables.table`) if kept."""
+        if self.tables is None:
+            return FragChooser(placement, self.workload)
+        counts: Counter[ClassKey] = Counter()
+        for shape, n in self.workload.items():
+            if n > 0:
+                counts[class_key(shape)] += n
+        return FragChooser.of_classes(placement, counts, self.tables)
+
     def tick(self) -> int:
         self.clock[0] += 1
         return self.clock[0]
@@ -130,19 +142,12 @@ class _Shared:
         return self.kinds.shape(requests)
 
 
-def _distinct(objects: Sequence[T]) -> tuple[list[T], IntArray]:
-    """The distinct objects (by identity, in first-seen order) and, per position, which of them is there. Found in
-    C (a map of ids), not by a Python pass: nodes of one pool share their capacity object, so there are few."""
-    ids = list(map(id, objects))
-    first = dict(zip(ids, objects, strict=True))
-    number = dict(zip(first, range(len(first)), strict=True))
-    return list(first.values()), np.fromiter(map(number.__getitem__, ids), dtype=np.int64, count=len(ids))
-
-
 def _capacity_vectors(capacity: Sequence[Resources], column_of: Mapping[str, int]) -> tuple[IntArray, IntArray]:
     """Each capacity as a row over the columns, and its pod slots. Nodes of one pool share their capacity object: each
     distinct one is read once. Resources outside the columns are left out."""
-    shapes, cap_of = _distinct(capacity)
+    distinct: dict[int, int] = {}
+    cap_of = np.array([distinct.setdefault(id(c), len(distinct)) for c in capacity], dtype=np.int64)
+    shapes = list({id(c): c for c in capacity}.values())
     shape_free = np.zeros((len(shapes), len(column_of)), dtype=np.int64)
     shape_pods = np.zeros(len(shapes), dtype=np.int64)
     for i, cap in enumerate(shapes):
@@ -163,22 +168,6 @@ def _add_to_groups(keys: Iterable[GroupKey], start: int, groups: dict[GroupKey, 
             members.append([])
         members[g].append(i)
         group_of.append(g)
-
-
-def _group_rows(keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]]]:
-    """`_add_to_groups` from no groups, without a Python pass over the rows: equal keys are mostly one object
-    (`engine.memo` shares them), so the distinct objects are found by identity in C and only those are hashed and
-    compared by value; a value's group is numbered where its first object first occurs, which is where the value
-    first occurs (the same numbering as `_add_to_groups`)."""
-    distinct, of_object = _distinct(keys)
-    groups: dict[GroupKey, int] = {}
-    number = np.array([groups.setdefault(key, len(groups)) for key in distinct], dtype=np.int64)
-    if len(groups) <= 1:
-        return [0] * len(keys), [list(range(len(keys)))] if keys else []
-    group_of = number[of_object]
-    order = np.argsort(group_of, kind="stable")
-    bounds = np.cumsum(np.bincount(group_of, minlength=len(groups)))[:-1]
-    return group_of.tolist(), [part.tolist() for part in np.split(order, bounds)]
 
 
 class NodeTable:
@@ -260,7 +249,7 @@ class NodeTable:
         index = dict(s.index)
         index.update((node.name, start + k) for k, node in enumerate(nodes))
         shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache,
-                         s.asked_cache, s.placement, s.workload, s.chooser, s.kinds, {}, s.clock)
+                         s.asked_cache, s.placement, s.workload, s.chooser, s.kinds, {}, s.clock, tables=s.tables)
         topology = self.topology.copy() if self.topology is not None else None
         if topology is not None:
             for node in nodes:
@@ -370,7 +359,7 @@ class NodeTable:
             shape = shared.shape(pod.requests)
             if shape is not None:
                 if shared.chooser is None:
-                    shared.chooser = FragChooser(shared.placement, shared.workload)
+                    shared.chooser = shared.make_chooser(shared.placement)
                 rows = np.flatnonzero(mask)
                 cpu = shared.column_of.get(CPU)
                 cpu_free = self.free[:, cpu] if cpu is not None else np.zeros(len(self), dtype=np.int64)
@@ -501,7 +490,8 @@ class RowMemo:
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
-                 "_groups", "_kinds", "_name_count", "_names_of", "_pending", "_position", "_rows", "_seen")
+                 "_groups", "_kinds", "_name_count", "_names_of", "_pending", "_position", "_rows", "_seen",
+                 "_tables")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -525,6 +515,8 @@ class RowMemo:
         self._chooser: tuple[str, _Shared] | None = None
         """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
         self._seen = -1
+        self._tables = TypicalTables()
+        """Fragmentation tables by class list, for the tables' choosers (`_Shared.make_chooser`)."""
         self._pending: tuple[tuple[Pod, ...], Counter[PodShape]] | None = None
         """The last pending pods and their GPU shapes (`_pending_shapes`)."""
         """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
@@ -577,10 +569,9 @@ class RowMemo:
         base = self._capacity
         same = base is not None and base[0] == capacity
         if base is None or not same:
-            distinct, cap_of = _distinct(capacity)  # by identity: few, many rows
+            distinct = dict(zip(map(id, capacity), capacity, strict=True)).values()  # by identity: few, many rows
             names = frozenset(n for c in distinct for n, _ in c.items)
-            few = GpuDevices.of(distinct)  # a row's devices depend on its capacity alone
-            base = self._capacity = (list(capacity), names, GpuDevices(few.count[cap_of], few.free[cap_of]))
+            base = self._capacity = (list(capacity), names, GpuDevices.of(capacity))
         return base[1], base[2], same
 
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
@@ -627,7 +618,7 @@ class RowMemo:
             self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of, free, free_pods, devices)
         group_of, members, masks = self._groups_of(group_keys)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement=placement,
-                         kinds=kinds, group_masks=masks)
+                         kinds=kinds, group_masks=masks, tables=self._tables)
         if placement is not None and devices:
             shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
             shared.workload.update(self._pending_shapes(workload))
@@ -722,6 +713,8 @@ class RowMemo:
             if len(cached[3]) > MASKS_KEPT:
                 cached[3].clear()
             return cached[1], cached[2], cached[3]
-        group_of, members = _group_rows(keys)
+        group_of: list[int] = []
+        members: list[list[int]] = []
+        _add_to_groups(keys, 0, {}, group_of, members)
         self._groups = (list(keys), group_of, members, {})
         return group_of, members, self._groups[3]
