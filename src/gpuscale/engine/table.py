@@ -481,12 +481,14 @@ class RowMemo:
     A row's free capacity, free pod slots and per-GPU state depend only on its capacity and its bound pods. While a
     node keeps the same capacity object and the same pods (the same objects, in the same order: snapshots hand back
     unchanged objects), its row is copied from the last build, and only rows that changed are computed — the
-    vectorised sums and `GpuDevices.load` on those rows alone. The columns (every resource a node offers or a pod
-    requests) are kept per node too; when they change, every row is computed. A fresh memo computes everything, so a
-    build without one is the same code, and a memo never changes a table (tests/engine/test_row_memo.py, and the
-    twin-wide plan comparison in tests/engine/test_memo.py). When the rows are those of the last build (same names and
-    capacities: the usual tick), the table starts from the last one and only rows whose pods changed are touched. It
-    holds the objects it compares by identity, so a recycled object can never match.
+    vectorised sums and `GpuDevices.load` on those rows alone; the counts it carries (request names, GPU shapes) are
+    patched by the pods that left and came (`_delta`), not recounted over every pod of a changed node. The columns
+    (every resource a node offers or a pod requests) are kept per node too; when they change, every row is computed.
+    A fresh memo computes everything, so a build without one is the same code, and a memo never changes a table
+    (tests/engine/test_row_memo.py, and the twin-wide plan comparison in tests/engine/test_memo.py). When the rows are
+    those of the last build (same names and capacities: the usual tick), the table starts from the last one and only
+    rows whose pods changed are touched. It holds the objects it compares by identity, so a recycled object can never
+    match.
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
@@ -515,11 +517,11 @@ class RowMemo:
         self._chooser: tuple[str, _Shared] | None = None
         """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
         self._seen = -1
+        """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
         self._tables = TypicalTables()
         """Fragmentation tables by class list, for the tables' choosers (`_Shared.make_chooser`)."""
         self._pending: tuple[tuple[Pod, ...], Counter[PodShape]] | None = None
         """The last pending pods and their GPU shapes (`_pending_shapes`)."""
-        """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
                     extra_names: Iterable[str], moved: tuple[int, frozenset[str] | None] | None,
