@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
@@ -43,8 +43,6 @@ from gpuscale.model.resources import CPU, PODS, Resources
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
-
-_REQUESTS = attrgetter("requests")
 
 _NO_RANK = np.iinfo(np.int64).max
 """What `NodeTable.choose` ranks rows outside the mask at."""
@@ -450,29 +448,8 @@ _RowEntry = tuple[Resources, tuple[Pod, ...]]
 """A row as the memo keys it: its capacity object and its bound pods."""
 
 
-def _delta(old: Sequence[Pod], new: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
-    """The pods of `old` that are not in `new` and those of `new` that are not in `old`, by identity: a node's pods
-    change by one or two between builds, so a carried count is patched by those alone. Found by id maps in C; with
-    some object twice in either (a multiset), every pod of `old` leaves and every pod of `new` comes."""
-    if not old or not new:
-        return list(old), list(new)
-    before, after = dict(zip(map(id, old), old, strict=True)), dict(zip(map(id, new), new, strict=True))
-    if len(before) != len(old) or len(after) != len(new):
-        return list(old), list(new)
-    return [before[i] for i in before.keys() - after.keys()], [after[i] for i in after.keys() - before.keys()]
-
-
-def _count_shapes(shapes: Counter[PodShape], kinds: RequestKinds, left: Iterable[Pod], came: Iterable[Pod]) -> None:
-    """`shapes` (GPU pod shapes, counted; none below 1) without the pods that left and with those that came."""
-    touched: set[PodShape] = set()
-    for pods, sign in ((left, -1), (came, 1)):
-        for p in pods:
-            if (shape := kinds.shape(p.requests)) is not None:
-                shapes[shape] += sign
-                touched.add(shape)
-    for shape in touched:
-        if shapes[shape] <= 0:
-            del shapes[shape]
+def _request_names(pods: Sequence[Pod]) -> frozenset[str]:
+    return frozenset(r for requests in {p.requests for p in pods} for r in requests.names())
 
 
 class RowMemo:
@@ -481,14 +458,12 @@ class RowMemo:
     A row's free capacity, free pod slots and per-GPU state depend only on its capacity and its bound pods. While a
     node keeps the same capacity object and the same pods (the same objects, in the same order: snapshots hand back
     unchanged objects), its row is copied from the last build, and only rows that changed are computed — the
-    vectorised sums and `GpuDevices.load` on those rows alone; the counts it carries (request names, GPU shapes) are
-    patched by the pods that left and came (`_delta`), not recounted over every pod of a changed node. The columns
-    (every resource a node offers or a pod requests) are kept per node too; when they change, every row is computed.
-    A fresh memo computes everything, so a build without one is the same code, and a memo never changes a table
-    (tests/engine/test_row_memo.py, and the twin-wide plan comparison in tests/engine/test_memo.py). When the rows are
-    those of the last build (same names and capacities: the usual tick), the table starts from the last one and only
-    rows whose pods changed are touched. It holds the objects it compares by identity, so a recycled object can never
-    match.
+    vectorised sums and `GpuDevices.load` on those rows alone. The columns (every resource a node offers or a pod
+    requests) are kept per node too; when they change, every row is computed. A fresh memo computes everything, so a
+    build without one is the same code, and a memo never changes a table (tests/engine/test_row_memo.py, and the
+    twin-wide plan comparison in tests/engine/test_memo.py). When the rows are those of the last build (same names and
+    capacities: the usual tick), the table starts from the last one and only rows whose pods changed are touched. It
+    holds the objects it compares by identity, so a recycled object can never match.
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
@@ -497,9 +472,9 @@ class RowMemo:
 
     def __init__(self) -> None:
         self._columns: list[str] = []
-        self._names_of: dict[str, tuple[Pod, ...]] = {}
+        self._names_of: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
         self._name_count: Counter[str] = Counter()
-        """How many pods of `_names_of` request each resource."""
+        """How many entries of `_names_of` request each resource."""
         self._rows: dict[str, _RowEntry] = {}
         self._position: dict[str, int] = {}
         self._caps: list[Resources] = []
@@ -544,17 +519,14 @@ class RowMemo:
         for key in names:
             pods, hit = by_node.get(key), entries.get(key)
             held = tuple(pods) if pods is not None else None
-            if hit == held:
+            if (hit[0] if hit is not None else None) == held:
                 continue
-            left, came = _delta(hit or (), held or ())
-            if left:
-                count.subtract([n for p in left for n, _ in p.requests.items])
-            if came:
-                count.update([n for p in came for n, _ in p.requests.items])
-            if held is None:
+            if hit is not None:
+                count.subtract(hit[1])
                 del entries[key]
-            else:
-                entries[key] = held
+            if held is not None:
+                entries[key] = hit = (held, _request_names(held))
+                count.update(hit[1])
             changed.append(key)
         return changed
 
@@ -600,24 +572,28 @@ class RowMemo:
             gone = list(rows.keys() - index.keys())
             miss, free, free_pods, devices = self._carry(names, capacity, index, changed, len(columns), template)
         names_of = self._names_of
-        held_of = [known if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
+        held_of = [known[0] if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
                    for i in miss]
         shapes, kinds = self._gpu_shapes, self._kinds
-        left: list[Pod] = []
-        came: list[Pod] = []
+        touched: set[PodShape] = set()
+        for name in [*gone, *(names[i] for i in miss if names[i] in rows)]:
+            for p in rows[name][1]:
+                if (shape := kinds.shape(p.requests)) is not None:
+                    shapes[shape] -= 1
+                    touched.add(shape)
         for name in gone:
-            left += rows.pop(name)[1]
-        for i, held in zip(miss, held_of, strict=True):  # in order: a name twice is patched from its last entry
-            name = names[i]
-            entry = rows.get(name)
-            delta = _delta(entry[1], held) if entry is not None else ([], list(held))
-            left += delta[0]
-            came += delta[1]
-            rows[name] = (capacity[i], held)
-        if left or came:
-            _count_shapes(shapes, kinds, left, came)
+            del rows[name]
         if miss:
-            self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of, free, free_pods, devices)
+            for requests, count in self._compute(miss, held_of, [capacity[i] for i in miss], columns, column_of,
+                                                 free, free_pods, devices).items():
+                if (shape := kinds.shape(requests)) is not None:
+                    shapes[shape] += count
+                    touched.add(shape)
+        for shape in touched:
+            if shapes[shape] <= 0:
+                del shapes[shape]
+        for i, held in zip(miss, held_of, strict=True):
+            rows[names[i]] = (capacity[i], held)
         group_of, members, masks = self._groups_of(group_keys)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement=placement,
                          kinds=kinds, group_masks=masks, tables=self._tables)
@@ -663,23 +639,28 @@ class RowMemo:
 
     def _compute(self, miss: list[int], held_of: list[tuple[Pod, ...]], caps: list[Resources], columns: list[str],
                  column_of: dict[str, int], free: IntArray, free_pods: IntArray,
-                 devices: GpuDevices) -> None:
+                 devices: GpuDevices) -> dict[Resources, int]:
         """Rows `miss` from scratch: capacity minus the requests of their pods (one pass in Python maps each pod to
-        its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods."""
+        its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods. Returns
+        the GPU requests of those pods, counted."""
         at = np.array(miss, dtype=np.int64)
         free[at], free_pods[at] = _capacity_vectors(caps, column_of)
-        bound = list(chain.from_iterable(held_of))  # each pod with its row and distinct request, mapped in C
+        kinds: dict[Resources, int] = {}
+        bound_rows: list[int] = []
+        bound_kinds: list[int] = []
+        bound: list[Pod] = []
+        for row, held in zip(miss, held_of, strict=True):
+            for pod in held:
+                bound_rows.append(row)
+                bound_kinds.append(kinds.setdefault(pod.requests, len(kinds)))
+                bound.append(pod)
         if not bound:
-            return
-        asked = list(map(_REQUESTS, bound))
-        distinct = dict.fromkeys(asked)
-        kinds = dict(zip(distinct, range(len(distinct)), strict=True))
-        bound_kinds = list(map(kinds.__getitem__, asked))
+            return {}
         vectors = np.zeros((len(kinds), len(columns)), dtype=np.int64)
         for requests, kind in kinds.items():
             for name, amount in requests.items:
                 vectors[kind, column_of[name]] = amount
-        rows = np.repeat(at, np.fromiter(map(len, held_of), dtype=np.int64, count=len(held_of)))
+        rows = np.array(bound_rows, dtype=np.int64)
         of_kind = np.array(bound_kinds, dtype=np.int64)
         starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))  # pods come grouped by row
         free[rows[starts]] -= np.add.reduceat(vectors[of_kind], starts, axis=0)
@@ -690,6 +671,8 @@ class RowMemo:
             loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
             devices.load(rows[loaded], [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None],
                          [bound[i] for i in loaded])
+        counts = np.bincount(of_kind, minlength=len(kinds)).tolist()
+        return {requests: counts[kind] for requests, kind in kinds.items() if gpu_kind[kind] and counts[kind]}
 
     def _pending_shapes(self, workload: Iterable[Pod]) -> Counter[PodShape]:
         """The GPU shapes of the pending pods, counted in first-seen order; kept while the pods are the same (the
