@@ -76,13 +76,16 @@ def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, pending: lis
 
 SELECTORS = [make_pod("s", node_selector={"shape": str(shape)}).constraints for shape in range(len(SHAPES))]
 
-OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "add", "remove", "taint", "resize", "dup", "pend"]),
+OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "add", "remove", "taint", "resize", "dup", "pend",
+                                          "start", "drain"]),
                          st.integers(0, 30), st.integers(0, 3), st.booleans()), min_size=1, max_size=40)
 
 
 @settings(max_examples=100, deadline=None)
 @given(OPS)
 @example([("bind", 1, 0, True), ("add", 0, 1, False)])  # a pod binds as a node joins: its row must not be carried
+@example([("pend", 0, 1, False), ("start", 0, 0, True), ("bind", 0, 0, False)])  # as many pods pending, others
+@example([("bind", 1, 1, False)] * 3 + [("finish", 0, 0, True), ("finish", 0, 0, False)])  # two of three leave
 def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str, int, int, bool]]) -> None:
     nodes = [node(f"n{i}", i % len(SHAPES)) for i in range(6)]
     pods: list[Pod] = []
@@ -108,8 +111,15 @@ def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str,
             nodes[i] = node(nodes[i].name, b)
         elif op == "dup" and nodes:
             nodes.append(nodes[a % len(nodes)])
+        elif op == "drain" and nodes:  # every pod of a node finishes at once
+            pods = [p for p in pods if p.node_name != nodes[a % len(nodes)].name]
         elif op == "pend":
             pending.append(pod(serial, b, None))
+        elif op == "start" and pending and nodes:  # a pending pod binds: as many pending pods as before, or fewer
+            waiting = pending.pop(a % len(pending))
+            pods.append(replace(waiting, node_name=nodes[b % len(nodes)].name))
+            if wait:
+                pending.append(pod(serial, (b + 1) % 4, None))
         nodes.sort(key=lambda n: n.name)
         if wait and serial < len(ops):
             continue  # more changes before the next build: nodes come or go while pods move

@@ -34,6 +34,7 @@ from gpuscale.engine.placement.devices import (
     RequestKinds,
     annotated_devices,
 )
+from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
 from gpuscale.engine.placement.shapes import PodShape
 from gpuscale.engine.scheduling import Topology, static_failures
 from gpuscale.model.node import HOSTNAME_LABEL, Node
@@ -42,6 +43,9 @@ from gpuscale.model.resources import CPU, PODS, Resources
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
+
+_NO_RANK = np.iinfo(np.int64).max
+"""What `NodeTable.choose` ranks rows outside the mask at."""
 
 
 def names_nodes_individually(constraints: SchedulingConstraints) -> bool:
@@ -95,6 +99,8 @@ class _Shared:
     group_members: list[list[int]]
     static_cache: dict[SchedulingConstraints, BoolArray]
     request_cache: dict[Resources, IntArray | None]
+    asked_cache: dict[Resources, tuple[IntArray, IntArray] | None] = field(default_factory=dict)
+    """Per request, `NodeTable._asked`: like `request_cache`, valid for any table with these columns."""
     placement: str | None = None
     """Fragmentation-aware policy for GPU pods (`fgd`, `gpuscale`), or None: first fit."""
     workload: Counter[PodShape] = field(default_factory=Counter)
@@ -109,6 +115,19 @@ class _Shared:
     group_masks: dict[SchedulingConstraints, BoolArray] = field(default_factory=dict)
     """`static_cache`'s masks decided per node group (not per node): the same for any table with the same group keys
     row by row, so `RowMemo` hands them from one build to the next while the keys stay."""
+
+    tables: TypicalTables | None = None
+    """Fragmentation tables by class list, carried from one decision to the next (`RowMemo`); None: none kept."""
+
+    def make_chooser(self, placement: str) -> FragChooser:
+        """`FragChooser(placement, self.workload)`, its table from `tables` (equal: `TypicalTables.table`) if kept."""
+        if self.tables is None:
+            return FragChooser(placement, self.workload)
+        counts: Counter[ClassKey] = Counter()
+        for shape, n in self.workload.items():
+            if n > 0:
+                counts[class_key(shape)] += n
+        return FragChooser.of_classes(placement, counts, self.tables)
 
     def tick(self) -> int:
         self.clock[0] += 1
@@ -228,7 +247,7 @@ class NodeTable:
         index = dict(s.index)
         index.update((node.name, start + k) for k, node in enumerate(nodes))
         shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache,
-                         s.placement, s.workload, s.chooser, s.kinds, {}, s.clock)
+                         s.asked_cache, s.placement, s.workload, s.chooser, s.kinds, {}, s.clock, tables=s.tables)
         topology = self.topology.copy() if self.topology is not None else None
         if topology is not None:
             for node in nodes:
@@ -259,6 +278,17 @@ class NodeTable:
         cache[requests] = row
         return row
 
+    def _asked(self, requests: Resources) -> tuple[IntArray, IntArray] | None:
+        """The columns the request asks something of and the amounts (`request_vector`'s non-zero entries); cached."""
+        cache = self._s.asked_cache
+        try:
+            return cache[requests]
+        except KeyError:
+            row = self.request_vector(requests)
+            columns = None if row is None else np.flatnonzero(row)
+            asked = cache[requests] = None if row is None or columns is None else (columns, row[columns])
+            return asked
+
     def static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
         """Nodes that pass the node-only filters (cordon, name, taints, labels) for these constraints; cached."""
         cached = self._s.static_cache.get(constraints)
@@ -283,13 +313,13 @@ class NodeTable:
 
     def feasible(self, pod: Pod) -> BoolArray:
         """Nodes (enabled) where the pod fits now: every filter, inter-pod affinity included."""
-        row = self.request_vector(pod.requests)
-        if row is None or pod.constraints.unsupported:
+        asked = self._asked(pod.requests)
+        if asked is None or pod.constraints.unsupported:
             return np.zeros(len(self._s.nodes), dtype=bool)
         mask = self.enabled & self.static_mask(pod.constraints) & (self.free_pods >= 1)
-        columns = np.flatnonzero(row)
+        columns, amounts = asked
         if len(columns):
-            mask &= (self.free[:, columns] >= row[columns]).all(axis=1)
+            mask &= (self.free[:, columns] >= amounts).all(axis=1)
         if self.devices is not None and (need := self._s.need(pod.requests)) is not None:
             rows = np.flatnonzero(mask)
             if len(rows):
@@ -327,7 +357,7 @@ class NodeTable:
             shape = shared.shape(pod.requests)
             if shape is not None:
                 if shared.chooser is None:
-                    shared.chooser = FragChooser(shared.placement, shared.workload)
+                    shared.chooser = shared.make_chooser(shared.placement)
                 rows = np.flatnonzero(mask)
                 cpu = shared.column_of.get(CPU)
                 cpu_free = self.free[:, cpu] if cpu is not None else np.zeros(len(self), dtype=np.int64)
@@ -339,7 +369,7 @@ class NodeTable:
                     return row, shared.chooser.pick(shape, cpu_free, self.devices, row) or None
         if rank is None:
             return int(np.argmax(mask)), None
-        return int(np.argmin(np.where(mask, rank, np.iinfo(np.int64).max))), None
+        return int(np.argmin(np.where(mask, rank, _NO_RANK))), None
 
     def _frag_scores(self, chooser: FragChooser, shape: PodShape, cpu_free: IntArray,
                      rows: IntArray) -> IntArray | None:
@@ -437,7 +467,8 @@ class RowMemo:
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
-                 "_groups", "_kinds", "_name_count", "_names_of", "_position", "_rows", "_seen")
+                 "_groups", "_kinds", "_name_count", "_names_of", "_pending", "_position", "_rows", "_seen",
+                 "_tables")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -462,6 +493,10 @@ class RowMemo:
         """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
         self._seen = -1
         """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
+        self._tables = TypicalTables()
+        """Fragmentation tables by class list, for the tables' choosers (`_Shared.make_chooser`)."""
+        self._pending: tuple[tuple[Pod, ...], Counter[PodShape]] | None = None
+        """The last pending pods and their GPU shapes (`_pending_shapes`)."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
                     extra_names: Iterable[str], moved: tuple[int, frozenset[str] | None] | None,
@@ -560,15 +595,14 @@ class RowMemo:
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
         group_of, members, masks = self._groups_of(group_keys)
-        shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement,
-                         kinds=kinds, group_masks=masks)
+        shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement=placement,
+                         kinds=kinds, group_masks=masks, tables=self._tables)
         if placement is not None and devices:
             shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
-            for pod in workload:
-                if (shape := kinds.shape(pod.requests)) is not None:
-                    shared.workload[shape] += 1
+            shared.workload.update(self._pending_shapes(workload))
             last = self._chooser
-            if last is not None and last[0] == placement and last[1].workload == shared.workload:
+            # no count below 1 on either side, so dict equality is Counter equality (in C)
+            if last is not None and last[0] == placement and dict.__eq__(last[1].workload, shared.workload):
                 shared.chooser = last[1].chooser
             self._chooser = (placement, shared)
         self._columns, self._rows, self._position, self._caps = columns, rows, index, list(capacity)
@@ -639,6 +673,21 @@ class RowMemo:
                          [bound[i] for i in loaded])
         counts = np.bincount(of_kind, minlength=len(kinds)).tolist()
         return {requests: counts[kind] for requests, kind in kinds.items() if gpu_kind[kind] and counts[kind]}
+
+    def _pending_shapes(self, workload: Iterable[Pod]) -> Counter[PodShape]:
+        """The GPU shapes of the pending pods, counted in first-seen order; kept while the pods are the same (the
+        very same objects, in the same order: compared in C)."""
+        pods = workload if isinstance(workload, tuple) else tuple(workload)
+        last = self._pending
+        if last is not None and last[0] == pods:
+            return last[1]
+        counts: Counter[PodShape] = Counter()
+        kinds = self._kinds
+        for pod in pods:
+            if (shape := kinds.shape(pod.requests)) is not None:
+                counts[shape] += 1
+        self._pending = (pods, counts)
+        return counts
 
     def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]],
                                                           dict[SchedulingConstraints, BoolArray]]:
