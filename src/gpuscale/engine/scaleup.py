@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -39,6 +40,7 @@ from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
 from gpuscale.model.cluster import Cluster, PodIndex
+from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, PODS, Resources, is_gpu_resource
@@ -408,12 +410,14 @@ class ScaleUpMemo:
     (tests/engine/test_scaleup_memo.py); with 20 to 25 pods that no pool can take waiting every decision of the
     twin's week, most of scale-up's work was judging them again."""
 
-    __slots__ = ("_allocatables", "_fits", "_normalizer", "_shares", "_why", "_why_inputs", "_why_raw")
+    __slots__ = ("_allocatables", "_fits", "_nodes", "_normalizer", "_shares", "_why", "_why_inputs", "_why_raw")
 
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
         self._allocatables: list[Resources] = []
         """The table's node allocatables the normalizer was made from."""
+        self._nodes: list[Node] = []
+        """The table's nodes `_allocatables` were read from (held: compared by identity)."""
         self._normalizer: tuple[tuple[Resources, ...], Resources] | None = None
         self._shares: dict[Resources, float] = {}
         self._why_raw: tuple[tuple[NodePool, ...], tuple[str | None, ...], Totals, Limits, int] | None = None
@@ -431,23 +435,39 @@ class ScaleUpMemo:
     def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
         """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
         left out — and the shares already worked out against it (`order_units` fills them in)."""
-        # Many nodes, each keeping its allocatable object while it is unchanged: the same list as last time (compared
-        # in C, each element by identity first) gives the same normalizer without hashing any value.
-        allocatables = list(map(attrgetter("allocatable"), table.nodes))
+        allocatables = self._allocatables_of(table.nodes)
         key = tuple(p.allocatable for p in pools)
         last = self._normalizer
-        if last is None or last[0] != key or allocatables != self._allocatables:
+        if last is None or last[0] != key or allocatables is not None:
             normalizer = Resources()
-            for allocatable in (*key, *set(allocatables)):
+            # Nodes of a pool share one allocatable object: the distinct objects first, then their values.
+            for allocatable in (*key, *{id(a): a for a in self._allocatables}.values()):
                 normalizer = normalizer.max(allocatable)
             normalizer -= Resources.of({PODS: normalizer.get(PODS)})
             if last is None or last[1] != normalizer:
                 self._shares = {}
             self._normalizer = last = (key, normalizer)
-            self._allocatables = allocatables
         if len(self._shares) >= KEPT:
             self._shares = {}
         return last[1], self._shares
+
+    def _allocatables_of(self, nodes: list[Node]) -> list[Resources] | None:
+        """The nodes' allocatables, kept, if they differ from the last ones kept (None: the same). Many nodes, each
+        keeping its object while it is unchanged and its allocatable object while that is: the nodes are compared with
+        the last ones position by position by identity (in C), and only those that differ are read."""
+        last_nodes, allocatables = self._nodes, self._allocatables
+        self._nodes = list(nodes)
+        if len(nodes) == len(last_nodes):
+            changed = list(compress(range(len(nodes)), map(is_not, nodes, last_nodes)))
+            if all(nodes[i].allocatable is allocatables[i] for i in changed):
+                return None
+            fresh = list(allocatables)
+            for i in changed:
+                fresh[i] = nodes[i].allocatable
+        else:
+            fresh = list(map(attrgetter("allocatable"), nodes))
+        self._allocatables = fresh
+        return None if fresh == allocatables else fresh  # equal: other objects, the same values
 
     def why(self, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
             policy: Policy) -> Unplaceable:
