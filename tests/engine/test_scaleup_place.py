@@ -60,38 +60,30 @@ def node(name: str, shape: int) -> Node:
 
 def plain(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray | None,
           aware: bool) -> tuple[NodeTable, list[Unit], dict[str, int], list[Unit]]:
-    """The rule `place_units` must follow, pod by pod."""
+    """The rule `place_units` must follow, pod by pod (a gang alone, through `place_units` itself: nothing is kept
+    across units there)."""
     placed: list[Unit] = []
     leftover: list[Unit] = []
     rows: dict[str, int] = {}
     for unit in units:
-        if unit.group is None:
-            p = unit.pods[0]
-            mask = table.feasible(p)
-            if single_rows is not None:
-                mask &= single_rows
-            if not mask.any():
-                leftover.append(unit)
-                continue
-            row, gpus = table.choose(p, mask, aware=aware)
-            table.place(row, p, gpus)
-            rows[p.key] = row
-            placed.append(unit)
+        if unit.group is not None:
+            alone = place_units(table, [unit], single_rows=single_rows, aware=aware)
+            table = alone.table
+            rows.update(alone.rows)
+            placed += alone.placed
+            leftover += alone.leftover
             continue
-        trial = table.fork()
-        found: dict[str, int] = {}
-        for p in unit.pods:
-            at = trial.first_fit(p)
-            if at is None:
-                break
-            trial.place(at, p)
-            found[p.key] = at
-        if len(found) == len(unit.pods):
-            table = trial
-            rows.update(found)
-            placed.append(unit)
-        else:
+        p = unit.pods[0]
+        mask = table.feasible(p)
+        if single_rows is not None:
+            mask &= single_rows
+        if not mask.any():
             leftover.append(unit)
+            continue
+        row, gpus = table.choose(p, mask, aware=aware)
+        table.place(row, p, gpus)
+        rows[p.key] = row
+        placed.append(unit)
     return table, placed, rows, leftover
 
 
@@ -108,6 +100,8 @@ units_st = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3)), min_size=1
 @example([(3, [8])], [(11, 0), (11, 0)], None, False, 0, 0)
 # A fraction on one device, then two whole-GPU pods: the second finds the column's GPU free but no whole device.
 @example([(1, [])], [(3, 0), (5, 0), (5, 0)], None, False, 0, 0)
+# A gang takes the last pod slots of the row a class of single pods went to: the next pod of the class goes nowhere.
+@example([(2, [])], [(1, 0), (1, 2), (1, 0)], None, False, 0, 0)
 def test_place_units_places_each_pod_where_a_fresh_feasibility_pass_would(
         node_specs: list[tuple[int, list[int]]], unit_specs: list[tuple[int, int]], placement: str | None,
         aware: bool, templates: int, seed: int) -> None:
