@@ -14,9 +14,10 @@ Steps, each a function below:
    demand (CPU pods and GPU pods) is served in one decision.
 5. whatever is left is unplaceable, with each pool's reason.
 Identical pods form equivalence classes: once one pod of a class fails to fit somewhere, the rest of the class is not
-tried again there (capacity only shrinks during a decision), and a class asking more than any row has free is not
-tried at all. What depends only on inputs that rarely change — which pools host which pod, the share normalizer, why
-units no pool takes wait — is carried from one decision to the next by a `ScaleUpMemo`, which never changes a result.
+tried again there (capacity only shrinks during a decision), a class asking more than any row has free is not tried at
+all, and the rows a class fits are found once per placement pass, then kept up to date by the rows placed on. What
+depends only on inputs that rarely change — which pools host which pod, the share normalizer, why units no pool takes
+wait — is carried from one decision to the next by a `ScaleUpMemo`, which never changes a result.
 """
 
 from __future__ import annotations
