@@ -16,7 +16,9 @@ from gpuscale.engine.decide import decide
 from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Snapshot, UpcomingNode
 from gpuscale.engine.policy import Limits, Policy
+from gpuscale.engine.scaleup import ScaleUpMemo
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
+from gpuscale.engine.table import NodeTable
 from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
@@ -144,3 +146,35 @@ def test_scale_up_memo_equals_a_fresh_one_under_churn(ops: list[tuple[str, int, 
             now += 30.0 * shape
         check()  # a decision after every change: what the memo carries meets every kind of change
         now += 1.0
+
+
+ALLOCATABLES = (Resources.of(cpu=8000, memory=2**30, pods=10), Resources.of(cpu=4000, memory=2**33, pods=20),
+                Resources.of({"cpu": 2000, "memory": 2**30, "pods": 5, NVIDIA_GPU: 4}))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["swap", "same", "copy", "add", "drop", "pools"]), st.integers(0, 20),
+                          st.integers(0, 2)), min_size=1, max_size=30))
+def test_kept_normalizer_equals_a_fresh_one_as_nodes_change(ops: list[tuple[str, int, int]]) -> None:
+    """The share normalizer the memo keeps (read again only at the positions whose node object changed) against a
+    fresh memo's, as nodes change allocatable in place, are replaced by other objects with the same or an equal
+    allocatable, come, go, and the pools change."""
+    memo = ScaleUpMemo()
+    nodes = [Node(name="n0", allocatable=ALLOCATABLES[0])]
+    pools = [POOL_VARIANTS[0][0]]
+    for op, i, k in ops:
+        at = i % len(nodes) if nodes else 0
+        if op == "swap" and nodes:  # another allocatable, same position
+            nodes[at] = replace(nodes[at], allocatable=ALLOCATABLES[k])
+        elif op == "same" and nodes:  # another node object, the very same allocatable
+            nodes[at] = replace(nodes[at], labels={"v": str(i)})
+        elif op == "copy" and nodes:  # an equal allocatable, another object
+            nodes[at] = replace(nodes[at], allocatable=Resources.of(dict(nodes[at].allocatable.items)))
+        elif op == "add":
+            nodes.insert(at, Node(name=f"n{len(nodes)}-{i}", allocatable=ALLOCATABLES[k]))
+        elif op == "drop" and nodes:
+            del nodes[at]
+        elif op == "pools":
+            pools = [POOL_VARIANTS[k][i % len(POOL_VARIANTS[k])]]
+        table = NodeTable.build(nodes, [n.allocatable for n in nodes], [])
+        assert memo.normalizer(pools, table)[0] == ScaleUpMemo().normalizer(pools, table)[0]

@@ -14,16 +14,18 @@ Steps, each a function below:
    demand (CPU pods and GPU pods) is served in one decision.
 5. whatever is left is unplaceable, with each pool's reason.
 Identical pods form equivalence classes: once one pod of a class fails to fit somewhere, the rest of the class is not
-tried again there (capacity only shrinks during a decision), and a class asking more than any row has free is not
-tried at all. What depends only on inputs that rarely change — which pools host which pod, the share normalizer, why
-units no pool takes wait — is carried from one decision to the next by a `ScaleUpMemo`, which never changes a result.
+tried again there (capacity only shrinks during a decision), a class asking more than any row has free is not tried at
+all, and the rows a class fits are found once per placement pass, then kept up to date by the rows placed on. What
+depends only on inputs that rarely change — which pools host which pod, the share normalizer, why units no pool takes
+wait — is carried from one decision to the next by a `ScaleUpMemo`, which never changes a result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -32,12 +34,14 @@ import numpy.typing as npt
 from gpuscale.engine.expanders import Option, choose, waste
 from gpuscale.engine.fit import POOL_FITS, pool_verdict
 from gpuscale.engine.limits import Headroom, Totals, headroom
+from gpuscale.engine.placement.devices import GpuNeed, gpu_need
 from gpuscale.engine.plan import PodVerdict, ScaleUp
 from gpuscale.engine.policy import Limits, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
 from gpuscale.model.cluster import Cluster, PodIndex
+from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, PODS, Resources, is_gpu_resource
@@ -178,6 +182,7 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
     exhausted: set[tuple[object, ...]] = set()
     checked: set[tuple[object, ...]] = set()
     ceiling = None
+    masks = _ClassMasks(single_rows) if table.topology is None else None
     for unit in units:
         if unit.group is None:
             pod = unit.pods[0]
@@ -193,9 +198,12 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
                     exhausted.add(key)
                     result.leftover.append(unit)
                     continue
-            mask = result.table.feasible(pod)
-            if single_rows is not None:
-                mask &= single_rows
+            if masks is not None:
+                mask = masks.feasible(result.table, pod, key)
+            else:
+                mask = result.table.feasible(pod)
+                if single_rows is not None:
+                    mask &= single_rows
             if not mask.any():
                 exhausted.add(key)
                 result.leftover.append(unit)
@@ -204,6 +212,8 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
             result.table.place(row, pod, gpus)
             result.rows[pod.key] = row
             result.placed.append(unit)
+            if masks is not None:
+                masks.placed(row)
             continue
         trial = result.table.fork()
         rows: dict[str, int] = {}
@@ -217,9 +227,60 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
             result.table = trial
             result.rows.update(rows)
             result.placed.append(unit)
+            if masks is not None:
+                for row in rows.values():
+                    masks.placed(row)
         else:
             result.leftover.append(unit)
     return result
+
+
+class _ClassMasks:
+    """The rows where each class of single pods fits, for one `place_units` call: `NodeTable.feasible` once per class,
+    then brought up to date by the rows placed on since. Placing only lowers a row's free capacity, free pod slots and
+    free devices, and nothing else `feasible` reads changes (no topology: affinity to placed pods is left out, so
+    tables with a topology are not used with it), so a row outside a class's mask stays outside and a row inside needs
+    only its capacity checks again — what `feasible` does on that row. Most pods placed in a decision share a class
+    with others (about five each in the twin's first day), and each would otherwise cost a pass over every row."""
+
+    __slots__ = ("_of", "_single_rows", "_touched")
+
+    def __init__(self, single_rows: BoolArray | None) -> None:
+        self._single_rows = single_rows
+        self._of: dict[tuple[object, ...], tuple[BoolArray, list[int], list[tuple[int, int]], GpuNeed | None]] = {}
+        """Per class: its mask, how many of `_touched` it has seen (a one-item list), the request's nonzero
+        (column, amount) pairs, and its GPU device need."""
+        self._touched: list[int] = []
+        """Rows placed on, in order (repeats allowed)."""
+
+    def feasible(self, table: NodeTable, pod: Pod, key: tuple[object, ...]) -> BoolArray:
+        """`table.feasible(pod)` (restricted to the single rows), for a pod of class `key` (kept: do not modify)."""
+        entry = self._of.get(key)
+        if entry is None:
+            mask = table.feasible(pod)
+            if self._single_rows is not None:
+                mask &= self._single_rows
+            vector = table.request_vector(pod.requests)
+            pairs = [] if vector is None else [(c, int(vector[c])) for c in np.flatnonzero(vector).tolist()]
+            self._of[key] = (mask, [len(self._touched)], pairs, gpu_need(pod.requests))
+            return mask
+        mask, seen, pairs, need = entry
+        touched = self._touched
+        if seen[0] < len(touched):
+            rows = touched[seen[0]:]
+            free, free_pods, devices = table.free, table.free_pods, table.devices
+            for row in rows if len(rows) == 1 else dict.fromkeys(rows):
+                if not mask[row]:
+                    continue
+                left = free[row].tolist()
+                if (free_pods[row] < 1 or any(left[c] < amount for c, amount in pairs)
+                        or (need is not None and devices is not None and not devices.can_take(row, need))):
+                    mask[row] = False
+            seen[0] = len(touched)
+        return mask
+
+    def placed(self, row: int) -> None:
+        self._touched.append(row)
 
 
 def _ceiling(table: NodeTable) -> tuple[IntArray, int]:
@@ -350,12 +411,14 @@ class ScaleUpMemo:
     (tests/engine/test_scaleup_memo.py); with 20 to 25 pods that no pool can take waiting every decision of the
     twin's week, most of scale-up's work was judging them again."""
 
-    __slots__ = ("_allocatables", "_fits", "_normalizer", "_shares", "_why", "_why_inputs", "_why_raw")
+    __slots__ = ("_allocatables", "_fits", "_nodes", "_normalizer", "_shares", "_why", "_why_inputs", "_why_raw")
 
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
         self._allocatables: list[Resources] = []
         """The table's node allocatables the normalizer was made from."""
+        self._nodes: list[Node] = []
+        """The table's nodes `_allocatables` were read from (held: compared by identity)."""
         self._normalizer: tuple[tuple[Resources, ...], Resources] | None = None
         self._shares: dict[Resources, float] = {}
         self._why_raw: tuple[tuple[NodePool, ...], tuple[str | None, ...], Totals, Limits, int] | None = None
@@ -373,23 +436,39 @@ class ScaleUpMemo:
     def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
         """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
         left out — and the shares already worked out against it (`order_units` fills them in)."""
-        # Many nodes, each keeping its allocatable object while it is unchanged: the same list as last time (compared
-        # in C, each element by identity first) gives the same normalizer without hashing any value.
-        allocatables = list(map(attrgetter("allocatable"), table.nodes))
+        allocatables = self._allocatables_of(table.nodes)
         key = tuple(p.allocatable for p in pools)
         last = self._normalizer
-        if last is None or last[0] != key or allocatables != self._allocatables:
+        if last is None or last[0] != key or allocatables is not None:
             normalizer = Resources()
-            for allocatable in (*key, *set(allocatables)):
+            # Nodes of a pool share one allocatable object: the distinct objects first, then their values.
+            for allocatable in (*key, *{id(a): a for a in self._allocatables}.values()):
                 normalizer = normalizer.max(allocatable)
             normalizer -= Resources.of({PODS: normalizer.get(PODS)})
             if last is None or last[1] != normalizer:
                 self._shares = {}
             self._normalizer = last = (key, normalizer)
-            self._allocatables = allocatables
         if len(self._shares) >= KEPT:
             self._shares = {}
         return last[1], self._shares
+
+    def _allocatables_of(self, nodes: list[Node]) -> list[Resources] | None:
+        """The nodes' allocatables, kept, if they differ from the last ones kept (None: the same). Many nodes, each
+        keeping its object while it is unchanged and its allocatable object while that is: the nodes are compared with
+        the last ones position by position by identity (in C), and only those that differ are read."""
+        last_nodes, allocatables = self._nodes, self._allocatables
+        self._nodes = list(nodes)
+        if len(nodes) == len(last_nodes):
+            changed = list(compress(range(len(nodes)), map(is_not, nodes, last_nodes)))
+            if all(nodes[i].allocatable is allocatables[i] for i in changed):
+                return None
+            fresh = list(allocatables)
+            for i in changed:
+                fresh[i] = nodes[i].allocatable
+        else:
+            fresh = list(map(attrgetter("allocatable"), nodes))
+        self._allocatables = fresh
+        return None if fresh == allocatables else fresh  # equal: other objects, the same values
 
     def why(self, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
             policy: Policy) -> Unplaceable:
