@@ -20,7 +20,7 @@ from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, PODS, Resources
 from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator, soft_taint_count
 from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Simulation
-from gpuscale.sim.scheduler import SimScheduler, _quiet_pod
+from gpuscale.sim.scheduler import SimScheduler
 from tests.builders import make_pod
 
 COLUMNS = ["cpu", "memory", NVIDIA_GPU, GPU_MILLI]
@@ -71,10 +71,6 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
         kept = s._queue()
         assert [(pos, p.key, kind) for pos, p, kind in kept] == fresh
         assert all(p is cluster.pods[p.key] for _, p, _ in kept)
-        # quiet pods (marked, not gated, deleting or in a gang) are kept per kind, the others in the queue order
-        assert s._queue_order == sorted(e for e in kept if not _quiet_pod(e[1]))
-        assert s._quiet == {kind: sorted(e for e in kept if e[2] == kind and _quiet_pod(e[1]))
-                            for kind in {e[2] for e in kept if _quiet_pod(e[1])}}
     for p in cluster.pods.values():  # the row-by-row check `_may_fit` uses is the vectorised one
         feasible = s._feasible(p, s._free, s._free_pods).tolist()
         assert [s._any_feasible(p, {row}) for row in range(len(s._names))] == feasible
@@ -204,70 +200,6 @@ def test_kinds_that_fit_nowhere_are_retried_exactly_when_a_full_retry_would_plac
     the devices picked, the Unschedulable marks and the attempts must equal those of retrying every node."""
     runs = []
     for kind in (SimScheduler, _AlwaysRetry):
-        sim, cluster = Simulation(), SimCluster()
-        runs.append((sim, cluster, kind(sim, cluster, COLUMNS, gpu_placement="gpuscale")))
-        cluster.put_node(node("n0", 1, ready=True))
-    for i, (op, n, k, flag) in enumerate([("pod", 0, 3, False), ("pod", 1, 3, True), *ops], start=1):
-        for sim, cluster, _ in runs:
-            apply(sim, cluster, i, op, n, k, flag)
-        assert placements(*runs[0][1:]) == placements(*runs[1][1:])
-    for sim, _, _ in runs:
-        sim.run(sim.now + 1)
-    assert placements(*runs[0][1:]) == placements(*runs[1][1:])
-
-
-class _WalksEveryPod(SimScheduler):
-    """The reference pass: every pending pod walked one by one in queue order, a pod of a kind that failed counting
-    its attempt (and marked if it was not) where it stands."""
-
-    def _run_pass(self) -> None:
-        self._pass_scheduled = False
-        if not self._cluster.pending:
-            return
-        if self._stale:
-            self._rebuild()
-        failed: set[int] = set()
-        gangs: dict[str, list[Pod]] = {}
-        for _, pod, kind in self._queue():
-            if pod.scheduling_gated or pod.deleting:
-                continue
-            if pod.group is not None:
-                gangs.setdefault(pod.group.key, []).append(pod)
-                continue
-            if kind in failed or kind in self._still_failing:
-                failed.add(kind)
-                if pod.unschedulable:
-                    self.attempts += 1
-                else:
-                    self._mark_unschedulable(pod)
-                continue
-            self._attempt(pod, kind, failed)
-        for members in gangs.values():
-            self._place_gang(members)
-
-
-MANY_OF_A_KIND = [*[("pod", 0, 3, False)] * 4, ("pass", 0, 0, False), ("pod", 1, 3, False), ("pass", 0, 0, False),
-                  ("delete", 0, 0, False), ("pass", 0, 0, False), ("add", 1, 2, True), ("pass", 0, 0, False)]
-"""Whole-GPU pods pile up marked on a full node; a higher-priority one comes; room comes back a pod at a time."""
-
-PREEMPTED_FOR_A_FAILED_KIND = [("delete", 0, 0, False), ("delete", 0, 0, False),
-                               ("pod", 0, 1, False), ("pod", 1, 1, False), ("pass", 0, 0, False),
-                               ("pod", 0, 0, False), ("pod", 0, 0, False), ("pass", 0, 0, False),
-                               ("pod", 2, 0, False), ("pass", 0, 0, False)]
-"""p5 (500 milli, priority 0) and p6 (500, priority 1) fill the GPU; p8 and p9 (250, priority 0) fail and are kept as
-failing; p11 (250, priority 2) evicts p5 in the next pass and leaves 250 free: the failing kinds are forgotten
-mid-pass, so p8 is tried again after p11 and binds, p9 fails."""
-
-
-@settings(max_examples=200, deadline=None)
-@given(steps)
-@example(MANY_OF_A_KIND)
-@example(PREEMPTED_FOR_A_FAILED_KIND)
-def test_a_pass_counting_failed_kinds_at_once_equals_walking_every_pod(ops: list[tuple[str, int, int, bool]]) -> None:
-    """The marked pods of a kind that fails are counted per kind, not walked: binds, devices, Unschedulable marks and
-    attempts must equal those of the pass that walks every pending pod."""
-    runs = []
-    for kind in (SimScheduler, _WalksEveryPod):
         sim, cluster = Simulation(), SimCluster()
         runs.append((sim, cluster, kind(sim, cluster, COLUMNS, gpu_placement="gpuscale")))
         cluster.put_node(node("n0", 1, ready=True))

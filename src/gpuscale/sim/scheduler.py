@@ -31,7 +31,6 @@ are still marked and counted in `attempts`, as a failed attempt would.
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -132,11 +131,8 @@ class SimScheduler:
         """Per pending pod: its queue position (priority, creation, key), the pod object, and its kind's number; kept
         as pods join, change in and leave the pending pods (`pending_changed`)."""
         self._queue_order: list[_Entry] | None = None
-        """The entries of `_queued` that are not quiet (`_quiet_pod`), in queue order (by position), kept sorted as
-        they come and go; None until the first pass builds it from the cluster's pending pods."""
-        self._quiet: dict[int, list[_Entry]] = {}
-        """Per kind, the entries of its quiet pods in queue order: once a pass finds the kind failing, the rest of
-        them only count an attempt each, so the pass counts them at once instead of walking them."""
+        """The entries of `_queued` in queue order (by position), kept sorted as they come and go; None until the
+        first pass builds it from the cluster's pending pods."""
         self._no_fit: dict[int, int] = {}
         """Pod kinds with no feasible node when last tried → the length of `_grown` then. Binding a pod only takes
         capacity, so such a kind can have become feasible only on the nodes named in `_grown` since: `_place` is
@@ -204,28 +200,12 @@ class SimScheduler:
         if before is not None:
             self._count_shape(before, -1)
             if (entry := self._queued.pop(before.key, None)) is not None and self._queue_order is not None:
-                self._unlist(entry)
+                at = bisect.bisect_left(self._queue_order, (entry[0],))
+                del self._queue_order[at]
         if after is not None:
             self._count_shape(after, 1)
             if self._queue_order is not None:
-                self._list(self._enqueue(after))
-
-    def _list(self, entry: _Entry) -> None:
-        """Put a queued entry in its place: its kind's quiet list, or the queue order."""
-        if _quiet_pod(entry[1]):
-            bisect.insort(self._quiet.setdefault(entry[2], []), entry)
-        else:
-            assert self._queue_order is not None
-            bisect.insort(self._queue_order, entry)
-
-    def _unlist(self, entry: _Entry) -> None:
-        if _quiet_pod(entry[1]):
-            entries = self._quiet[entry[2]]
-            del entries[bisect.bisect_left(entries, (entry[0],))]
-            if not entries:
-                del self._quiet[entry[2]]
-        elif self._queue_order is not None:
-            del self._queue_order[bisect.bisect_left(self._queue_order, (entry[0],))]
+                bisect.insort(self._queue_order, self._enqueue(after))
 
     def _enqueue(self, pod: Pod) -> _Entry:
         kind = self._kind_ids.setdefault((pod.requests, pod.constraints, pod.priority), len(self._kind_ids))
@@ -468,9 +448,6 @@ class SimScheduler:
             self._sim.at(float(math.ceil(self._sim.now)), Priority.SCHEDULER, self._run_pass)
 
     def _run_pass(self) -> None:
-        """One attempt at every pending pod in queue order. A kind's quiet pods are merged in one at a time: once the
-        kind fails (or failed in an earlier pass and nothing changed since), each of its quiet pods left would only
-        count an attempt (they are marked already), so they are counted at once."""
         self._pass_scheduled = False
         if not self._cluster.pending:
             return
@@ -478,30 +455,7 @@ class SimScheduler:
             self._rebuild()
         failed: set[int] = set()
         gangs: dict[str, list[Pod]] = {}
-        loud = self._queue_loud()
-        quiet = {kind: list(entries) for kind, entries in self._quiet.items()}  # a copy: the pass changes them
-        heads = [(entries[0][0], kind, 0) for kind, entries in quiet.items()]
-        heapq.heapify(heads)  # each quiet kind's next pod; positions are unique, so kinds are never compared
-        at, end = 0, len(loud)
-        while True:
-            if heads and (at == end or heads[0][0] < loud[at][0]):
-                _, kind, i = heads[0]
-                entries = quiet[kind]
-                if kind in failed or kind in self._still_failing:
-                    failed.add(kind)
-                    self.attempts += len(entries) - i  # each `_mark_unschedulable` of a marked pod: an attempt
-                    heapq.heappop(heads)
-                    continue
-                if i + 1 < len(entries):
-                    heapq.heapreplace(heads, (entries[i + 1][0], kind, i + 1))
-                else:
-                    heapq.heappop(heads)
-                self._attempt(entries[i][1], kind, failed)
-                continue
-            if at == end:
-                break
-            _, pod, kind = loud[at]
-            at += 1
+        for _, pod, kind in self._queue():
             if pod.scheduling_gated or pod.deleting:
                 continue
             if pod.group is not None:
@@ -514,19 +468,15 @@ class SimScheduler:
                 else:
                     self._mark_unschedulable(pod)
                 continue
-            self._attempt(pod, kind, failed)
+            placed = self._may_fit(pod, kind) and self._place(pod)
+            if not placed:
+                self._no_fit[kind] = len(self._grown)
+                if not self._preempt(pod):
+                    failed.add(kind)
+                    self._still_failing[kind] = pod.priority
+                    self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
-
-    def _attempt(self, pod: Pod, kind: int, failed: set[int]) -> None:
-        """Try to place a pod whose kind has not failed in this pass: on free room, else by preemption."""
-        placed = self._may_fit(pod, kind) and self._place(pod)
-        if not placed:
-            self._no_fit[kind] = len(self._grown)
-            if not self._preempt(pod):
-                failed.add(kind)
-                self._still_failing[kind] = pod.priority
-                self._mark_unschedulable(pod)
 
     def _may_fit(self, pod: Pod, kind: int) -> bool:
         """False when `_place` would surely fail: the kind fitted nowhere, and none of the nodes whose room or
@@ -566,22 +516,15 @@ class SimScheduler:
                 return True
         return False
 
-    def _queue_loud(self) -> list[_Entry]:
-        """The pending pods that are not quiet in kube-scheduler's PrioritySort order: priority (high first), creation
-        time, key (a copy: the pass binds and marks pods, which changes the kept order)."""
+    def _queue(self) -> list[_Entry]:
+        """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key (a
+        copy: the pass binds and marks pods, which changes the kept order)."""
         if self._queue_order is None:
             pods = self._cluster.pods
             self._queued.clear()
-            self._quiet.clear()
-            self._queue_order = []
             # the positions are unique (they end with the key): pods are never compared
-            for entry in sorted(self._enqueue(pods[key]) for key in self._cluster.pending):
-                (self._quiet.setdefault(entry[2], []) if _quiet_pod(entry[1]) else self._queue_order).append(entry)
+            self._queue_order = sorted(self._enqueue(pods[key]) for key in self._cluster.pending)
         return list(self._queue_order)
-
-    def _queue(self) -> list[_Entry]:
-        """Every pending pod in queue order, quiet or not."""
-        return sorted([*self._queue_loud(), *(e for entries in self._quiet.values() for e in entries)])
 
     def _mark_unschedulable(self, pod: Pod) -> None:
         self.attempts += 1
@@ -787,12 +730,6 @@ class SimScheduler:
 def _filter_inputs(node: Node) -> tuple[bool, tuple[Taint, ...], Mapping[str, str]]:
     """What `static_failures` reads of a node besides its name: cordon, the taints that block scheduling, labels."""
     return node.unschedulable, tuple(t for t in node.taints if t.blocks_scheduling()), node.labels
-
-
-def _quiet_pod(pod: Pod) -> bool:
-    """A pod a pass walks only to count an attempt once its kind is failing: marked unschedulable already, not gated,
-    not being deleted, not in a gang."""
-    return pod.unschedulable and not pod.scheduling_gated and not pod.deleting and pod.group is None
 
 
 def _inserted(a: npt.NDArray[_T], row: int, value: object) -> npt.NDArray[_T]:
