@@ -33,7 +33,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import TypeVar
 
@@ -54,7 +54,7 @@ from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
-from gpuscale.model.taints import Taint, Toleration, soft_taint_count
+from gpuscale.model.taints import Toleration, soft_taint_count
 from gpuscale.sim.cluster import SimCluster, Termination
 from gpuscale.sim.core import Priority, Simulation, replaced
 
@@ -99,9 +99,6 @@ class SimScheduler:
         self._free = self._alloc.copy()
         self._free_pods = np.zeros(0, dtype=np.int64)
         self._static: dict[SchedulingConstraints, BoolArray] = {}
-        self._filtered_on: dict[str, tuple[bool, tuple[Taint, ...], Mapping[str, str]]] = {}
-        """Per row's node: what `static_failures` reads of it (`_filter_inputs`) when its row of `_static` was last
-        computed: a node change that leaves these as they were (a `PreferNoSchedule` mark) keeps the row."""
         self._soft: dict[tuple[Toleration, ...], IntArray] = {}
         """Per toleration set: each row's `PreferNoSchedule` taints it does not tolerate (TaintToleration's score)."""
         self._request_rows: dict[Resources, IntArray | None] = {}
@@ -321,7 +318,6 @@ class SimScheduler:
         self._all_devices = GpuDevices.of([])
         self._devices = None
         self._static, self._soft = {}, {}
-        self._filtered_on.clear()
         for node in sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting),
                            key=lambda n: n.name):
             self._insert_row(len(self._names), node)
@@ -371,7 +367,6 @@ class SimScheduler:
         new_free = np.zeros(width, dtype=np.int64)
         new_free[:devices.free.shape[1]] = devices.free[0]
         self._set_devices(_inserted(old.count, row, devices.count[0]), _inserted(old_free, row, new_free))
-        self._filtered_on[node.name] = _filter_inputs(node)
         for constraints, mask in self._static.items():
             self._static[constraints] = _inserted(mask, row, not static_failures(constraints, node))
         for tolerations, soft in self._soft.items():
@@ -393,7 +388,6 @@ class SimScheduler:
 
     def _delete_row(self, row: int) -> None:
         self._inexact.discard(self._names[row])
-        self._filtered_on.pop(self._names[row], None)
         del self._row[self._names.pop(row)]
         self._row.update(zip(self._names[row:], range(row, len(self._names)), strict=True))
         self._alloc = _deleted(self._alloc, row)
@@ -407,13 +401,9 @@ class SimScheduler:
             self._soft[tolerations] = _deleted(soft, row)
 
     def _redo_filters(self, row: int, node: Node) -> None:
-        """One row of the cached filter masks and soft-taint counts, after the node's taints or labels changed (the
-        masks only if what they read changed)."""
-        inputs = _filter_inputs(node)
-        if self._filtered_on.get(node.name) != inputs:
-            self._filtered_on[node.name] = inputs
-            for constraints, mask in self._static.items():
-                mask[row] = not static_failures(constraints, node)
+        """One row of the cached filter masks and soft-taint counts, after the node's taints or labels changed."""
+        for constraints, mask in self._static.items():
+            mask[row] = not static_failures(constraints, node)
         for tolerations, soft in self._soft.items():
             soft[row] = soft_taint_count(node.taints, tolerations)
 
@@ -725,11 +715,6 @@ class SimScheduler:
             if held is not None and victim_need is not None and trial.may_hold(0, victim_need, held, free=False):
                 trial.give(0, victim_need, held)
         return trial.can_take(0, need)
-
-
-def _filter_inputs(node: Node) -> tuple[bool, tuple[Taint, ...], Mapping[str, str]]:
-    """What `static_failures` reads of a node besides its name: cordon, the taints that block scheduling, labels."""
-    return node.unschedulable, tuple(t for t in node.taints if t.blocks_scheduling()), node.labels
 
 
 def _inserted(a: npt.NDArray[_T], row: int, value: object) -> npt.NDArray[_T]:
