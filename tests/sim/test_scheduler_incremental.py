@@ -97,6 +97,10 @@ def apply(sim: Simulation, cluster: SimCluster, i: int, op: str, n: int, k: int,
         cluster.mark_to_be_deleted(name, sim.now) if flag else cluster.unmark_to_be_deleted(name)
     elif op == "candidate" and current is not None:
         cluster.set_deletion_candidate(name, sim.now) if flag else cluster.clear_deletion_candidate(name)
+    elif op == "dedicate" and current is not None:  # a taint that blocks scheduling comes or goes, or a cordon
+        kept = tuple(t for t in current.taints if t != TAINT)
+        cluster.put_node(replace(current, taints=(*kept, TAINT) if flag else kept) if k < 2
+                         else replace(current, unschedulable=flag))
     elif op == "pod":
         cluster.put_pod(pod(i, k, n % 3, flag))
     elif op == "delete" and cluster.pods:
@@ -105,8 +109,8 @@ def apply(sim: Simulation, cluster: SimCluster, i: int, op: str, n: int, k: int,
         sim.run(sim.now + 1)
 
 
-steps = st.lists(st.tuples(st.sampled_from(["add", "ready", "gpus", "remove", "taint", "candidate", "pod",
-                                             "delete", "pass"]),
+steps = st.lists(st.tuples(st.sampled_from(["add", "ready", "gpus", "remove", "taint", "candidate", "dedicate",
+                                             "pod", "delete", "pass"]),
                            st.integers(0, 3), st.integers(0, 3), st.booleans()), min_size=1, max_size=40)
 
 
