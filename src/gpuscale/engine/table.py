@@ -100,7 +100,7 @@ class _Shared:
     group_members: list[list[int]]
     static_cache: dict[SchedulingConstraints, BoolArray]
     request_cache: dict[Resources, IntArray | None]
-    asked_cache: dict[Resources, tuple[IntArray, IntArray] | None] = field(default_factory=dict)
+    asked_cache: dict[Resources, list[tuple[int, int]] | None] = field(default_factory=dict)
     """Per request, `NodeTable._asked`: like `request_cache`, valid for any table with these columns."""
     placement: str | None = None
     """Fragmentation-aware policy for GPU pods (`fgd`, `gpuscale`), or None: first fit."""
@@ -292,15 +292,16 @@ class NodeTable:
         cache[requests] = row
         return row
 
-    def _asked(self, requests: Resources) -> tuple[IntArray, IntArray] | None:
-        """The columns the request asks something of and the amounts (`request_vector`'s non-zero entries); cached."""
+    def _asked(self, requests: Resources) -> list[tuple[int, int]] | None:
+        """The columns the request asks something of, each with its amount (`request_vector`'s non-zero entries, in
+        column order); cached."""
         cache = self._s.asked_cache
         try:
             return cache[requests]
         except KeyError:
             row = self.request_vector(requests)
-            columns = None if row is None else np.flatnonzero(row)
-            asked = cache[requests] = None if row is None or columns is None else (columns, row[columns])
+            asked = cache[requests] = None if row is None else [
+                (column, int(row[column])) for column in np.flatnonzero(row).tolist()]
             return asked
 
     def static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
@@ -330,10 +331,11 @@ class NodeTable:
         asked = self._asked(pod.requests)
         if asked is None or pod.constraints.unsupported:
             return np.zeros(len(self._s.nodes), dtype=bool)
-        mask = self.enabled & self.static_mask(pod.constraints) & (self.free_pods >= 1)
-        columns, amounts = asked
-        if len(columns):
-            mask &= (self.free[:, columns] >= amounts).all(axis=1)
+        mask = self.enabled & self.static_mask(pod.constraints)
+        mask &= self.free_pods >= 1
+        free = self.free
+        for column, amount in asked:  # a request asks few columns: one comparison on each column's view, no copy
+            mask &= free[:, column] >= amount
         if self.devices is not None and (need := self._s.need(pod.requests)) is not None:
             rows = np.flatnonzero(mask)
             if len(rows):
