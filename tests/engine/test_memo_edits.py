@@ -1,7 +1,8 @@
 """The decision memo's node facts and node rows when nodes come and go: carried from the last decision by the
 arrangement's node edits (`Arranged.node_edits`: taken out and put in where the arrangement says) they equal facts
 and rows made afresh, whatever came, left or changed in between (nodes in every phase, of either pool or none, the
-provider's answer changing, nodes expired), and so do the nodes still starting."""
+provider's answer changing, nodes expired), and so do the nodes still starting. Equal usable capacities (a pool's
+nodes, or starting nodes raised to their template: new objects each time) are one object in the carried facts."""
 
 from __future__ import annotations
 
@@ -68,6 +69,8 @@ def test_facts_and_rows_carried_through_node_edits_equal_fresh_ones(ops: list[tu
         fresh = facts_of(ordered, answers, POOLS, None)
         assert list(facts.items()) == list(fresh.items())
         assert all(facts[n].node is nodes[n] for n in nodes)
+        canonical = {f.capacity: f.capacity for f in facts.values()}  # equal capacities are one object (`derive`)
+        assert all(f.capacity is canonical[f.capacity] for f in facts.values())
         starting = memo.starting(facts)
         assert starting is None or starting == [f for f in fresh.values() if f.phase in STARTING]
         rows = memo.node_rows(ordered, POOLS, facts, expired, arranged.generation)

@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.placement.devices import DEVICE_ANNOTATION
-from gpuscale.engine.table import NodeTable, RowMemo
+from gpuscale.engine.placement.devices import DEVICE_ANNOTATION, GpuDevices
+from gpuscale.engine.table import NodeTable, RowMemo, _offered
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
@@ -26,10 +26,12 @@ SHAPES = (
 )
 
 
-def node(name: str, shape: int, tainted: bool = False) -> Node:
+def node(name: str, shape: int, tainted: bool = False, copy: bool = False) -> Node:
+    """`copy`: the node's capacity an equal object of its own (else the one its shape's nodes share)."""
     taints = (Taint(key="DeletionCandidateOfClusterAutoscaler", value=name, effect=TaintEffect.PREFER_NO_SCHEDULE),
               ) if tainted else ()
-    return Node(name=name, allocatable=SHAPES[shape], capacity=SHAPES[shape], labels={"shape": str(shape)},
+    allocatable = Resources(items=SHAPES[shape].items) if copy else SHAPES[shape]
+    return Node(name=name, allocatable=allocatable, capacity=allocatable, labels={"shape": str(shape)},
                 taints=taints, ready=True)
 
 
@@ -77,7 +79,7 @@ def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, pending: lis
 SELECTORS = [make_pod("s", node_selector={"shape": str(shape)}).constraints for shape in range(len(SHAPES))]
 
 OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "add", "remove", "taint", "resize", "dup", "pend",
-                                          "start", "drain"]),
+                                          "start", "drain", "copy"]),
                          st.integers(0, 30), st.integers(0, 3), st.booleans()), min_size=1, max_size=40)
 
 
@@ -109,6 +111,9 @@ def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str,
         elif op == "resize" and nodes:
             i = a % len(nodes)
             nodes[i] = node(nodes[i].name, b)
+        elif op == "copy" and nodes:  # an equal capacity, but another object (or back to the shared one)
+            i = a % len(nodes)
+            nodes[i] = node(nodes[i].name, int(nodes[i].labels["shape"]), bool(nodes[i].taints), copy=wait)
         elif op == "dup" and nodes:
             nodes.append(nodes[a % len(nodes)])
         elif op == "drain" and nodes:  # every pod of a node finishes at once
@@ -135,6 +140,19 @@ def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str,
         assert snapshot(carried) == snapshot(fresh)
         for constraints in SELECTORS:  # static masks are carried while the node groups stay
             assert carried.static_mask(constraints).tolist() == fresh.static_mask(constraints).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(SHAPES) - 1), st.booleans()), max_size=30))
+def test_offered_capacity_equals_devices_of_each_row(rows: list[tuple[int, bool]]) -> None:
+    """`_offered` groups the rows by capacity object with NumPy: the same devices as `GpuDevices.of`, row by row,
+    and the resources of every capacity, whether rows share an object or hold equal ones of their own."""
+    capacity = [Resources(items=SHAPES[shape].items) if own else SHAPES[shape] for shape, own in rows]
+    names, devices = _offered(capacity)
+    fresh = GpuDevices.of(capacity)
+    assert names == frozenset(name for c in capacity for name in c.names())
+    assert devices.count.tolist() == fresh.count.tolist()
+    assert devices.free.shape == fresh.free.shape and devices.free.tolist() == fresh.free.tolist()
 
 
 def test_only_changed_rows_are_computed() -> None:

@@ -54,8 +54,10 @@ class NodeFacts:
 
 
 def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
-           keys: dict[GroupKey, GroupKey] | None = None) -> NodeFacts:
-    """The facts of one node; `keys` (canonical group keys) makes equal keys one object."""
+           keys: dict[GroupKey, GroupKey] | None = None,
+           capacities: dict[Resources, Resources] | None = None) -> NodeFacts:
+    """The facts of one node; `keys` (canonical group keys) makes equal keys one object, `capacities` equal usable
+    capacities (nodes of a pool and shape then share one, which the table's by-identity paths count once)."""
     name = provider_pool or node.pool  # engine.nodes.pool_of: the provider's answer first
     pool = pools.get(name) if name else None
     current = phase(node, pool)
@@ -65,6 +67,8 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
     key = node_group_key(row_node)
     if keys is not None:
         key = keys.setdefault(key, key)
+    if capacities is not None:
+        capacity = capacities.setdefault(capacity, capacity)
     return NodeFacts(node=node, provider_pool=provider_pool, pool_name=name, pool=pool, phase=current,
                      row_node=row_node, capacity=capacity, gpu_units=capacity.gpu_count(),
                      group_key=key,
@@ -180,8 +184,9 @@ STARTING = (NodePhase.REGISTERED, NodePhase.READY)
 class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_order", "_pools", "_seen",
-                 "_starting", "_templates", "_unique", "_verdicts", "arrange", "rows", "scale_down", "scale_up")
+    __slots__ = ("_capacities", "_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_order",
+                 "_pools", "_seen", "_starting", "_templates", "_unique", "_verdicts", "arrange", "rows",
+                 "scale_down", "scale_up")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
@@ -196,6 +201,8 @@ class DecideMemo:
         rows by it."""
         self._pools: dict[str, NodePool] = {}
         self._keys: dict[GroupKey, GroupKey] = {}
+        self._capacities: dict[Resources, Resources] = {}
+        """Canonical usable capacities (`derive`), dropped with the canonical keys."""
         self._templates: dict[str, tuple[NodePool, GroupKey]] = {}
         self._verdicts: Verdicts = {}
         self.rows = RowMemo()
@@ -233,7 +240,7 @@ class DecideMemo:
             patched = dict(self._facts)  # the same names in the same order, a few derived again
             starting = self._starting
             for name, node in replaced.items():
-                patched[name] = fact = derive(node, node_pools.get(name), pools, self._keys)
+                patched[name] = fact = derive(node, node_pools.get(name), pools, self._keys, self._capacities)
                 if not self._unique:
                     continue
                 if fact.phase in STARTING:
@@ -243,8 +250,7 @@ class DecideMemo:
                 else:
                     starting.pop(name, None)
             self._facts = patched
-            if len(self._keys) > 2 * len(patched) + 64:  # stale canonical keys only cost memory: dropped now and then
-                self._keys = {f.group_key: f.group_key for f in patched.values()}
+            self._trim(patched)
             return patched
         elif replaced is None and generation >= 0 and seen == generation - 1 and self._unique:
             edited = self._edited(nodes, node_pools, pools, generation)
@@ -259,16 +265,24 @@ class DecideMemo:
             provider_pool = node_pools.get(node.name)
             known = old.get(node.name)
             if known is None or known.node is not node or known.provider_pool != provider_pool:
-                known = derive(node, provider_pool, pools, keys)
+                known = derive(node, provider_pool, pools, keys, self._capacities)
                 derived = True
             fresh[node.name] = known
         self._facts = fresh
         self._unique, self._order = len(fresh) == len(nodes), None
         self._starting = {name: i for i, (name, fact) in enumerate(fresh.items())
                           if fact.phase in STARTING} if self._unique else {}
-        if (derived or len(fresh) != len(old)) and len(keys) > 2 * len(fresh) + 64:  # as when patched
-            self._keys = {f.group_key: f.group_key for f in fresh.values()}
+        if derived or len(fresh) != len(old):
+            self._trim(fresh)
         return fresh
+
+    def _trim(self, facts: Mapping[str, NodeFacts]) -> None:
+        """Stale canonical keys and capacities only cost memory: dropped now and then (those of `facts` kept)."""
+        bound = 2 * len(facts) + 64
+        if len(self._keys) > bound:
+            self._keys = {f.group_key: f.group_key for f in facts.values()}
+        if len(self._capacities) > bound:
+            self._capacities = {f.capacity: f.capacity for f in facts.values()}
 
     def _edited(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
                 generation: int) -> dict[str, NodeFacts] | None:
@@ -292,7 +306,7 @@ class DecideMemo:
             else:
                 name = node.name
                 names.insert(at, name)
-                every.insert(at, derive(node, node_pools.get(name), pools, self._keys))
+                every.insert(at, derive(node, node_pools.get(name), pools, self._keys, self._capacities))
                 came.add(name)
             if name in node_pools:
                 answers[name] = node_pools[name]
@@ -308,8 +322,7 @@ class DecideMemo:
         starting.update(name for name in came if facts[name].phase in STARTING)
         self._starting = {name: bisect_left(names, name) for name in starting}  # names in order, as arranged
         self._facts_change = (generation, frozenset(came), frozenset(left - came))
-        if len(self._keys) > 2 * len(facts) + 64:  # as when patched
-            self._keys = {f.group_key: f.group_key for f in facts.values()}
+        self._trim(facts)
         return facts
 
     def starting(self, facts: Mapping[str, NodeFacts]) -> list[NodeFacts] | None:

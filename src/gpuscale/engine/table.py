@@ -33,9 +33,10 @@ from gpuscale.engine.placement.devices import (
     GpuNeed,
     RequestKinds,
     annotated_devices,
+    device_count,
 )
 from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
-from gpuscale.engine.placement.shapes import PodShape
+from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import Topology, static_failures
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
@@ -99,7 +100,7 @@ class _Shared:
     group_members: list[list[int]]
     static_cache: dict[SchedulingConstraints, BoolArray]
     request_cache: dict[Resources, IntArray | None]
-    asked_cache: dict[Resources, tuple[IntArray, IntArray] | None] = field(default_factory=dict)
+    asked_cache: dict[Resources, list[tuple[int, int]] | None] = field(default_factory=dict)
     """Per request, `NodeTable._asked`: like `request_cache`, valid for any table with these columns."""
     placement: str | None = None
     """Fragmentation-aware policy for GPU pods (`fgd`, `gpuscale`), or None: first fit."""
@@ -155,6 +156,19 @@ def _capacity_vectors(capacity: Sequence[Resources], column_of: Mapping[str, int
             elif (column := column_of.get(name)) is not None:
                 shape_free[i, column] = amount
     return shape_free[cap_of], shape_pods[cap_of]
+
+
+def _offered(capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices]:
+    """The resources the capacities offer and their devices all free: `GpuDevices.of(capacity)`, with each distinct
+    capacity object (few: the facts share one per value) read once and the rows mapped to them by NumPy, not by a pass
+    in Python."""
+    n = len(capacity)
+    ids = np.fromiter(map(id, capacity), dtype=np.int64, count=n)
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    distinct = [capacity[i] for i in first.tolist()]
+    count = np.array([device_count(c) for c in distinct], dtype=np.int64)[inverse.reshape(n)]
+    free = np.where(np.arange(int(count.max(initial=0))) < count[:, None], MILLI, 0).astype(np.int64)
+    return frozenset(name for c in distinct for name, _ in c.items), GpuDevices(count, free)
 
 
 def _add_to_groups(keys: Iterable[GroupKey], start: int, groups: dict[GroupKey, int], group_of: list[int],
@@ -278,15 +292,16 @@ class NodeTable:
         cache[requests] = row
         return row
 
-    def _asked(self, requests: Resources) -> tuple[IntArray, IntArray] | None:
-        """The columns the request asks something of and the amounts (`request_vector`'s non-zero entries); cached."""
+    def _asked(self, requests: Resources) -> list[tuple[int, int]] | None:
+        """The columns the request asks something of, each with its amount (`request_vector`'s non-zero entries, in
+        column order); cached."""
         cache = self._s.asked_cache
         try:
             return cache[requests]
         except KeyError:
             row = self.request_vector(requests)
-            columns = None if row is None else np.flatnonzero(row)
-            asked = cache[requests] = None if row is None or columns is None else (columns, row[columns])
+            asked = cache[requests] = None if row is None else [
+                (column, int(row[column])) for column in np.flatnonzero(row).tolist()]
             return asked
 
     def static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
@@ -316,10 +331,11 @@ class NodeTable:
         asked = self._asked(pod.requests)
         if asked is None or pod.constraints.unsupported:
             return np.zeros(len(self._s.nodes), dtype=bool)
-        mask = self.enabled & self.static_mask(pod.constraints) & (self.free_pods >= 1)
-        columns, amounts = asked
-        if len(columns):
-            mask &= (self.free[:, columns] >= amounts).all(axis=1)
+        mask = self.enabled & self.static_mask(pod.constraints)
+        mask &= self.free_pods >= 1
+        free = self.free
+        for column, amount in asked:  # a request asks few columns: one comparison on each column's view, no copy
+            mask &= free[:, column] >= amount
         if self.devices is not None and (need := self._s.need(pod.requests)) is not None:
             rows = np.flatnonzero(mask)
             if len(rows):
@@ -543,9 +559,7 @@ class RowMemo:
         base = self._capacity
         same = base is not None and base[0] == capacity
         if base is None or not same:
-            distinct = dict(zip(map(id, capacity), capacity, strict=True)).values()  # by identity: few, many rows
-            names = frozenset(n for c in distinct for n, _ in c.items)
-            base = self._capacity = (list(capacity), names, GpuDevices.of(capacity))
+            base = self._capacity = (list(capacity), *_offered(capacity))
         return base[1], base[2], same
 
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
