@@ -94,6 +94,18 @@ cloud_step = st.tuples(st.sampled_from(["increase", "wait", "wait", "delete", "c
                        st.sampled_from(["cpu", "a100"]), st.integers(1, 3), st.floats(1.0, 400.0))
 
 
+def _apply(sim: Simulation, cloud: SimCloud, op: str, pool: str, count: int, wait_s: float) -> None:
+    """One drawn cloud step: order nodes, let time pass, delete live nodes or cancel requests not yet acquired."""
+    if op == "increase":
+        cloud.increase(pool, count)
+    elif op == "wait":
+        sim.run(sim.now + wait_s)
+    elif op == "delete":
+        cloud.delete([t.node for t in cloud.open.values() if t.node is not None][:count])
+    elif op == "cancel":
+        cloud.cancel([t.request_id for t in cloud.open.values() if t.node is None][:count])
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(cloud_step, max_size=30), st.integers(0, 3))
 def test_cloud_tally_equals_billing_each_open_timeline(steps: list[tuple[str, str, int, float]], preload: int) -> None:
@@ -103,15 +115,7 @@ def test_cloud_tally_equals_billing_each_open_timeline(steps: list[tuple[str, st
     cloud = SimCloud(sim, SimCluster(), pools, np.random.default_rng(5))
     cloud.preload("a100", preload)
     for op, pool, count, wait_s in steps:
-        if op == "increase":
-            cloud.increase(pool, count)
-        elif op == "wait":
-            sim.run(sim.now + wait_s)
-        elif op == "delete":
-            live = [t.node for t in cloud.open.values() if t.node is not None]
-            cloud.delete(live[:count])
-        elif op == "cancel":
-            cloud.cancel([t.request_id for t in cloud.open.values() if t.node is None][:count])
+        _apply(sim, cloud, op, pool, count, wait_s)
         now = sim.now + wait_s / 3
         tally = cloud.tally(now)
         got = (repr(list(tally.cost.items())), repr(list(tally.gpu_seconds.items())), tally.acquired, repr(tally.gpus))
@@ -130,12 +134,7 @@ def test_node_pools_handed_out_never_change_and_follow_the_live_nodes(steps: lis
     cloud = SimCloud(sim, SimCluster(), pools, np.random.default_rng(7))
     handed: list[tuple[Mapping[str, str], dict[str, str]]] = []
     for op, pool, count, wait_s in steps:
-        if op == "increase":
-            cloud.increase(pool, count)
-        elif op == "wait":
-            sim.run(sim.now + wait_s)
-        elif op == "delete":
-            cloud.delete([t.node for t in cloud.open.values() if t.node is not None][:count])
+        _apply(sim, cloud, op, pool, count, wait_s)
         mapping = cloud.node_pools()
         live = {t.node: t.pool for t in cloud.timelines.values() if t.node is not None and t.deleted_s is None}
         assert mapping == live and list(mapping) == list(cloud._live)
