@@ -33,9 +33,10 @@ from gpuscale.engine.placement.devices import (
     GpuNeed,
     RequestKinds,
     annotated_devices,
+    class_counts,
     device_count,
 )
-from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
+from gpuscale.engine.placement.frag import TypicalTables
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import Topology, static_failures
 from gpuscale.model.node import HOSTNAME_LABEL, Node
@@ -124,11 +125,7 @@ class _Shared:
         """`FragChooser(placement, self.workload)`, its table from `tables` (equal: `TypicalTables.table`) if kept."""
         if self.tables is None:
             return FragChooser(placement, self.workload)
-        counts: Counter[ClassKey] = Counter()
-        for shape, n in self.workload.items():
-            if n > 0:
-                counts[class_key(shape)] += n
-        return FragChooser.of_classes(placement, counts, self.tables)
+        return FragChooser.of_classes(placement, class_counts(self.workload), self.tables)
 
     def tick(self) -> int:
         self.clock[0] += 1

@@ -251,6 +251,15 @@ FRAG_POLICIES = ("fgd", "gpuscale")
 """Placement policies `FragChooser` offers: deterministic, fragmentation-aware."""
 
 
+def class_counts(workload: Mapping[PodShape, int]) -> Counter[ClassKey]:
+    """Pods per class (`class_key`) of a workload counted per shape, shapes counted zero or less left out."""
+    counts: Counter[ClassKey] = Counter()
+    for shape, n in workload.items():
+        if n > 0:
+            counts[class_key(shape)] += n
+    return counts
+
+
 class FragChooser:
     """Fragmentation-aware node and device choice with a placement scorer (`fgd` or `gpuscale`).
 
@@ -261,10 +270,7 @@ class FragChooser:
     """
 
     def __init__(self, policy: str, workload: Counter[PodShape]) -> None:
-        counts: Counter[ClassKey] = Counter()
-        for shape, n in workload.items():
-            if n > 0:
-                counts[class_key(shape)] += n
+        counts = class_counts(workload)
         self._use(policy, FragTable(typical_classes_of(counts), ("",)) if counts else None)
 
     @classmethod
