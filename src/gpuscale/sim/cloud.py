@@ -64,6 +64,12 @@ class CloudPool:
     stockout_probability: float = 0.0
 
 
+def _charge(pool: NodePool, acquired_s: float, until: float) -> tuple[float, float]:
+    """USD and GPU-seconds of one node of `pool` from the moment its capacity was acquired until `until`."""
+    held = max(until - acquired_s, 0.0)
+    return held / 3600.0 * pool.usd_per_hour, held * pool.gpus_per_node
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tally:
     """What the open timelines hold at one moment (`SimCloud.tally`)."""
@@ -276,10 +282,7 @@ class SimCloud:
     def _bill(self, t: NodeTimeline, until: float, closed: bool) -> tuple[float, float]:
         if t.acquired_s is None:
             return 0.0, 0.0
-        hours = max(until - t.acquired_s, 0.0) / 3600.0
-        pool = self.pools[t.pool].pool
-        cost = hours * pool.usd_per_hour
-        gpu_s = max(until - t.acquired_s, 0.0) * pool.gpus_per_node
+        cost, gpu_s = _charge(self.pools[t.pool].pool, t.acquired_s, until)
         if closed:
             self.cost_by_pool[t.pool] = self.cost_by_pool.get(t.pool, 0.0) + cost
             self.gpu_seconds_by_pool[t.pool] = self.gpu_seconds_by_pool.get(t.pool, 0.0) + gpu_s
@@ -293,8 +296,8 @@ class SimCloud:
     def tally(self, now: float) -> Tally:
         """`cost_so_far` and the nodes holding capacity now, in one pass over the open timelines (the sampler's).
 
-        The same float operations in the same order as billing each open timeline with `_bill`: a timeline not
-        acquired yet adds its pool with nothing (`x + 0.0 == x`), as `_bill`'s (0.0, 0.0) did."""
+        Billing each open timeline as `_bill` does (`_charge`), in the same order: a timeline not acquired yet adds
+        its pool with nothing (`x + 0.0 == x`), as `_bill`'s (0.0, 0.0) did."""
         cost = dict(self.cost_by_pool)
         seconds = dict(self.gpu_seconds_by_pool)
         acquired: dict[str, int] = {}
@@ -309,9 +312,9 @@ class SimCloud:
                     seconds[name] = 0.0
                 continue
             pool = pools[name].pool
-            up = max(now - t.acquired_s, 0.0)
-            cost[name] = cost.get(name, 0.0) + up / 3600.0 * pool.usd_per_hour
-            seconds[name] = seconds.get(name, 0.0) + up * pool.gpus_per_node
+            c, g = _charge(pool, t.acquired_s, now)
+            cost[name] = cost.get(name, 0.0) + c
+            seconds[name] = seconds.get(name, 0.0) + g
             acquired[name] = acquired.get(name, 0) + 1
             gpus += pool.gpus_per_node
         return Tally(cost=cost, gpu_seconds=seconds, acquired=acquired, gpus=gpus)
