@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from gpuscale.model.pod import OwnerRef, Pod, PodGroupRef, SchedulingConstraints
 from gpuscale.model.resources import Resources
-from gpuscale.sim.cluster import Termination
+from gpuscale.sim.cluster import Termination, pod_gpus
 from gpuscale.sim.core import Handle, Priority
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class Job:
 
     @property
     def gpus(self) -> float:
-        return self.world.gpus_of(self.spec.requests) * self.spec.pods
+        return pod_gpus(self.spec.requests) * self.spec.pods
 
     def _submit(self) -> None:
         if self.world.queues is not None and self.world.queues.holds(self):

@@ -98,9 +98,6 @@ class World:
     def now(self) -> float:
         return self.sim.now
 
-    gpus_of = staticmethod(pod_gpus)
-    """GPUs a pod holds (whole and fractions)."""
-
     # ------------------------------------------------------------------------------------------------ pods
     def create_pod(self, pod: Pod, owner: Workload) -> None:
         self.owners[pod.key] = owner
@@ -193,7 +190,7 @@ class World:
             return
         timeline = self.cloud.timeline_of(track.node)
         pool = timeline.pool if timeline is not None else "unknown"
-        seconds = (self.now - track.times[Milestone.BOUND]) * self.gpus_of(pod.requests)
+        seconds = (self.now - track.times[Milestone.BOUND]) * pod_gpus(pod.requests)
         self.metrics.allocated_gpu_seconds[pool] = self.metrics.allocated_gpu_seconds.get(pool, 0.0) + seconds
         track.times.setdefault(Milestone.CREATED, self.now)
         track.node = None
@@ -223,7 +220,7 @@ class World:
                             node=node_name if started is not None else None, blocked_s=blocked,
                             reason=track.blocked_reason if blocked > 0 else None)
         return PodRecord(key=track.pod.key, workload=track.workload, team=track.team, pool=pool,
-                         gpus=self.gpus_of(track.pod.requests), created_s=times[Milestone.CREATED],
+                         gpus=pod_gpus(track.pod.requests), created_s=times[Milestone.CREATED],
                          running_s=started, new_node=new_node, phases=trace.phases, trace=trace)
 
     def open_records(self) -> list[tuple[PodRecord, bool]]:
