@@ -436,10 +436,10 @@ class ScaleUpMemo:
     def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
         """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
         left out — and the shares already worked out against it (`order_units` fills them in)."""
-        allocatables = self._allocatables_of(table.nodes)
+        changed = self._allocatables_changed(table.nodes)
         key = tuple(p.allocatable for p in pools)
         last = self._normalizer
-        if last is None or last[0] != key or allocatables is not None:
+        if last is None or last[0] != key or changed:
             normalizer = Resources()
             # Nodes of a pool share one allocatable object: the distinct objects first, then their values.
             for allocatable in (*key, *{id(a): a for a in self._allocatables}.values()):
@@ -452,8 +452,8 @@ class ScaleUpMemo:
             self._shares = {}
         return last[1], self._shares
 
-    def _allocatables_of(self, nodes: list[Node]) -> list[Resources] | None:
-        """The nodes' allocatables, kept, if they differ from the last ones kept (None: the same). Many nodes, each
+    def _allocatables_changed(self, nodes: list[Node]) -> bool:
+        """Whether the nodes' allocatables differ in value from the last ones kept; they are kept. Many nodes, each
         keeping its object while it is unchanged and its allocatable object while that is: the nodes are compared with
         the last ones position by position by identity (in C), and only those that differ are read."""
         last_nodes, allocatables = self._nodes, self._allocatables
@@ -461,14 +461,14 @@ class ScaleUpMemo:
         if len(nodes) == len(last_nodes):
             changed = list(compress(range(len(nodes)), map(is_not, nodes, last_nodes)))
             if all(nodes[i].allocatable is allocatables[i] for i in changed):
-                return None
+                return False
             fresh = list(allocatables)
             for i in changed:
                 fresh[i] = nodes[i].allocatable
         else:
             fresh = list(map(attrgetter("allocatable"), nodes))
         self._allocatables = fresh
-        return None if fresh == allocatables else fresh  # equal: other objects, the same values
+        return fresh != allocatables  # equal: other objects, the same values
 
     def why(self, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
             policy: Policy) -> Unplaceable:
