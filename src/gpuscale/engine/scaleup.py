@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import attrgetter, is_not
+from operator import attrgetter, is_, is_not, itemgetter
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -40,7 +40,7 @@ from gpuscale.engine.policy import Limits, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
-from gpuscale.model.cluster import Cluster, PodIndex
+from gpuscale.model.cluster import Cluster, PodGroupSpec, PodIndex
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.pool import NodePool
@@ -81,15 +81,32 @@ def select_candidates(cluster: Cluster, policy: Policy, now: float, index: PodIn
     """Step 1: the pods scale-up works for, grouped into units, and the ones it waits on (with why). `index` is
     `cluster.index()` if the caller has it already."""
     index = index or cluster.index()
-    result = Candidates()
+    return _batched(_gather(cluster, policy.expendable_priority_cutoff, index), policy, now)
+
+
+@dataclass(slots=True)
+class _Gathered:
+    """Step 1 up to the batching delay: what it reads of the snapshot (the pending pods, the declared gangs and their
+    members) and of the policy (the expendable cutoff) gives the units and the pods waited on; only the batching check
+    reads the clock."""
+
+    units: list[Unit]
+    waiting: list[PodVerdict]
+    oldest: float | None
+    """The earliest creation time of a unit's pod (None: none has one)."""
+    gpu: bool | None = None
+    """Whether some unit's pod requests GPUs: worked out when the batching check first needs it."""
+
+
+def _gather(cluster: Cluster, cutoff: int, index: PodIndex) -> _Gathered:
+    waiting: list[PodVerdict] = []
     wanted: list[Pod] = []
     for pod in sorted(index.pending, key=lambda p: p.key):
         if pod.scheduling_gated:
-            result.waiting.append(_verdict(pod, ReasonCode.SCHEDULING_GATED, "pod has scheduling gates"))
-        elif pod.priority < policy.expendable_priority_cutoff:
-            result.waiting.append(_verdict(
-                pod, ReasonCode.EXPENDABLE,
-                f"priority {pod.priority} is below the expendable cutoff {policy.expendable_priority_cutoff}"))
+            waiting.append(_verdict(pod, ReasonCode.SCHEDULING_GATED, "pod has scheduling gates"))
+        elif pod.priority < cutoff:
+            waiting.append(_verdict(
+                pod, ReasonCode.EXPENDABLE, f"priority {pod.priority} is below the expendable cutoff {cutoff}"))
         elif pod.unschedulable or pod.group is not None:
             wanted.append(pod)
     gang_pods: dict[str, list[Pod]] = {}
@@ -108,26 +125,29 @@ def select_candidates(cluster: Cluster, policy: Policy, now: float, index: PodIn
         expected = declared.get(key) or max((p.group.min_member or 0) for p in pods if p.group)
         if expected and members.get(key, 0) < expected:
             for pod in pods:
-                result.waiting.append(_verdict(
+                waiting.append(_verdict(
                     pod, ReasonCode.GANG_INCOMPLETE,
                     f"gang {key}: {members.get(key, 0)} of {expected} pods exist; waiting for the rest",
                     existing=members.get(key, 0), expected=expected))
             continue
         units.append(Unit(tuple(pods), key))
     oldest = min((p.created_s for u in units for p in u.pods if p.created_s is not None), default=None)
+    return _Gathered(units, waiting, oldest)
+
+
+def _batched(gathered: _Gathered, policy: Policy, now: float) -> Candidates:
+    """Step 1's batching delay: nothing happens until the oldest candidate is old enough."""
+    units, oldest = gathered.units, gathered.oldest
     if units and oldest is not None and now - oldest < max(policy.new_gpu_pod_delay_s, policy.new_pod_delay_s):
-        gpu = any(_requests_gpu(p) for u in units for p in u.pods)  # only then: the oldest is older than both
-        delay = policy.new_gpu_pod_delay_s if gpu else policy.new_pod_delay_s
+        if gathered.gpu is None:  # only then: the oldest is older than both
+            gathered.gpu = any(_requests_gpu(p) for u in units for p in u.pods)
+        delay = policy.new_gpu_pod_delay_s if gathered.gpu else policy.new_pod_delay_s
         if now - oldest < delay:
-            for unit in units:
-                for pod in unit.pods:
-                    result.waiting.append(_verdict(
-                        pod, ReasonCode.WAITING_BATCH,
-                        f"batching: oldest pending pod is {now - oldest:.1f}s old, waiting until {delay:g}s",
-                        age_s=now - oldest, delay_s=delay))
-            return result
-    result.units = units
-    return result
+            return Candidates(waiting=[*gathered.waiting, *(_verdict(
+                pod, ReasonCode.WAITING_BATCH,
+                f"batching: oldest pending pod is {now - oldest:.1f}s old, waiting until {delay:g}s",
+                age_s=now - oldest, delay_s=delay) for unit in units for pod in unit.pods)])
+    return Candidates(units=list(units), waiting=list(gathered.waiting))
 
 
 def order_units(units: Sequence[Unit], normalizer: Resources,
@@ -398,6 +418,38 @@ class Unplaceable:
     singles: _ByPod[PodVerdict] = field(default_factory=_ByPod)
 
 
+@dataclass(frozen=True, slots=True)
+class _Split:
+    """The ordered units of one `_Order` split by what this decision's table and pools leave them: `dead` are single
+    pods that ask more than any row of the table has free (so no existing or upcoming node takes them, nor will once
+    others are placed: capacity only shrinks) and that no pool's new node hosts; `live` are the others, in order.
+    A dead pod changes nothing for the others (placing skips its class at once) and is unplaceable, with a reason that
+    reads only the pod and the pools (every pool refuses it: backoff and limits are never reached)."""
+
+    fits: PoolFits
+    hopeless: frozenset[Resources]
+    """The single pods' requests more than any row has free."""
+    live: list[Unit]
+    dead: list[tuple[int, tuple[PodVerdict]]]
+    """Each dead pod's position in the order and its verdict."""
+    verdicts: tuple[PodVerdict, ...]
+    """The dead pods' verdicts, in order."""
+
+
+@dataclass(slots=True)
+class _Order:
+    """The units of one `_Gathered` in first-fit-decreasing order (`order_units`) against one normalizer, each unit's
+    position in it (by identity: the units are held), and the distinct requests of its single pods; with the last
+    split of them (kept while the table leaves the same requests hopeless and the pools are the same)."""
+
+    gathered: _Gathered
+    normalizer: Resources
+    units: list[Unit]
+    position: dict[int, int]
+    requests: list[Resources]
+    split: _Split | None = None
+
+
 WhyInputs = tuple[tuple[NodePool, ...], tuple[str | None, ...], tuple[tuple[bool, str], ...]]
 """What `_why_unplaceable` reads besides the unit: the pools (their verdicts follow), each pool's backoff message (None:
 not backed off), and whether each pool's headroom leaves a node and which limit binds it."""
@@ -411,7 +463,8 @@ class ScaleUpMemo:
     (tests/engine/test_scaleup_memo.py); with 20 to 25 pods that no pool can take waiting every decision of the
     twin's week, most of scale-up's work was judging them again."""
 
-    __slots__ = ("_allocatables", "_fits", "_nodes", "_normalizer", "_shares", "_why", "_why_inputs", "_why_raw")
+    __slots__ = ("_allocatables", "_fits", "_gather_inputs", "_gathered", "_hopeless", "_nodes", "_normalizer",
+                 "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw")
 
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
@@ -424,6 +477,69 @@ class ScaleUpMemo:
         self._why_raw: tuple[tuple[NodePool, ...], tuple[str | None, ...], Totals, Limits, int] | None = None
         self._why_inputs: WhyInputs | None = None
         self._why = Unplaceable()
+        self._pending: tuple[Pod, ...] = ()
+        """The pending pods `_gathered` was made from (held: compared by identity)."""
+        self._gather_inputs: tuple[int, tuple[PodGroupSpec, ...], dict[str, int]] | None = None
+        """The rest of what `_gathered` read: the expendable cutoff, the declared gangs, their members (a copy)."""
+        self._gathered: _Gathered | None = None
+        self._order: _Order | None = None
+        self._hopeless: tuple[_Order, list[str], tuple[IntArray, int], frozenset[Resources]] | None = None
+        """The last order's hopeless requests, with the table columns and ceiling they were found under."""
+
+    def gathered(self, cluster: Cluster, policy: Policy, index: PodIndex) -> _Gathered:
+        """Step 1 up to the batching delay (`_gather`): the last one while the pending pods are the very same objects
+        in the same order and the expendable cutoff, the declared gangs and their member counts are equal."""
+        pending, last = index.pending, self._pending
+        inputs = (policy.expendable_priority_cutoff, cluster.pod_groups, index.group_members)
+        if (self._gathered is None or len(pending) != len(last) or not all(map(is_, pending, last))
+                or inputs != self._gather_inputs):
+            self._pending = pending
+            self._gather_inputs = (inputs[0], inputs[1], dict(inputs[2]))
+            self._gathered = _gather(cluster, inputs[0], index)
+        return self._gathered
+
+    def order(self, gathered: _Gathered, normalizer: Resources, shares: dict[Resources, float]) -> _Order:
+        """The gathered units in order (`order_units`): the last order while the units and the normalizer are."""
+        order = self._order
+        if order is None or order.gathered is not gathered or order.normalizer != normalizer:
+            units = order_units(gathered.units, normalizer, shares)
+            order = self._order = _Order(
+                gathered, normalizer, units, {id(u): i for i, u in enumerate(units)},
+                list(dict.fromkeys(u.pods[0].requests for u in units if u.group is None and len(u.pods) == 1)))
+        return order
+
+    def split(self, order: _Order, table: NodeTable, fits: PoolFits, pools: Sequence[NodePool],
+              totals: Totals, policy: Policy) -> _Split:
+        """The order split into live and dead units for this table and these pools (`_Split`): the last split while
+        the same requests are hopeless and the pools are the same."""
+        hopeless = self._hopeless_of(order, table)
+        split = order.split
+        if split is None or split.fits is not fits or split.hopeless != hopeless:
+            live: list[Unit] = []
+            dead: list[tuple[int, tuple[PodVerdict]]] = []
+            for i, unit in enumerate(order.units):
+                if (unit.group is None and len(unit.pods) == 1 and unit.pods[0].requests in hopeless
+                        and not fits.hosts(unit)):
+                    why = _Why(*_why_unplaceable(unit, pools, {}, totals, policy, fits.verdicts))
+                    dead.append((i, (why.of(unit.pods[0]),)))
+                else:
+                    live.append(unit)
+            split = order.split = _Split(fits, hopeless, live, dead, tuple(v for _, (v,) in dead))
+        return split
+
+    def _hopeless_of(self, order: _Order, table: NodeTable) -> frozenset[Resources]:
+        """The order's single-pod requests more than any row of `table` has free (`_ceiling`): the last ones while
+        the table's columns and ceiling are equal."""
+        if not order.requests:
+            return frozenset()
+        ceiling = _ceiling(table)
+        last = self._hopeless
+        if (last is not None and last[0] is order and last[1] == table.columns and last[2][1] == ceiling[1]
+                and np.array_equal(last[2][0], ceiling[0])):
+            return last[3]
+        hopeless = frozenset(r for r in order.requests if not _below(table.request_vector(r), ceiling))
+        self._hopeless = (order, list(table.columns), ceiling, hopeless)
+        return hopeless
 
     def fits(self, pools: Sequence[NodePool], verdicts: Verdicts) -> PoolFits:
         """The pool verdicts per unit for `pools`: the last ones while the pools are equal."""
@@ -599,16 +715,10 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
     """`pods`: `cluster.index()`, if the caller has it; `verdicts`: pool verdicts kept by the caller for these very
     pools (a memo); by default, one decision's. `memo`: what the caller kept from its last decision (`ScaleUpMemo`);
     by default none."""
-    candidates = select_candidates(cluster, policy, now, pods)
     memo = ScaleUpMemo() if memo is None else memo
+    gathered = memo.gathered(cluster, policy, pods or cluster.index())
+    candidates = _batched(gathered, policy, now)
     fits = memo.fits(pools, {} if verdicts is None else verdicts)
-    units = order_units(candidates.units, *memo.normalizer(pools, table))
-    existing = place_units(table, units)
-    covered = [PodVerdict(pod=p.key, reasons=_COVERED[bool(upcoming_rows[existing.rows[p.key]])])
-               for u in existing.placed for p in u.pods]
-    table = existing.table
-    remaining = list(existing.leftover)
-    scale_ups: list[ScaleUp] = []
     blocked_pools: dict[str, Reason] = {}
     for pool in pools:
         backoff = state.in_backoff(pool.name, now)
@@ -618,6 +728,14 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                 f"{pool.name}: backed off for {backoff.until_s - now:.0f}s after {backoff.kind}"
                 + (f" ({backoff.message})" if backoff.message else ""),
                 {"until_s": backoff.until_s, "failures": backoff.failures})
+    order = memo.order(gathered, *memo.normalizer(pools, table)) if candidates.units else None
+    split = memo.split(order, table, fits, pools, totals, policy) if order is not None else None
+    existing = place_units(table, split.live if split is not None else [])
+    covered = [PodVerdict(pod=p.key, reasons=_COVERED[bool(upcoming_rows[existing.rows[p.key]])])
+               for u in existing.placed for p in u.pods]
+    table = existing.table
+    remaining = list(existing.leftover)
+    scale_ups: list[ScaleUp] = []
     used_pools: set[str] = set()
     round_no = 0
     hosts = {id(u): fits.hosts(u) for u in remaining}  # the units live as long as this call
@@ -656,16 +774,29 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
         table = best.table
         used_pools.add(best_option.pool.name)
         round_no += 1
+    dead = split.dead if split is not None else []
+    ordered, position = (order.units, order.position) if order is not None else ([], {})
     if any(u.group for u in remaining):
+        if dead:  # the gangs' spill reorders what is left: the dead pods go back among the singles it keeps
+            remaining = [u for _, u in sorted([*((position[id(u)], u) for u in remaining),
+                                               *((i, ordered[i]) for i, _ in dead)], key=itemgetter(0))]
+            dead = []
         spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy,
                             fits)
         scale_ups += spill.scale_ups
         remaining, table, totals = spill.leftover, spill.table, spill.totals
     why = memo.why(pools, blocked_pools, totals, policy) if remaining else Unplaceable()
-    unplaceable = [v for u in remaining
-                   for v in _unplaceable(u, pools, blocked_pools, totals, policy, fits.verdicts, why)]
+    if not dead:
+        unplaceable = tuple(v for u in remaining
+                            for v in _unplaceable(u, pools, blocked_pools, totals, policy, fits.verdicts, why))
+    elif not remaining:
+        unplaceable = split.verdicts if split is not None else ()
+    else:  # in the order: the live units left over and the dead pods, by position
+        unplaceable = tuple(v for _, verdicts in sorted(
+            [*dead, *((position[id(u)], _unplaceable(u, pools, blocked_pools, totals, policy, fits.verdicts, why))
+                      for u in remaining)], key=itemgetter(0)) for v in verdicts)
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
-                         unplaceable=tuple(unplaceable), table=table, totals=totals)
+                         unplaceable=unplaceable, table=table, totals=totals)
 
 
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
