@@ -362,13 +362,14 @@ class PoolFits:
     pool and every round; a `ScaleUpMemo` keeps it from one decision to the next while the pools are equal, so pods
     that wait decision after decision (many fit no pool at all) are judged once."""
 
-    __slots__ = ("_of_pod", "_of_shape", "pools", "verdicts")
+    __slots__ = ("_of_pod", "_of_shape", "_refused", "pools", "verdicts")
 
     def __init__(self, pools: Sequence[NodePool], verdicts: Verdicts) -> None:
         self.pools = tuple(pools)
         self.verdicts = verdicts
         self._of_shape: dict[tuple[Resources, SchedulingConstraints], frozenset[str]] = {}
         self._of_pod: _ByPod[frozenset[str]] = _ByPod()
+        self._refused: _ByPod[PodVerdict] = _ByPod()
 
     def hosts(self, unit: Unit) -> frozenset[str]:
         """Names of the pools one of whose new nodes hosts each pod of `unit` (`pool_verdict` says it fits)."""
@@ -386,6 +387,17 @@ class PoolFits:
                 self._of_pod.put(pod, fit)
             names = fit if names is None else names & fit
         return frozenset() if names is None else names
+
+    def refused(self, pod: Pod, totals: Totals, policy: Policy) -> PodVerdict:
+        """The verdict of a single pod no pool hosts (`hosts` is empty): why it is not scaled up, which reads only the
+        pod and the pools (`_why_unplaceable` finds a refusing verdict in every pool, so it never reaches backoff or
+        limits: `totals` and `policy` are never read), kept per pod."""
+        verdict = self._refused.get(pod)
+        if verdict is None:
+            unit = Unit((pod,))
+            verdict = self._refused.put(pod, _Why(*_why_unplaceable(unit, self.pools, {}, totals, policy,
+                                                                    self.verdicts)).of(pod))
+        return verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,8 +520,7 @@ class ScaleUpMemo:
                 list(dict.fromkeys(u.pods[0].requests for u in units if u.group is None and len(u.pods) == 1)))
         return order
 
-    def split(self, order: _Order, table: NodeTable, fits: PoolFits, pools: Sequence[NodePool],
-              totals: Totals, policy: Policy) -> _Split:
+    def split(self, order: _Order, table: NodeTable, fits: PoolFits, totals: Totals, policy: Policy) -> _Split:
         """The order split into live and dead units for this table and these pools (`_Split`): the last split while
         the same requests are hopeless and the pools are the same."""
         hopeless = self._hopeless_of(order, table)
@@ -520,8 +531,7 @@ class ScaleUpMemo:
             for i, unit in enumerate(order.units):
                 if (unit.group is None and len(unit.pods) == 1 and unit.pods[0].requests in hopeless
                         and not fits.hosts(unit)):
-                    why = _Why(*_why_unplaceable(unit, pools, {}, totals, policy, fits.verdicts))
-                    dead.append((i, (why.of(unit.pods[0]),)))
+                    dead.append((i, (fits.refused(unit.pods[0], totals, policy),)))
                 else:
                     live.append(unit)
             split = order.split = _Split(fits, hopeless, live, dead, tuple(v for _, (v,) in dead))
@@ -557,8 +567,11 @@ class ScaleUpMemo:
         last = self._normalizer
         if last is None or last[0] != key or changed:
             normalizer = Resources()
-            # Nodes of a pool share one allocatable object: the distinct objects first, then their values.
-            for allocatable in (*key, *{id(a): a for a in self._allocatables}.values()):
+            # Nodes of a pool share one allocatable object and many nodes an equal one: the distinct objects first
+            # (in C), then their distinct values (their hash is kept), then the max of those few.
+            allocatables = self._allocatables
+            distinct = dict(zip(map(id, allocatables), allocatables, strict=True)).values()
+            for allocatable in dict.fromkeys((*key, *distinct)):
                 normalizer = normalizer.max(allocatable)
             normalizer -= Resources.of({PODS: normalizer.get(PODS)})
             if last is None or last[1] != normalizer:
@@ -729,7 +742,7 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                 + (f" ({backoff.message})" if backoff.message else ""),
                 {"until_s": backoff.until_s, "failures": backoff.failures})
     order = memo.order(gathered, *memo.normalizer(pools, table)) if candidates.units else None
-    split = memo.split(order, table, fits, pools, totals, policy) if order is not None else None
+    split = memo.split(order, table, fits, totals, policy) if order is not None else None
     existing = place_units(table, split.live if split is not None else [])
     covered = [PodVerdict(pod=p.key, reasons=_COVERED[bool(upcoming_rows[existing.rows[p.key]])])
                for u in existing.placed for p in u.pods]
