@@ -9,7 +9,7 @@ cost by its hourly price.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gpuscale.engine.policy import Limits
 from gpuscale.model.pool import NodePool
@@ -30,16 +30,23 @@ class Totals:
     nodes_by_pool: Mapping[str, int] | None = None
 
     def add(self, pool: NodePool, count: int) -> Totals:
+        return self.add_all(((pool, count),))
+
+    def add_all(self, pool_counts: Iterable[tuple[NodePool, int]]) -> Totals:
+        """These totals with `count` more nodes of each pool, added in order (one new object, however many pools)."""
         gpus = dict(self.gpus_by_model or {})
-        if pool.gpu_model:
-            gpus[pool.gpu_model] = gpus.get(pool.gpu_model, 0) + pool.gpus_per_node * count
         by_pool = dict(self.nodes_by_pool or {})
-        by_pool[pool.name] = by_pool.get(pool.name, 0) + count
-        return replace(
-            self, nodes=self.nodes + count, cpu_milli=self.cpu_milli + pool.allocatable.get(CPU) * count,
-            memory_bytes=self.memory_bytes + pool.allocatable.get(MEMORY) * count, gpus_by_model=gpus,
-            usd_per_hour=self.usd_per_hour + pool.usd_per_hour * count, nodes_by_pool=by_pool,
-        )
+        nodes, cpu, memory, usd = self.nodes, self.cpu_milli, self.memory_bytes, self.usd_per_hour
+        for pool, count in pool_counts:
+            if pool.gpu_model:
+                gpus[pool.gpu_model] = gpus.get(pool.gpu_model, 0) + pool.gpus_per_node * count
+            by_pool[pool.name] = by_pool.get(pool.name, 0) + count
+            nodes += count
+            cpu += pool.allocatable.get(CPU) * count
+            memory += pool.allocatable.get(MEMORY) * count
+            usd += pool.usd_per_hour * count
+        return Totals(nodes=nodes, cpu_milli=cpu, memory_bytes=memory, gpus_by_model=gpus, usd_per_hour=usd,
+                      nodes_by_pool=by_pool)
 
 
 def totals_of(pool_counts: Iterable[tuple[NodePool | None, int]]) -> Totals:
@@ -53,10 +60,8 @@ def totals_of(pool_counts: Iterable[tuple[NodePool | None, int]]) -> Totals:
         else:
             counts[pool.name] = counts.get(pool.name, 0) + count
             pools[pool.name] = pool
-    totals = Totals(nodes=unknown, gpus_by_model={}, nodes_by_pool={})
-    for name, count in counts.items():
-        totals = totals.add(pools[name], count)
-    return totals
+    return Totals(nodes=unknown, gpus_by_model={}, nodes_by_pool={}).add_all(
+        (pools[name], count) for name, count in counts.items())
 
 
 @dataclass(frozen=True, slots=True)
