@@ -17,7 +17,10 @@ Identical pods form equivalence classes: once one pod of a class fails to fit so
 tried again there (capacity only shrinks during a decision), a class asking more than any row has free is not tried at
 all, and the rows a class fits are found once per placement pass, then kept up to date by the rows placed on. What
 depends only on inputs that rarely change — which pools host which pod, the share normalizer, why units no pool takes
-wait — is carried from one decision to the next by a `ScaleUpMemo`, which never changes a result.
+wait, the units gathered from the pending pods and their order — is carried from one decision to the next by a
+`ScaleUpMemo`, which never changes a result. Pods that no pool hosts and that ask more than any row has free ("dead")
+are set apart with their verdicts while the table leaves them so: placement and estimation walk only the others, so
+a decision whose waiting pods did not change costs what the changed ones cost, not what every waiting pod does.
 """
 
 from __future__ import annotations
@@ -470,10 +473,11 @@ not backed off), and whether each pool's headroom leaves a node and which limit 
 class ScaleUpMemo:
     """What scale-up derives from inputs that rarely change, carried from one decision to the next (kept by
     `engine.memo.DecideMemo`): the pool verdicts per unit (`PoolFits`), the dominant-share normalizer and the shares
-    worked out against it, and why each unit shape no pool takes is not scaled up. Each is kept with everything it was
-    computed from and dropped when any of that differs, so a decision with a memo equals one with a fresh memo
-    (tests/engine/test_scaleup_memo.py); with 20 to 25 pods that no pool can take waiting every decision of the
-    twin's week, most of scale-up's work was judging them again."""
+    worked out against it, why each unit shape no pool takes is not scaled up, the units gathered from the pending
+    pods (`_Gathered`), their order (`_Order`) and its split into live units and dead pods (`_Split`). Each is kept with
+    everything it was computed from and dropped when any of that differs, so a decision with a memo equals one with a
+    fresh memo (tests/engine/test_scaleup_memo.py, test_scaleup_carry.py); with 20 to 25 pods that no pool can take
+    waiting every decision of the twin's week, most of scale-up's work was judging, ordering and placing them again."""
 
     __slots__ = ("_allocatables", "_fits", "_gather_inputs", "_gathered", "_hopeless", "_nodes", "_normalizer",
                  "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw")
