@@ -101,6 +101,10 @@ class TypicalClass:
     pods: int
     weight: float
 
+    def __post_init__(self) -> None:
+        if (self.gpu_count > 0) != (self.gpu_milli > 0):  # as a pod shape: `FragTable.frag_of_one_device` relies on it
+            raise ValueError(f"gpu_count {self.gpu_count} and gpu_milli {self.gpu_milli} must both be set or unset")
+
     @property
     def models(self) -> tuple[str, ...]:
         return tuple(m for m in self.model_key.split("|") if m)
@@ -202,6 +206,7 @@ class FragTable:
         # access[model index, class]: may the class use that model?
         self.access = np.array([[model_allows(c.models, m) for c in classes] for m in models], dtype=np.bool_)
         self._class_bits = (4 * self.access + 8 * self.gpu_class).astype(np.uint8)
+        self._one_fit = _one_device_fit(self.milli, self.count)
         self.weight_sum = float(self.weight.sum())
 
     @property
@@ -220,6 +225,7 @@ class FragTable:
         table.cpu, table.milli, table.count = self.cpu[at], self.milli[at], self.count[at]
         table.gpu_class = self.gpu_class[at]
         table.access, table._class_bits = self.access[:, at], self._class_bits[:, at]
+        table._one_fit = self._one_fit[at]
         return table.weighed(pods, weights)
 
     def weighed(self, pods: Sequence[int], weights: FloatArray) -> FragTable:
@@ -228,7 +234,7 @@ class FragTable:
         table = FragTable.__new__(FragTable)
         table._base, table._classes, table._pods = self._base, None, pods
         table.cpu, table.milli, table.count, table.gpu_class = self.cpu, self.milli, self.count, self.gpu_class
-        table.access, table._class_bits = self.access, self._class_bits
+        table.access, table._class_bits, table._one_fit = self.access, self._class_bits, self._one_fit
         table.weight = weights
         table.weight_sum = float(weights.sum())
         return table
@@ -261,10 +267,30 @@ class FragTable:
         terms = np.where(_CASE_USABLE.take(case), small_milli, gpu_left[:, None]) * self.weight
         return _sum_by_category(_CASE_COLUMN.take(case), terms)
 
+    def frag_of_one_device(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
+        """F of states with one device (shape S each: free CPU, the device's free milli, model index): `frag` of
+        their `stats`, in fewer steps. With one device, a class fits when that device has its milli (a CPU-only
+        class always does, a class of several devices never), and where it fits entirely (the only case whose
+        term is not all idle milli) the device is no sliver for it: its term is 0."""
+        bits = self._class_bits[0] if len(self._class_bits) == 1 else self._class_bits[model]
+        g = gpu_free[:, None]
+        case = np.add(g >= self._one_fit, bits, dtype=np.uint8)
+        case += (cpu_free[:, None] >= self.cpu).view(np.uint8) << 1
+        terms = np.where(_CASE_USABLE.take(case), 0, g) * self.weight
+        return _sum_by_category(_CASE_COLUMN.take(case), terms)
+
     def frag_of_nodes(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
         """F of actual node states: free CPU (S), free device milli (S × devices), model index (S)."""
         fit_count, small = self.stats(gpu_free)
         return self.frag(cpu_free, gpu_free.sum(axis=-1), model, fit_count, small)
+
+
+def _one_device_fit(milli: IntArray, count: IntArray) -> IntArray:
+    """Per class, the free milli a node's only device needs for `fit_count >= count`: any for a CPU-only class,
+    the class's milli for one device, more than a device has for several."""
+    bound = np.iinfo(np.int64)
+    fit: IntArray = np.where(count == 0, bound.min, np.where(count == 1, milli, bound.max))
+    return fit
 
 
 class TypicalTables:
