@@ -61,7 +61,7 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
     workload = +s._workload
     expected: Counter[object] = Counter()
     for p in cluster.pods.values():
-        if (shape := s._shape(p.requests)) is not None:
+        if (shape := s._request(p.requests).shape) is not None:
             expected[class_key(shape)] += 1
     assert workload == expected
     if s._queue_order is not None:  # the kept queue is the pending pods sorted afresh
