@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.placement.devices import DEVICE_ANNOTATION
-from gpuscale.engine.placement.frag import class_key
+from gpuscale.engine.placement.frag import FragTable, class_key, typical_classes_of
 from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
@@ -64,6 +64,12 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
         if (shape := s._request(p.requests).shape) is not None:
             expected[class_key(shape)] += 1
     assert workload == expected
+    if s._gpu_placement is not None:  # the chooser's table, its ranking moved by the classes counted since the last
+        table = s._chooser().table
+        assert (table is None) == (not workload)
+        if table is not None:
+            fresh = FragTable(typical_classes_of(workload), ("",))
+            assert table.classes == fresh.classes and table.weight.tolist() == fresh.weight.tolist()
     if s._queue_order is not None:  # the kept queue is the pending pods sorted afresh
         fresh = sorted(((-p.priority, p.created_s or 0.0, p.key), p.key,
                         s._kind_ids[p.requests, p.constraints, p.priority])

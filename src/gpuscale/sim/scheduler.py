@@ -123,7 +123,8 @@ class SimScheduler:
         """GPU pods bound or pending now per resource class: the workload fragmentation is measured against. Kept as
         pods come, bind and go; binding moves a pod from pending to bound and leaves it unchanged."""
         self._workload_moved: Counter[ClassKey] = Counter()
-        """Net change of `_workload` per class since the chooser was built: all zero = the same workload."""
+        """Net change of `_workload` per class since the chooser was built: all zero = the same workload; the
+        classes not zero are those whose counts `_frag_tables` must move in its ranking."""
         self._frag: FragChooser | None = None
         """The chooser for the workload it was built for (reused while the workload is the same)."""
         self._frag_tables = TypicalTables()
@@ -582,7 +583,8 @@ class SimScheduler:
     def _chooser(self) -> FragChooser:
         assert self._gpu_placement is not None
         if self._frag is None or any(self._workload_moved.values()):
-            self._frag = FragChooser.of_classes(self._gpu_placement, self._workload, self._frag_tables)
+            moved = [key for key, delta in self._workload_moved.items() if delta]
+            self._frag = FragChooser.of_classes(self._gpu_placement, self._workload, self._frag_tables, moved)
         self._workload_moved.clear()
         return self._frag
 

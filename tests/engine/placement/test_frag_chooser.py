@@ -78,6 +78,26 @@ def test_tables_of_a_changing_workload_equal_tables_built_afresh(workloads: list
         assert got.frag_of_nodes(cpu, free, model).tolist() == expected.frag_of_nodes(cpu, free, model).tolist()
 
 
+@given(st.lists(st.tuples(counts_st, st.booleans()), min_size=1, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_tables_ranked_by_moved_classes_equal_tables_built_afresh(
+        steps: list[tuple[dict[ClassKey, int], bool]]) -> None:
+    """A caller that names the classes whose counts moved since its last call (`table(counts, moved)`) gets what a
+    fresh table gives; calls that name none (every class looked at) may come in between."""
+    tables = TypicalTables()
+    last: dict[ClassKey, int] = {}
+    for counts, named in steps:
+        moved = [k for k in {*last, *counts} if last.get(k, 0) != counts.get(k, 0)]
+        got = tables.table(counts, moved if named else None)
+        last = counts
+        live = {k: n for k, n in counts.items() if n > 0}
+        if not live:
+            assert got is None
+            continue
+        assert got is not None
+        assert _table_fields(got) == _table_fields(FragTable(typical_classes_of(live), ("",)))
+
+
 def _reference_choice(chooser: FragChooser, shape: PodShape, cpu: np.ndarray, devices: GpuDevices,
                       rows: np.ndarray, rank: np.ndarray) -> tuple[int, tuple[int, ...]]:
     scores = chooser.scores(shape, cpu, devices, rows)

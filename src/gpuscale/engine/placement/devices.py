@@ -29,7 +29,7 @@ popularity cut.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -274,10 +274,12 @@ class FragChooser:
         self._use(policy, FragTable(typical_classes_of(counts), ("",)) if counts else None)
 
     @classmethod
-    def of_classes(cls, policy: str, counts: Mapping[ClassKey, int], tables: TypicalTables) -> FragChooser:
-        """The chooser for a workload given as pods per class (`class_key`), its table from `tables`."""
+    def of_classes(cls, policy: str, counts: Mapping[ClassKey, int], tables: TypicalTables,
+                   moved: Iterable[ClassKey] | None = None) -> FragChooser:
+        """The chooser for a workload given as pods per class (`class_key`), its table from `tables` (`moved`: the
+        classes whose counts may have changed since its last table, if the caller knows them)."""
         chooser = cls.__new__(cls)
-        chooser._use(policy, tables.table(counts))
+        chooser._use(policy, tables.table(counts, moved))
         return chooser
 
     def _use(self, policy: str, table: FragTable | None) -> None:

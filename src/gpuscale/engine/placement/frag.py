@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from operator import itemgetter
@@ -221,7 +221,7 @@ class FragTable:
         `FragTable` would build it: the per-class arrays are this table's columns, not computed again."""
         at = np.array(ids, dtype=np.int64)
         table = FragTable.__new__(FragTable)
-        table._base = tuple(self._base[i] for i in ids)
+        table._base = tuple(map(self._base.__getitem__, ids))
         table.cpu, table.milli, table.count = self.cpu[at], self.milli[at], self.count[at]
         table.gpu_class = self.gpu_class[at]
         table.access, table._class_bits = self.access[:, at], self._class_bits[:, at]
@@ -306,20 +306,32 @@ class TypicalTables:
         self._of_keys: dict[tuple[ClassKey, ...], FragTable] = {}
         """Tables by their typical classes (in order): a workload's table reweighs the one of its class list, which
         changes far less often than the counts do."""
-        self._order: list[ClassKey] = []
-        """The classes with pods at the last call, ranked: where the next ranking's sort starts."""
+        self._ranked: list[tuple[int, ClassKey]] = []
+        """(count, class) of the classes with pods at the last call, ascending: the ranking read backwards."""
+        self._pods: list[int] = []
+        self._keys: list[ClassKey] = []
+        """`_ranked`'s counts and classes, as lists of their own (read backwards: the ranking's columns)."""
+        self._counts: dict[ClassKey, int] | None = {}
+        """The counts of `_ranked` by class (None: not made yet, after a ranking of all classes)."""
 
-    def table(self, counts: Mapping[ClassKey, int]) -> FragTable | None:
-        """The table of the typical classes of `counts` (classes with no pods left out); None if there are none."""
-        ranked = self._ranked(counts)
-        if not ranked:
+    def table(self, counts: Mapping[ClassKey, int], moved: Iterable[ClassKey] | None = None) -> FragTable | None:
+        """The table of the typical classes of `counts` (classes with no pods left out); None if there are none.
+
+        `moved`: the classes whose counts may differ from the last call's (a caller that counts pods as they come
+        and go knows them); the ranking is then patched for those only. Without it, every class is looked at."""
+        if moved is None:
+            self._rank(counts)
+        else:
+            self._rerank(counts, moved)
+        if not self._pods:
             return None
-        pods = [n for n, _ in ranked]
+        pods = self._pods[::-1]
         shares = _typical_shares(pods, 95, 1)
-        keys = tuple(k for _, k in ranked[:len(shares)])
+        taken = len(shares)
+        keys = tuple(self._keys[:-taken - 1:-1])
         known = self._of_keys.get(keys)
         if known is not None:
-            return known.weighed(pods[:len(shares)], shares)
+            return known.weighed(pods[:taken], shares)
         if not self._id.keys() >= set(keys):
             for k in keys:
                 self._id.setdefault(k, len(self._id))
@@ -327,23 +339,46 @@ class TypicalTables:
                                                 weight=0.0) for k in self._id], self.models)
         if len(self._of_keys) >= _KEPT_TABLES:
             self._of_keys.clear()
-        table = self._of_keys[keys] = self._all.subset([self._id[k] for k in keys], pods[:len(shares)], shares)
+        table = self._of_keys[keys] = self._all.subset(list(map(self._id.__getitem__, keys)), pods[:taken], shares)
         return table
 
-    def _ranked(self, counts: Mapping[ClassKey, int]) -> list[tuple[int, ClassKey]]:
-        """(count, class) of the classes with pods, by count then class, both descending (`_ranked`'s order).
+    def _rank(self, counts: Mapping[ClassKey, int]) -> None:
+        """Rank the classes with pods (`_ranked`: by count then class, the ranking is both descending).
 
         Sorted from the last call's order: counts move by a few pods between two calls, so the list is almost in
         order already and the sort takes about one comparison per class. The result does not depend on where the
         sort started (no two entries are equal)."""
         get = counts.get
-        ranked = [(n, k) for k in self._order if (n := get(k, 0)) > 0]
+        ranked = [(n, k) for _, k in self._ranked if (n := get(k, 0)) > 0]
         if len(ranked) < len(counts):  # a class came (or a class without pods is listed)
-            listed = set(self._order)
+            listed = set(self._keys)
             ranked += [(n, k) for k, n in counts.items() if n > 0 and k not in listed]
-        ranked.sort(reverse=True)
-        self._order = [k for _, k in ranked]
-        return ranked
+        ranked.sort()
+        self._ranked = ranked
+        self._pods = [n for n, _ in ranked]
+        self._keys = [k for _, k in ranked]
+        self._counts = None
+
+    def _rerank(self, counts: Mapping[ClassKey, int], moved: Iterable[ClassKey]) -> None:
+        """`_rank` by moving the entries of the classes in `moved` (each found by bisection) to their new places."""
+        ranked, pods, keys, kept = self._ranked, self._pods, self._keys, self._counts
+        if kept is None:
+            kept = self._counts = dict(zip(keys, pods, strict=True))
+        for k in moved:
+            old, new = kept.get(k, 0), counts.get(k, 0)
+            if old == new or (old <= 0 and new <= 0):
+                continue
+            if old > 0:
+                at = bisect_left(ranked, (old, k))
+                del ranked[at], pods[at], keys[at]
+            if new > 0:
+                at = bisect_left(ranked, (new, k))
+                ranked.insert(at, (new, k))
+                pods.insert(at, new)
+                keys.insert(at, k)
+                kept[k] = new
+            else:
+                del kept[k]
 
 
 _KEPT_TABLES = 4096
