@@ -72,7 +72,7 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
             assert table.classes == fresh.classes and table.weight.tolist() == fresh.weight.tolist()
     if s._queue_order is not None:  # the kept queue is the pending pods sorted afresh
         fresh = sorted(((-p.priority, p.created_s or 0.0, p.key), p.key,
-                        s._kind_ids[p.requests, p.constraints, p.priority])
+                        s._kind_ids[s._request(p.requests), s._constraint(p.constraints), p.priority])
                        for p in (cluster.pods[k] for k in cluster.pending))
         kept = s._queue()
         assert [(pos, p.key, kind) for pos, p, kind in kept] == fresh

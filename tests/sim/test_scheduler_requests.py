@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscale.model.pod import SchedulingConstraints
+from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
 from gpuscale.model.taints import Toleration, TolerationOperator
 from gpuscale.sim import scheduler as scheduler_module
@@ -53,6 +53,7 @@ def test_a_request_reads_as_a_fresh_read_of_it(kept: int, steps: list[tuple[tupl
         scheduler = SimScheduler(sim, cluster, COLUMNS, gpu_placement="gpuscale")
         plain = SimScheduler(Simulation(), SimCluster(), COLUMNS)  # no GPU workload counted: no class
         held: list[tuple[Resources, SchedulingConstraints]] = []
+        kinds: list[tuple[tuple[Resources, SchedulingConstraints, int], int]] = []
         for (cpu, memory, extra), keys, again in steps:
             requests, constraints = _resources(cpu, memory, extra), _constraints(keys)
             if again and held:
@@ -65,3 +66,8 @@ def test_a_request_reads_as_a_fresh_read_of_it(kept: int, steps: list[tuple[tupl
             one = scheduler._constraint(constraints)
             assert one == constraints
             assert scheduler._constraint(replace(constraints)) is one  # one object per value
+            pod = Pod(namespace="default", name=f"p{len(kinds)}", uid="u", requests=requests, constraints=constraints,
+                      priority=cpu // 500 % 2)
+            kinds.append(((requests, constraints, pod.priority), scheduler._enqueue(pod)[2]))
+        for value, kind in kinds:  # a pod kind's number stands for its value
+            assert all((kind == other) == (value == seen) for seen, other in kinds)

@@ -130,7 +130,7 @@ class SimScheduler:
         self._frag_tables = TypicalTables()
         """The typical-class tables of workloads met so far: a new chooser mostly only reweighs one."""
         self.attempts = 0
-        self._kind_ids: dict[tuple[Resources, SchedulingConstraints, int], int] = {}
+        self._kind_ids: dict[tuple[_Request, SchedulingConstraints, int], int] = {}
         """Pod kinds (requests, constraints, priority) by a small number, so a pass hashes each pod's kind once."""
         self._queued: dict[str, _Entry] = {}
         """Per pending pod: its queue position (priority, creation, key), the pod object, and its kind's number; kept
@@ -213,7 +213,8 @@ class SimScheduler:
                 bisect.insort(self._queue_order, self._enqueue(after))
 
     def _enqueue(self, pod: Pod) -> _Entry:
-        kind = self._kind_ids.setdefault((pod.requests, pod.constraints, pod.priority), len(self._kind_ids))
+        key = (self._request(pod.requests), self._constraint(pod.constraints), pod.priority)  # one object per value
+        kind = self._kind_ids.setdefault(key, len(self._kind_ids))
         entry = self._queued[pod.key] = ((-pod.priority, pod.created_s or 0.0, pod.key), pod, kind)
         return entry
 
