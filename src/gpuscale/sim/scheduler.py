@@ -514,9 +514,12 @@ class SimScheduler:
             if not static[row] or free_pods[row] < 1:
                 continue
             room = free[row].tolist()
-            if all(room[col] >= amount for col, amount in wanted) and (
-                    need is None or devices is None or devices.can_take(row, need)):
-                return True
+            for col, amount in wanted:  # a plain loop: no generator per row
+                if room[col] < amount:
+                    break
+            else:
+                if need is None or devices is None or devices.can_take(row, need):
+                    return True
         return False
 
     def _queue(self) -> list[_Entry]:
