@@ -343,7 +343,7 @@ class TypicalTables:
         return table
 
     def _rank(self, counts: Mapping[ClassKey, int]) -> None:
-        """Rank the classes with pods (`_ranked`: by count then class, the ranking is both descending).
+        """Rank the classes with pods into `_ranked` (ascending: read backwards, by count then class, both descending).
 
         Sorted from the last call's order: counts move by a few pods between two calls, so the list is almost in
         order already and the sort takes about one comparison per class. The result does not depend on where the
