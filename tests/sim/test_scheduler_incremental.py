@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.placement.devices import DEVICE_ANNOTATION
-from gpuscale.engine.placement.frag import class_key
+from gpuscale.engine.placement.frag import FragTable, class_key, typical_classes_of
 from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
@@ -61,12 +61,18 @@ def assert_matches_rebuild(cluster: SimCluster, s: SimScheduler) -> None:
     workload = +s._workload
     expected: Counter[object] = Counter()
     for p in cluster.pods.values():
-        if (shape := s._shape(p.requests)) is not None:
+        if (shape := s._request(p.requests).shape) is not None:
             expected[class_key(shape)] += 1
     assert workload == expected
+    if s._gpu_placement is not None:  # the chooser's table, its ranking moved by the classes counted since the last
+        table = s._chooser().table
+        assert (table is None) == (not workload)
+        if table is not None:
+            fresh = FragTable(typical_classes_of(workload), ("",))
+            assert table.classes == fresh.classes and table.weight.tolist() == fresh.weight.tolist()
     if s._queue_order is not None:  # the kept queue is the pending pods sorted afresh
         fresh = sorted(((-p.priority, p.created_s or 0.0, p.key), p.key,
-                        s._kind_ids[p.requests, p.constraints, p.priority])
+                        s._kind_ids[s._request(p.requests), s._constraint(p.constraints), p.priority])
                        for p in (cluster.pods[k] for k in cluster.pending))
         kept = s._queue()
         assert [(pos, p.key, kind) for pos, p, kind in kept] == fresh

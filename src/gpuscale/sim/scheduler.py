@@ -101,9 +101,16 @@ class SimScheduler:
         self._static: dict[SchedulingConstraints, BoolArray] = {}
         self._soft: dict[tuple[Toleration, ...], IntArray] = {}
         """Per toleration set: each row's `PreferNoSchedule` taints it does not tolerate (TaintToleration's score)."""
-        self._request_rows: dict[Resources, IntArray | None] = {}
-        self._request_cols: dict[Resources, tuple[IntArray, IntArray] | None] = {}
-        self._request_wanted: dict[Resources, list[tuple[int, int]] | None] = {}
+        self._requests: dict[Resources, _Request] = {}
+        """What the scheduler reads off each distinct request value."""
+        self._request_of: dict[int, tuple[Resources, _Request]] = {}
+        """The same by request object (`id`, the object held so the id stays its own): pods of a job share one
+        request object, and a lookup by value compares equal objects field by field."""
+        self._constraints: dict[SchedulingConstraints, SchedulingConstraints] = {}
+        """One object per distinct constraints value, the key of the masks (`_static`, and its tolerations `_soft`'s),
+        which are then found by identity."""
+        self._constraints_of: dict[int, tuple[SchedulingConstraints, SchedulingConstraints]] = {}
+        """That object by constraints object (`id`, the object held)."""
         self._gpu_cols = [i for i, c in enumerate(self.columns) if is_gpu_resource(c) or c == GPU_MILLI]
         self._fit_cols = (self._gpu_cols if scoring is Scoring.GPU_BINPACK and self._gpu_cols
                           else [self._col[c] for c in (CPU, MEMORY) if c in self._col])
@@ -116,13 +123,14 @@ class SimScheduler:
         """GPU pods bound or pending now per resource class: the workload fragmentation is measured against. Kept as
         pods come, bind and go; binding moves a pod from pending to bound and leaves it unchanged."""
         self._workload_moved: Counter[ClassKey] = Counter()
-        """Net change of `_workload` per class since the chooser was built: all zero = the same workload."""
+        """Net change of `_workload` per class since the chooser was built: all zero = the same workload; the
+        classes not zero are those whose counts `_frag_tables` must move in its ranking."""
         self._frag: FragChooser | None = None
         """The chooser for the workload it was built for (reused while the workload is the same)."""
         self._frag_tables = TypicalTables()
         """The typical-class tables of workloads met so far: a new chooser mostly only reweighs one."""
         self.attempts = 0
-        self._kind_ids: dict[tuple[Resources, SchedulingConstraints, int], int] = {}
+        self._kind_ids: dict[tuple[_Request, SchedulingConstraints, int], int] = {}
         """Pod kinds (requests, constraints, priority) by a small number, so a pass hashes each pod's kind once."""
         self._queued: dict[str, _Entry] = {}
         """Per pending pod: its queue position (priority, creation, key), the pod object, and its kind's number; kept
@@ -158,15 +166,15 @@ class SimScheduler:
         if self._still_failing:
             self._still_failing = {k: p for k, p in self._still_failing.items() if p <= pod.priority}
         self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
-        self._count_shape(pod, 1)
+        request = self._request(pod.requests)
+        self._count_class(request, 1)
         if not self._stale:
             row = self._row.get(pod.node_name or "")
-            vec = self._vector(pod.requests)
             if row is not None:
-                if vec is not None:
-                    self._free[row] -= vec
+                if request.vec is not None:
+                    self._free[row] -= request.vec
                 self._free_pods[row] -= 1
-                self._hold(row, pod, take=True)
+                self._hold(row, pod, request.need, take=True)
         if self._stale:  # the arrays no longer hold this pod: a kind is tried again, as after a rebuild
             self._still_failing.clear()
 
@@ -178,15 +186,15 @@ class SimScheduler:
             self._bound_priorities[pod.priority] = left
         else:
             self._bound_priorities.pop(pod.priority, None)
-        self._count_shape(pod, -1)
+        request = self._request(pod.requests)
+        self._count_class(request, -1)
         if not self._stale:
             row = self._row.get(pod.node_name or "")
-            vec = self._vector(pod.requests)
             if row is not None:
-                if vec is not None:
-                    self._free[row] += vec
+                if request.vec is not None:
+                    self._free[row] += request.vec
                 self._free_pods[row] += 1
-                self._hold(row, pod, take=False)
+                self._hold(row, pod, request.need, take=False)
         self.request_pass()
 
     def pod_pending(self, pod: Pod) -> None:
@@ -195,17 +203,18 @@ class SimScheduler:
 
     def pending_changed(self, before: Pod | None, after: Pod | None) -> None:
         if before is not None:
-            self._count_shape(before, -1)
+            self._count_class(self._request(before.requests), -1)
             if (entry := self._queued.pop(before.key, None)) is not None and self._queue_order is not None:
                 at = bisect.bisect_left(self._queue_order, (entry[0],))
                 del self._queue_order[at]
         if after is not None:
-            self._count_shape(after, 1)
+            self._count_class(self._request(after.requests), 1)
             if self._queue_order is not None:
                 bisect.insort(self._queue_order, self._enqueue(after))
 
     def _enqueue(self, pod: Pod) -> _Entry:
-        kind = self._kind_ids.setdefault((pod.requests, pod.constraints, pod.priority), len(self._kind_ids))
+        key = (self._request(pod.requests), self._constraint(pod.constraints), pod.priority)  # one object per value
+        kind = self._kind_ids.setdefault(key, len(self._kind_ids))
         entry = self._queued[pod.key] = ((-pod.priority, pod.created_s or 0.0, pod.key), pod, kind)
         return entry
 
@@ -250,15 +259,47 @@ class SimScheduler:
         self._grown.clear()
 
     # ------------------------------------------------------------------------------------------------ devices
-    def _need(self, requests: Resources) -> GpuNeed | None:
-        return self._kinds.need(requests)
+    def _request(self, requests: Resources) -> _Request:
+        """What the scheduler reads off `requests` (found by identity first, then by value, else computed)."""
+        known = self._request_of.get(id(requests))
+        if known is not None and known[0] is requests:
+            return known[1]
+        request = self._requests.get(requests)
+        if request is None:
+            request = self._requests[requests] = self._read(requests)
+        if len(self._request_of) >= _OBJECTS_KEPT:
+            self._request_of.clear()
+        self._request_of[id(requests)] = (requests, request)
+        return request
 
-    def _shape(self, requests: Resources) -> PodShape | None:
-        return self._kinds.shape(requests)
+    def _read(self, requests: Resources) -> _Request:
+        """`_Request` of `requests`, computed."""
+        vec: IntArray | None = np.zeros(len(self.columns), dtype=np.int64)
+        for name, amount in requests.items:
+            col = self._col.get(name)
+            if col is None:
+                vec = None
+                break
+            assert vec is not None
+            vec[col] = amount
+        shape = self._kinds.shape(requests)
+        return _Request(vec, None if vec is None else [(col, int(vec[col])) for col in vec.nonzero()[0].tolist()],
+                        self._kinds.need(requests), shape,
+                        class_key(shape) if shape is not None and self._gpu_placement is not None else None)
 
-    def _count_shape(self, pod: Pod, delta: int) -> None:
-        if self._gpu_placement is not None and (shape := self._shape(pod.requests)) is not None:
-            key = class_key(shape)
+    def _constraint(self, constraints: SchedulingConstraints) -> SchedulingConstraints:
+        """The one object of `constraints`' value (`_constraints`)."""
+        known = self._constraints_of.get(id(constraints))
+        if known is not None and known[0] is constraints:
+            return known[1]
+        one = self._constraints.setdefault(constraints, constraints)
+        if len(self._constraints_of) >= _OBJECTS_KEPT:
+            self._constraints_of.clear()
+        self._constraints_of[id(constraints)] = (constraints, one)
+        return one
+
+    def _count_class(self, request: _Request, delta: int) -> None:
+        if (key := request.klass) is not None:
             left = self._workload[key] + delta
             if left:
                 self._workload[key] = left
@@ -266,10 +307,11 @@ class SimScheduler:
                 del self._workload[key]
             self._workload_moved[key] += delta
 
-    def _hold(self, row: int, pod: Pod, *, take: bool) -> None:
-        """A bound pod takes (or gives back) the devices its `gpuscale.io/gpu-index` annotation names."""
+    def _hold(self, row: int, pod: Pod, need: GpuNeed | None, *, take: bool) -> None:
+        """A bound pod (`need` per device) takes (or gives back) the devices its `gpuscale.io/gpu-index` annotation
+        names."""
         devices = self._devices
-        if devices is None or not devices.count[row] or (need := self._need(pod.requests)) is None:
+        if devices is None or need is None or not devices.count[row]:
             return
         if pod.node_name in self._inexact:
             self._stale = True
@@ -285,27 +327,6 @@ class SimScheduler:
             devices.give(row, need, held)
 
     # ------------------------------------------------------------------------------------------------ arrays
-    def _vector(self, requests: Resources) -> IntArray | None:
-        if requests in self._request_rows:
-            return self._request_rows[requests]
-        row: IntArray | None = np.zeros(len(self.columns), dtype=np.int64)
-        for name, amount in requests.items:
-            col = self._col.get(name)
-            if col is None:
-                row = None
-                break
-            assert row is not None
-            row[col] = amount
-        self._request_rows[requests] = row
-        return row
-
-    def _columns(self, requests: Resources) -> tuple[IntArray, IntArray] | None:
-        """The columns `requests` asks for and the amounts there (None: it asks for something no node has)."""
-        if requests not in self._request_cols:
-            vec = self._vector(requests)
-            self._request_cols[requests] = None if vec is None else (cols := vec.nonzero()[0], vec[cols])
-        return self._request_cols[requests]
-
     def _rebuild(self) -> None:
         """All rows from scratch: at the first pass, and when a bound pod's devices must be reconstructed."""
         self._still_failing.clear()
@@ -339,11 +360,11 @@ class SimScheduler:
         held: list[Pod] = []
         for key in self._cluster.pods_on.get(node.name, ()):
             pod = self._cluster.pods[key]
-            vec = self._vector(pod.requests)
-            if vec is not None:
-                free -= vec
+            request = self._request(pod.requests)
+            if request.vec is not None:
+                free -= request.vec
             free_pods -= 1
-            if devices.count[0] and (need := self._need(pod.requests)):
+            if devices.count[0] and (need := request.need):
                 needs.append(need)
                 held.append(pod)
         devices.load([0] * len(needs), needs, held)
@@ -414,6 +435,7 @@ class SimScheduler:
         self._devices = self._all_devices if self._all_devices else None
 
     def _static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
+        constraints = self._constraint(constraints)
         mask = self._static.get(constraints)
         if mask is None:
             nodes = self._cluster.nodes
@@ -477,33 +499,27 @@ class SimScheduler:
         rows = {row for name in self._grown[since:] if (row := self._row.get(name)) is not None}
         return bool(rows) and self._any_feasible(pod, rows)
 
-    def _wanted(self, requests: Resources) -> list[tuple[int, int]] | None:
-        """`_columns` as plain (column, amount) pairs for `_any_feasible`."""
-        try:
-            return self._request_wanted[requests]
-        except KeyError:
-            cols = self._columns(requests)
-            wanted = self._request_wanted[requests] = (
-                None if cols is None else list(zip(cols[0].tolist(), cols[1].tolist(), strict=True)))
-            return wanted
-
     def _any_feasible(self, pod: Pod, rows: set[int]) -> bool:
         """Whether one of a few `rows` can take `pod`: `_feasible(...).any()` on them, row by row in plain Python
         (a handful of rows costs less than the dozen NumPy calls of the vectorised check)."""
-        wanted = self._wanted(pod.requests)
+        request = self._request(pod.requests)
+        wanted = request.wanted
         if wanted is None or pod.constraints.unsupported:
             return False
         static = self._static_mask(pod.constraints)
         devices = self._devices
-        need = self._need(pod.requests) if devices is not None else None
+        need = request.need if devices is not None else None
         free, free_pods = self._free, self._free_pods
         for row in rows:
             if not static[row] or free_pods[row] < 1:
                 continue
             room = free[row].tolist()
-            if all(room[col] >= amount for col, amount in wanted) and (
-                    need is None or devices is None or devices.can_take(row, need)):
-                return True
+            for col, amount in wanted:  # a plain loop: no generator per row
+                if room[col] < amount:
+                    break
+            else:
+                if need is None or devices is None or devices.can_take(row, need):
+                    return True
         return False
 
     def _queue(self) -> list[_Entry]:
@@ -525,7 +541,8 @@ class SimScheduler:
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
                   devices: GpuDevices | None = None) -> BoolArray:
         """Which rows can take `pod` (`_any_feasible` is the same rule for a few rows)."""
-        wanted = self._wanted(pod.requests)
+        request = self._request(pod.requests)
+        wanted = request.wanted
         if wanted is None or pod.constraints.unsupported or not len(self._names):
             return np.zeros(len(self._names), dtype=bool)
         static = self._static_mask(pod.constraints)
@@ -533,7 +550,7 @@ class SimScheduler:
         for col, amount in wanted:  # a few columns: one compare each, no (rows × columns) copy and row reduction
             mask &= free[:, col] >= amount
         devices = devices or self._devices
-        if devices is not None and (need := self._need(pod.requests)) is not None:
+        if devices is not None and (need := request.need) is not None:
             fit = mask.nonzero()[0]
             if len(fit):
                 mask[fit] = devices.fits(need, fit)
@@ -547,10 +564,11 @@ class SimScheduler:
         every such node scores alike), so when no candidate has devices the configured scoring alone decides, as the
         chooser's rank tie-break would."""
         devices = devices or self._devices
-        need = self._need(pod.requests) if devices is not None else None
+        request = self._request(pod.requests)
+        need = request.need if devices is not None else None
         if need is None or devices is None:
             return self._score(pod, mask, free), ()
-        shape = self._shape(pod.requests)
+        shape = request.shape
         candidates = np.flatnonzero(mask)
         row: int | None = None  # the configured scoring's choice is needed only when the chooser makes none
         if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
@@ -569,7 +587,8 @@ class SimScheduler:
     def _chooser(self) -> FragChooser:
         assert self._gpu_placement is not None
         if self._frag is None or any(self._workload_moved.values()):
-            self._frag = FragChooser.of_classes(self._gpu_placement, self._workload, self._frag_tables)
+            moved = [key for key, delta in self._workload_moved.items() if delta]
+            self._frag = FragChooser.of_classes(self._gpu_placement, self._workload, self._frag_tables, moved)
         self._workload_moved.clear()
         return self._frag
 
@@ -596,7 +615,7 @@ class SimScheduler:
         tolerate. TaintToleration reverses and normalises the counts over the feasible rows as kube's
         DefaultNormalizeScore does: 100 − count × 100 // max."""
         score = self._fit_scores(pod, candidates, free)
-        soft = self._soft_counts(pod.constraints.tolerations)
+        soft = self._soft_counts(self._constraint(pod.constraints).tolerations)
         most = int(soft[feasible].max(initial=0))
         if most:
             score = score + TAINT_TOLERATION_WEIGHT * (100 - soft[candidates] * 100 // most)
@@ -605,7 +624,7 @@ class SimScheduler:
     def _fit_scores(self, pod: Pod, candidates: IntArray, free: IntArray) -> npt.NDArray[np.float64]:
         """NodeResourcesFit's score, 0–100: the mean share of CPU and memory left free (least-allocated) or used
         (most-allocated), or of GPUs used (gpu-binpack)."""
-        vec = self._vector(pod.requests)
+        vec = self._request(pod.requests).vec
         assert vec is not None
         cols = self._fit_cols
         alloc = self._alloc[candidates][:, cols]
@@ -650,11 +669,11 @@ class SimScheduler:
                     self._mark_unschedulable(member)
                 return
             row, gpus = self._choose(pod, mask, free, devices)
-            vec = self._vector(pod.requests)
-            assert vec is not None
-            free[row] -= vec
+            request = self._request(pod.requests)
+            assert request.vec is not None
+            free[row] -= request.vec
             free_pods[row] -= 1
-            if devices is not None and gpus and (need := self._need(pod.requests)) is not None:
+            if devices is not None and gpus and (need := request.need) is not None:
                 devices.take(row, need, gpus)
             rows.append((row, gpus))
         for pod, (row, gpus) in zip(members, rows, strict=True):
@@ -662,8 +681,11 @@ class SimScheduler:
 
     def _preempt(self, pod: Pod) -> bool:
         """Evict lower-priority pods from one node so `pod` fits there; returns whether it was placed."""
-        vec = self._vector(pod.requests)
-        if vec is None or not len(self._names) or min(self._bound_priorities, default=pod.priority) >= pod.priority:
+        if min(self._bound_priorities, default=pod.priority) >= pod.priority or not len(self._names):
+            return False
+        request = self._request(pod.requests)
+        vec = request.vec
+        if vec is None:
             return False
         static = self._static_mask(pod.constraints)
         best: tuple[int, int, str, list[Pod]] | None = None
@@ -680,7 +702,7 @@ class SimScheduler:
             for victim in victims_all:
                 if (free >= vec).all() and free_pods >= 1:
                     break
-                v = self._vector(victim.requests)
+                v = self._request(victim.requests).vec
                 if v is not None:
                     free += v
                 free_pods += 1
@@ -696,7 +718,7 @@ class SimScheduler:
             self._cluster.delete_pod(victim.key)
             self._cluster.on_terminated(victim, Termination.PREEMPTED)
         row = self._row[best[2]]
-        need = self._need(pod.requests)
+        need = request.need
         if self._stale:
             self._rebuild()
         devices = self._devices
@@ -706,15 +728,31 @@ class SimScheduler:
 
     def _devices_after(self, row: int, pod: Pod, victims: Sequence[Pod]) -> bool:
         """Whether `pod` fits the row's devices once `victims` gave theirs back (rows without devices: yes)."""
-        need = self._need(pod.requests)
+        need = self._request(pod.requests).need
         if self._devices is None or need is None or not self._devices.count[row]:
             return True
         trial = GpuDevices(self._devices.count[row: row + 1], self._devices.free[row: row + 1].copy())
         for victim in victims:
-            held, victim_need = annotated_devices(victim), self._need(victim.requests)
+            held, victim_need = annotated_devices(victim), self._request(victim.requests).need
             if held is not None and victim_need is not None and trial.may_hold(0, victim_need, held, free=False):
                 trial.give(0, victim_need, held)
         return trial.can_take(0, need)
+
+
+class _Request:
+    """What the scheduler reads off one pod request: its amounts per column (`vec`; None when it asks for a resource
+    no node has) and as (column, amount) pairs where non-zero (`wanted`), its per-device GPU need, its shape for the
+    fragmentation scorers, and its resource class in the GPU workload (None: not counted there)."""
+
+    __slots__ = ("klass", "need", "shape", "vec", "wanted")
+
+    def __init__(self, vec: IntArray | None, wanted: list[tuple[int, int]] | None, need: GpuNeed | None,
+                 shape: PodShape | None, klass: ClassKey | None) -> None:
+        self.vec, self.wanted, self.need, self.shape, self.klass = vec, wanted, need, shape, klass
+
+
+_OBJECTS_KEPT = 1 << 16
+"""Request and constraints objects the scheduler keeps by identity before it starts over (each pins its object)."""
 
 
 def _inserted(a: npt.NDArray[_T], row: int, value: object) -> npt.NDArray[_T]:

@@ -8,6 +8,7 @@ plain per-node construction."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,3 +78,37 @@ def test_fractional_frag_and_keys_equal_the_reference(classes: list[TypicalClass
             expected = node_frag(cpu_free - cpu, [*devices[:d], g - milli, *devices[d + 1:]], "", classes)
             assert after[i, d] == expected
             assert keys[i, d] >> 40 == scores[i, d]  # gpuscale's keys lead with FGD's score
+
+
+MODELS = ("G2", "T4", "P100")
+model_classes_st = st.lists(st.builds(
+    lambda cpu, milli, count, model, weight: TypicalClass(
+        cpu_milli=cpu, gpu_milli=milli, gpu_count=count if milli else 0, model_key=model, pods=1, weight=weight),
+    st.integers(0, 20_000), st.sampled_from([0, 100, 250, 470, 500, 810, 1000]), st.integers(1, 3),
+    st.sampled_from(["", "G2", "T4|G2", "T4"]), st.floats(0.001, 1.0)), min_size=1, max_size=12)
+
+
+@given(model_classes_st, st.lists(st.tuples(st.integers(0, 24_000), st.sampled_from([0, 100, 190, 500, 530, 810, 1000]),
+                                            st.integers(0, len(MODELS) - 1)), min_size=1, max_size=8),
+       st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_one_device_frag_equals_the_reference(classes: list[TypicalClass], states: list[tuple[int, int, int]],
+                                              one_model: bool) -> None:
+    """`frag_of_one_device` (the shortcut the one-device views take) is F of the node with that one device (a node
+    without devices has 0 free there, which is F of no device), on one model or several."""
+    models = MODELS[:1] if one_model else MODELS
+    table = FragTable(classes, models)
+    cpu = np.array([c for c, _, _ in states], dtype=np.int64)
+    free = np.array([g for _, g, _ in states], dtype=np.int64)
+    model = np.array([m % len(models) for _, _, m in states], dtype=np.int64)
+    got = table.frag_of_one_device(cpu, free, model)
+    assert got.tolist() == table.frag_of_nodes(cpu, free[:, None], model).tolist()
+    for i, (cpu_free, g, m) in enumerate(states):
+        assert got[i] == node_frag(cpu_free, [g], models[m % len(models)], classes)
+
+
+def test_a_typical_class_asks_for_devices_exactly_when_it_asks_for_gpu_milli() -> None:
+    """What the one-device shortcut relies on (a class's fit on one device is decided by its milli and count)."""
+    for milli, count in ((500, 0), (0, 1)):
+        with pytest.raises(ValueError, match="gpu_count"):
+            TypicalClass(cpu_milli=0, gpu_milli=milli, gpu_count=count, model_key="", pods=1, weight=1.0)

@@ -78,6 +78,26 @@ def test_tables_of_a_changing_workload_equal_tables_built_afresh(workloads: list
         assert got.frag_of_nodes(cpu, free, model).tolist() == expected.frag_of_nodes(cpu, free, model).tolist()
 
 
+@given(st.lists(st.tuples(counts_st, st.booleans()), min_size=1, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_tables_ranked_by_moved_classes_equal_tables_built_afresh(
+        steps: list[tuple[dict[ClassKey, int], bool]]) -> None:
+    """A caller that names the classes whose counts moved since its last call (`table(counts, moved)`) gets what a
+    fresh table gives; calls that name none (every class looked at) may come in between."""
+    tables = TypicalTables()
+    last: dict[ClassKey, int] = {}
+    for counts, named in steps:
+        moved = [k for k in {*last, *counts} if last.get(k, 0) != counts.get(k, 0)]
+        got = tables.table(counts, moved if named else None)
+        last = counts
+        live = {k: n for k, n in counts.items() if n > 0}
+        if not live:
+            assert got is None
+            continue
+        assert got is not None
+        assert _table_fields(got) == _table_fields(FragTable(typical_classes_of(live), ("",)))
+
+
 def _reference_choice(chooser: FragChooser, shape: PodShape, cpu: np.ndarray, devices: GpuDevices,
                       rows: np.ndarray, rank: np.ndarray) -> tuple[int, tuple[int, ...]]:
     scores = chooser.scores(shape, cpu, devices, rows)
@@ -90,16 +110,19 @@ def _reference_choice(chooser: FragChooser, shape: PodShape, cpu: np.ndarray, de
 @given(st.sampled_from(["fgd", "gpuscale"]), counts_st,
        st.lists(st.tuples(st.integers(0, 16000), st.lists(st.sampled_from([0, 190, 250, 500, 750, 1000]),
                                                           min_size=0, max_size=4)), min_size=1, max_size=60),
-       st.sampled_from([(250, 1), (500, 1), (810, 1), (1000, 1), (1000, 2)]), st.randoms(use_true_random=False))
-@settings(max_examples=200, deadline=None)
+       st.sampled_from([(250, 1), (500, 1), (810, 1), (1000, 1), (1000, 2)]), st.randoms(use_true_random=False),
+       st.sampled_from([1, 4]))
+@settings(max_examples=300, deadline=None)
 def test_choose_equals_scoring_ranking_and_picking(policy: str, counts: dict[ClassKey, int],
                                                    nodes: list[tuple[int, list[int]]], need: tuple[int, int],
-                                                   rnd: object) -> None:
+                                                   rnd: object, width: int) -> None:
+    """On rows of up to four devices or of one (the twin's nodes), one row or many."""
+    nodes = [(c, d[:width]) for c, d in nodes]
     workload = Counter({PodShape(cpu_milli=k[0], memory_mib=0, gpu_milli=k[1], gpu_count=k[2]): n
                         for k, n in counts.items() if not k[3]})
     chooser = FragChooser(policy, workload)
     devices = GpuDevices(np.array([len(d) for _, d in nodes], dtype=np.int64),
-                         np.array([d + [0] * (4 - len(d)) for _, d in nodes], dtype=np.int64).reshape(-1, 4))
+                         np.array([d + [0] * (width - len(d)) for _, d in nodes], dtype=np.int64).reshape(-1, width))
     cpu = np.array([c for c, _ in nodes], dtype=np.int64)
     shape = PodShape(cpu_milli=1000, memory_mib=0, gpu_milli=need[0], gpu_count=need[1])
     rows = np.arange(len(nodes), dtype=np.int64)

@@ -29,7 +29,7 @@ popularity cut.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -274,10 +274,12 @@ class FragChooser:
         self._use(policy, FragTable(typical_classes_of(counts), ("",)) if counts else None)
 
     @classmethod
-    def of_classes(cls, policy: str, counts: Mapping[ClassKey, int], tables: TypicalTables) -> FragChooser:
-        """The chooser for a workload given as pods per class (`class_key`), its table from `tables`."""
+    def of_classes(cls, policy: str, counts: Mapping[ClassKey, int], tables: TypicalTables,
+                   moved: Iterable[ClassKey] | None = None) -> FragChooser:
+        """The chooser for a workload given as pods per class (`class_key`), its table from `tables` (`moved`: the
+        classes whose counts may have changed since its last table, if the caller knows them)."""
         chooser = cls.__new__(cls)
-        chooser._use(policy, tables.table(counts))
+        chooser._use(policy, tables.table(counts, moved))
         return chooser
 
     def _use(self, policy: str, table: FragTable | None) -> None:
@@ -310,9 +312,15 @@ class FragChooser:
         no workload to measure against.
 
         A fractional pod on a few rows is scored by the scorer's device matrix directly: the chosen row's devices
-        are read off its row of the matrix rather than scored again."""
+        are read off its row of the matrix rather than scored again. A single row is not scored unless its devices
+        are picked by score (a fraction on a row of several devices)."""
         if self.scorer is None or not len(rows):
             return None
+        if len(rows) == 1 and not (shape.is_fractional and devices.free.shape[1] > 1):
+            row = int(rows[0])
+            if shape.is_fractional:  # the matrix's only column
+                return row, (0,) if devices.count[row] else ()
+            return row, self.pick(shape, cpu_free, devices, row)
         if shape.is_fractional and len(rows) <= DEDUPE_ABOVE:
             view = ClusterState.view(cpu_free[rows], devices.free[rows], devices.count[rows])
             matrix = self.scorer.device_matrix(view, shape, np.arange(len(rows), dtype=np.int64))

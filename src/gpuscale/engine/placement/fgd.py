@@ -111,6 +111,14 @@ class FgdScorer:
         Each class's "devices that fit" count and "milli on devices too small" sum are adjusted for the one device
         that changes, rather than recounted."""
         t = self.table
+        n = len(cpu)
+        if free.shape[1] == 1:  # one device per node (the twin's T4 nodes): a landing is a node state of its own
+            g = free[:, 0]
+            row = np.flatnonzero(g >= pod.gpu_milli)
+            left = g[row] - pod.gpu_milli
+            both = t.frag_of_one_device(np.concatenate((cpu, cpu[row] - pod.cpu_milli)), np.concatenate((g, left)),
+                                        np.concatenate((model, model[row])) if len(t.access) > 1 else model)
+            return both[:n], row, np.zeros(len(row), dtype=np.int64), left, both[n:]
         fits, fit_count, small = t.device_stats(free)
         row, dev = np.nonzero(free >= pod.gpu_milli)
         g = free[row, dev]
@@ -119,7 +127,6 @@ class FgdScorer:
         fit_after = fit_count[row] - was + now
         small_after = small[row] - np.where(was, 0, g[:, None]) + np.where(now, 0, left[:, None])
         # F of every state is computed on its own (no sum runs across states): nodes now and after, in one call.
-        n = len(cpu)
         both = t.frag(np.concatenate((cpu, cpu[row] - pod.cpu_milli)),
                       np.concatenate((idle, idle[row] - pod.gpu_milli)),
                       np.concatenate((model, model[row])) if len(t.access) > 1 else model,
@@ -135,6 +142,12 @@ class FgdScorer:
         """
         t = self.table
         free, cpu, idle, model = state.gpu_free[nodes], state.cpu_free[nodes], state.gpu_left[nodes], state.model[nodes]
+        if free.shape[1] == 1:  # one device per node: the node after is a node state of its own
+            g = free[:, 0]
+            after = g - np.minimum(state.full_free[nodes], pod.gpu_count) * MILLI if pod.uses_gpu else g
+            both = t.frag_of_one_device(np.concatenate((cpu, cpu - pod.cpu_milli)), np.concatenate((g, after)),
+                                        np.concatenate((model, model)) if len(t.access) > 1 else model)
+            return both[:len(cpu)], both[len(cpu):]
         fit_count, small = t.stats(free)
         if pod.uses_gpu:  # whole GPUs (fractions go through `landing_frag`)
             taken = np.minimum(state.full_free[nodes], pod.gpu_count)

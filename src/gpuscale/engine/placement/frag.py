@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from operator import itemgetter
@@ -100,6 +100,10 @@ class TypicalClass:
     """Allowed models joined by `|`; "" = any."""
     pods: int
     weight: float
+
+    def __post_init__(self) -> None:
+        if (self.gpu_count > 0) != (self.gpu_milli > 0):  # as a pod shape: `FragTable.frag_of_one_device` relies on it
+            raise ValueError(f"gpu_count {self.gpu_count} and gpu_milli {self.gpu_milli} must both be set or unset")
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -202,6 +206,7 @@ class FragTable:
         # access[model index, class]: may the class use that model?
         self.access = np.array([[model_allows(c.models, m) for c in classes] for m in models], dtype=np.bool_)
         self._class_bits = (4 * self.access + 8 * self.gpu_class).astype(np.uint8)
+        self._one_fit = _one_device_fit(self.milli, self.count)
         self.weight_sum = float(self.weight.sum())
 
     @property
@@ -216,10 +221,11 @@ class FragTable:
         `FragTable` would build it: the per-class arrays are this table's columns, not computed again."""
         at = np.array(ids, dtype=np.int64)
         table = FragTable.__new__(FragTable)
-        table._base = tuple(self._base[i] for i in ids)
+        table._base = tuple(map(self._base.__getitem__, ids))
         table.cpu, table.milli, table.count = self.cpu[at], self.milli[at], self.count[at]
         table.gpu_class = self.gpu_class[at]
         table.access, table._class_bits = self.access[:, at], self._class_bits[:, at]
+        table._one_fit = self._one_fit[at]
         return table.weighed(pods, weights)
 
     def weighed(self, pods: Sequence[int], weights: FloatArray) -> FragTable:
@@ -228,7 +234,7 @@ class FragTable:
         table = FragTable.__new__(FragTable)
         table._base, table._classes, table._pods = self._base, None, pods
         table.cpu, table.milli, table.count, table.gpu_class = self.cpu, self.milli, self.count, self.gpu_class
-        table.access, table._class_bits = self.access, self._class_bits
+        table.access, table._class_bits, table._one_fit = self.access, self._class_bits, self._one_fit
         table.weight = weights
         table.weight_sum = float(weights.sum())
         return table
@@ -261,10 +267,30 @@ class FragTable:
         terms = np.where(_CASE_USABLE.take(case), small_milli, gpu_left[:, None]) * self.weight
         return _sum_by_category(_CASE_COLUMN.take(case), terms)
 
+    def frag_of_one_device(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
+        """F of states with one device (shape S each: free CPU, the device's free milli, model index): `frag` of
+        their `stats`, in fewer steps. With one device, a class fits when that device has its milli (a CPU-only
+        class always does, a class of several devices never), and where it fits entirely (the only case whose
+        term is not all idle milli) the device is no sliver for it: its term is 0."""
+        bits = self._class_bits[0] if len(self._class_bits) == 1 else self._class_bits[model]
+        g = gpu_free[:, None]
+        case = np.add(g >= self._one_fit, bits, dtype=np.uint8)
+        case += (cpu_free[:, None] >= self.cpu).view(np.uint8) << 1
+        terms = np.where(_CASE_USABLE.take(case), 0, g) * self.weight
+        return _sum_by_category(_CASE_COLUMN.take(case), terms)
+
     def frag_of_nodes(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
         """F of actual node states: free CPU (S), free device milli (S × devices), model index (S)."""
         fit_count, small = self.stats(gpu_free)
         return self.frag(cpu_free, gpu_free.sum(axis=-1), model, fit_count, small)
+
+
+def _one_device_fit(milli: IntArray, count: IntArray) -> IntArray:
+    """Per class, the free milli a node's only device needs for `fit_count >= count`: any for a CPU-only class,
+    the class's milli for one device, more than a device has for several."""
+    bound = np.iinfo(np.int64)
+    fit: IntArray = np.where(count == 0, bound.min, np.where(count == 1, milli, bound.max))
+    return fit
 
 
 class TypicalTables:
@@ -280,20 +306,32 @@ class TypicalTables:
         self._of_keys: dict[tuple[ClassKey, ...], FragTable] = {}
         """Tables by their typical classes (in order): a workload's table reweighs the one of its class list, which
         changes far less often than the counts do."""
-        self._order: list[ClassKey] = []
-        """The classes with pods at the last call, ranked: where the next ranking's sort starts."""
+        self._ranked: list[tuple[int, ClassKey]] = []
+        """(count, class) of the classes with pods at the last call, ascending: the ranking read backwards."""
+        self._pods: list[int] = []
+        self._keys: list[ClassKey] = []
+        """`_ranked`'s counts and classes, as lists of their own (read backwards: the ranking's columns)."""
+        self._counts: dict[ClassKey, int] | None = {}
+        """The counts of `_ranked` by class (None: not made yet, after a ranking of all classes)."""
 
-    def table(self, counts: Mapping[ClassKey, int]) -> FragTable | None:
-        """The table of the typical classes of `counts` (classes with no pods left out); None if there are none."""
-        ranked = self._ranked(counts)
-        if not ranked:
+    def table(self, counts: Mapping[ClassKey, int], moved: Iterable[ClassKey] | None = None) -> FragTable | None:
+        """The table of the typical classes of `counts` (classes with no pods left out); None if there are none.
+
+        `moved`: the classes whose counts may differ from the last call's (a caller that counts pods as they come
+        and go knows them); the ranking is then patched for those only. Without it, every class is looked at."""
+        if moved is None:
+            self._rank(counts)
+        else:
+            self._rerank(counts, moved)
+        if not self._pods:
             return None
-        pods = [n for n, _ in ranked]
+        pods = self._pods[::-1]
         shares = _typical_shares(pods, 95, 1)
-        keys = tuple(k for _, k in ranked[:len(shares)])
+        taken = len(shares)
+        keys = tuple(self._keys[:-taken - 1:-1])
         known = self._of_keys.get(keys)
         if known is not None:
-            return known.weighed(pods[:len(shares)], shares)
+            return known.weighed(pods[:taken], shares)
         if not self._id.keys() >= set(keys):
             for k in keys:
                 self._id.setdefault(k, len(self._id))
@@ -301,23 +339,46 @@ class TypicalTables:
                                                 weight=0.0) for k in self._id], self.models)
         if len(self._of_keys) >= _KEPT_TABLES:
             self._of_keys.clear()
-        table = self._of_keys[keys] = self._all.subset([self._id[k] for k in keys], pods[:len(shares)], shares)
+        table = self._of_keys[keys] = self._all.subset(list(map(self._id.__getitem__, keys)), pods[:taken], shares)
         return table
 
-    def _ranked(self, counts: Mapping[ClassKey, int]) -> list[tuple[int, ClassKey]]:
-        """(count, class) of the classes with pods, by count then class, both descending (`_ranked`'s order).
+    def _rank(self, counts: Mapping[ClassKey, int]) -> None:
+        """Rank the classes with pods into `_ranked` (ascending: read backwards, by count then class, both descending).
 
         Sorted from the last call's order: counts move by a few pods between two calls, so the list is almost in
         order already and the sort takes about one comparison per class. The result does not depend on where the
         sort started (no two entries are equal)."""
         get = counts.get
-        ranked = [(n, k) for k in self._order if (n := get(k, 0)) > 0]
+        ranked = [(n, k) for _, k in self._ranked if (n := get(k, 0)) > 0]
         if len(ranked) < len(counts):  # a class came (or a class without pods is listed)
-            listed = set(self._order)
+            listed = set(self._keys)
             ranked += [(n, k) for k, n in counts.items() if n > 0 and k not in listed]
-        ranked.sort(reverse=True)
-        self._order = [k for _, k in ranked]
-        return ranked
+        ranked.sort()
+        self._ranked = ranked
+        self._pods = [n for n, _ in ranked]
+        self._keys = [k for _, k in ranked]
+        self._counts = None
+
+    def _rerank(self, counts: Mapping[ClassKey, int], moved: Iterable[ClassKey]) -> None:
+        """`_rank` by moving the entries of the classes in `moved` (each found by bisection) to their new places."""
+        ranked, pods, keys, kept = self._ranked, self._pods, self._keys, self._counts
+        if kept is None:
+            kept = self._counts = dict(zip(keys, pods, strict=True))
+        for k in moved:
+            old, new = kept.get(k, 0), counts.get(k, 0)
+            if old == new or (old <= 0 and new <= 0):
+                continue
+            if old > 0:
+                at = bisect_left(ranked, (old, k))
+                del ranked[at], pods[at], keys[at]
+            if new > 0:
+                at = bisect_left(ranked, (new, k))
+                ranked.insert(at, (new, k))
+                pods.insert(at, new)
+                keys.insert(at, k)
+                kept[k] = new
+            else:
+                del kept[k]
 
 
 _KEPT_TABLES = 4096
