@@ -771,15 +771,14 @@ class _Simulation:
     """The running what-if of step 4: destinations and the pods moved so far. The table is forked only once some
     candidate has pods to move (most decisions' candidates are empty nodes): until then the rows to disable wait."""
 
-    def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray, candidate_rows: set[int]) -> None:
+    def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray,
+                 candidates: Sequence[tuple[_Candidate, int | None]]) -> None:
         self._table, self._nodes = table, nodes
         self._work: NodeTable | None = None
         self._disabled: list[int] = []
-        base = nodes.ranks(rows, len(table))
-        self.rank = base.copy()
-        if candidate_rows:
-            at = np.fromiter(candidate_rows, dtype=np.int64, count=len(candidate_rows))
-            self.rank[at[base[at] != _FAR]] += len(nodes.usable_positions)
+        self._base = nodes.ranks(rows, len(table))
+        self._candidates = candidates
+        self._rank: IntArray | None = None
         self.received: dict[int, list[Pod]] = {}
         self._totals: list[tuple[str, int]] | None = None
         self._shares: dict[Resources, float] = {}
@@ -788,11 +787,23 @@ class _Simulation:
         by rows disabled (which only narrow them): a shape's mask there is its mask here `&` the rows enabled now."""
 
     @property
+    def rank(self) -> IntArray:
+        """Per row, a destination's preference (`_FAR`: none): usable nodes in name order, candidates after the
+        others; made when a pod is first placed (most decisions move none)."""
+        if self._rank is None:
+            base, rows = self._base, {row for _, row in self._candidates if row is not None}
+            self._rank = base.copy()
+            if rows:
+                at = np.fromiter(rows, dtype=np.int64, count=len(rows))
+                self._rank[at[base[at] != _FAR]] += len(self._nodes.usable_positions)
+        return self._rank
+
+    @property
     def work(self) -> NodeTable:
         """The table with the candidates accepted so far removed and their pods placed elsewhere."""
         if self._work is None:
             self._work = self._table.fork()
-            self._work.enabled &= self.rank != _FAR  # destinations: usable nodes only
+            self._work.enabled &= self._base != _FAR  # destinations: usable nodes only (as in `rank`)
             for row in self._disabled:
                 self._work.disable(row)
         return self._work
@@ -950,7 +961,7 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
     rows = nodes.rows(table)
     drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved)
     drainable.sort(key=lambda candidate: candidate[0].order)
-    simulation = _Simulation(table, nodes, rows, {row for _, row in drainable if row is not None})
+    simulation = _Simulation(table, nodes, rows, drainable)
     new_allowed = (cap or SimulationCap()).limit(len(nodes.names))
     unneeded: list[_Candidate] = []
     for c, row in drainable:
