@@ -64,7 +64,7 @@ import math
 import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, repeat
 from operator import attrgetter
@@ -82,7 +82,7 @@ from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeTable
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import Pod
+from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
 
@@ -142,19 +142,19 @@ def unneeded_since_from_taints(nodes: Iterable[Node]) -> dict[str, float]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Candidate:
-    node: Node
-    pool: NodePool | None
+    name: str
+    """The node's (all a candidate reads of the node once judged: a verdict carried to a replaced record stays)."""
+    pool: NodePool
     pool_name: str
-    gpu_pool: bool
     ready: bool
     utilization: float
     reason: Reason
-    """UNDERUTILIZED; EMPTY or UNDERUTILIZED with the pods to move once drainability is known."""
-    drain: NodeDrain = field(default_factory=lambda: NodeDrain(node=""))
-    """A placeholder until drainability is known (`_with_drain`)."""
-
-    def order(self) -> tuple[bool, float, int, str]:
-        return (not self.drain.empty, self.utilization, len(self.drain.move), self.node.name)
+    """EMPTY, or UNDERUTILIZED with the pods to move."""
+    drain: NodeDrain
+    required_s: float
+    """How long the node must stay unneeded before it goes (the policy's time for its readiness and kind)."""
+    order: tuple[bool, float, int, str]
+    """Its place in removal order: empty first, then least utilization, fewer pods to move, node name."""
 
 
 # ------------------------------------------------------------------------------------------------------------ nodes
@@ -255,6 +255,9 @@ class _Columns:
     def steady(self, other: _Columns, at: IntArray) -> bool:
         """Whether `other` (these columns with positions `at` patched) has the same phases, allocatable, GPU-pool,
         deleting and Ready flags: all that `NodeSet` derives its usable, unready and live nodes and totals from."""
+        if (self.phases is other.phases and self.alloc is other.alloc and self.gpu_pool is other.gpu_pool
+                and self.deleting is other.deleting and self.ready is other.ready):  # shared (`patched`)
+            return True
         return bool((self.phases[at] == other.phases[at]).all() and (self.alloc[at] == other.alloc[at]).all()
                     and (self.gpu_pool[at] == other.gpu_pool[at]).all()
                     and (self.deleting[at] == other.deleting[at]).all() and (self.ready[at] == other.ready[at]).all())
@@ -286,24 +289,37 @@ class _Columns:
         nodes: list[Node] = list(map(_NODE, new))
         pools, pool_names = list(map(_POOL, new)), list(map(_POOL_NAME, new))
         since = list(map(_unneeded_since, nodes))
+        phases = [_PHASE_CODE[record.phase] for record in new]
+        alloc = [list(record.amounts) for record in new]
+        deleting, ready = [node.deleting for node in nodes], [node.ready for node in nodes]
+        same_pools = all(map(operator.is_, pools, self.pools[at]))  # then the GPU-pool flags are the same too
         columns = _Columns(
             nodes=self.nodes.copy(), names=self.names,
-            pools=self.pools if all(map(operator.is_, pools, self.pools[at])) else self.pools.copy(),
+            pools=self.pools if same_pools else self.pools.copy(),
             pool_names=self.pool_names if pool_names == self.pool_names[at].tolist() else self.pool_names.copy(),
-            since=self.since if since == self.since[at].tolist() else self.since.copy(), phases=self.phases.copy(),
-            alloc=self.alloc.copy(), gpu_pool=self.gpu_pool.copy(), deleting=self.deleting.copy(),
-            ready=self.ready.copy())
-        for i, record, node, pool, pool_name, clock in zip(at, new, nodes, pools, pool_names, since, strict=True):
-            columns.nodes[i] = node
+            since=self.since if since == self.since[at].tolist() else self.since.copy(),
+            phases=self.phases if phases == self.phases[at].tolist() else self.phases.copy(),
+            alloc=self.alloc if alloc == self.alloc[at].tolist() else self.alloc.copy(),
+            gpu_pool=self.gpu_pool if same_pools else self.gpu_pool.copy(),
+            deleting=self.deleting if deleting == self.deleting[at].tolist() else self.deleting.copy(),
+            ready=self.ready if ready == self.ready[at].tolist() else self.ready.copy())
+        for k, i in enumerate(at):
+            columns.nodes[i] = nodes[k]
             if columns.pools is not self.pools:
-                columns.pools[i] = pool
+                columns.pools[i] = pools[k]
+                columns.gpu_pool[i] = pools[k] is not None and pools[k].is_gpu_pool()
             if columns.pool_names is not self.pool_names:
-                columns.pool_names[i] = pool_name
+                columns.pool_names[i] = pool_names[k]
             if columns.since is not self.since:
-                columns.since[i] = clock
-            columns.phases[i], columns.alloc[i] = _PHASE_CODE[record.phase], record.amounts
-            columns.gpu_pool[i] = pool is not None and pool.is_gpu_pool()
-            columns.deleting[i], columns.ready[i] = node.deleting, node.ready
+                columns.since[i] = since[k]
+            if columns.phases is not self.phases:
+                columns.phases[i] = phases[k]
+            if columns.alloc is not self.alloc:
+                columns.alloc[i] = alloc[k]
+            if columns.deleting is not self.deleting:
+                columns.deleting[i] = deleting[k]
+            if columns.ready is not self.ready:
+                columns.ready[i] = ready[k]
         return columns
 
 
@@ -407,11 +423,14 @@ class NodeSet:
         if self.usable_positions is last.usable_positions:  # carried (`steady`): so are the ranks
             self._ranks = last._ranks
         old, new = last.columns, self.columns
-        if (old.deleting[changed] == new.deleting[changed]).all():
+        if old.deleting is new.deleting or (old.deleting[changed] == new.deleting[changed]).all():
             self._live = last._live
-            if old.pool_names[changed].tolist() == new.pool_names[changed].tolist():
+            if (old.pool_names is new.pool_names
+                    or old.pool_names[changed].tolist() == new.pool_names[changed].tolist()):
                 self._sizes = last._sizes
-        if last._unneeded_since is not None:
+        if last._unneeded_since is not None and old.since is new.since:
+            self._unneeded_since = last._unneeded_since
+        elif last._unneeded_since is not None:
             before, after = old.since[changed].tolist(), new.since[changed].tolist()
             since = last._unneeded_since
             if before != after:
@@ -589,27 +608,39 @@ _Numbers = tuple[float, float, float, float, float, bool]
 """utilization, threshold, cpu, memory and GPU ratios, and whether judged as a GPU node."""
 
 
-def _judge(record: NodeRecord, numbers: _Numbers, pods: Sequence[Pod], policy: Policy,
+def _judge(record: NodeRecord, numbers: _Numbers, gpu_pool: bool, pods: Sequence[Pod], policy: Policy,
            budget: PdbBudget) -> _Candidate | NodeVerdict:
     """An underutilized node: a drainable candidate, or why it cannot go (no known pool, a pod or PDB keeps it). What
-    it reads of the record is what `_reads_the_same` compares: keep the two in step."""
+    it reads of the record is what `_reads_the_same` compares: keep the two in step. `gpu_pool`: whether the record's
+    pool is a GPU pool (the node set's column)."""
     node = record.node
     value, threshold, cpu, memory, gpu, gpu_node = numbers
-    ratios = {"gpu": gpu} if gpu_node else {"cpu": cpu, "memory": memory}
-    what = "GPU requests are" if gpu_node else "max(cpu, memory) requests are"
-    reason = Reason(ReasonCode.UNDERUTILIZED,
-                    f"node {node.name}: {what} {value:.0%} of allocatable, below the {threshold:.0%} threshold",
-                    {"utilization": value, "threshold": threshold, **ratios})
-    if record.pool is None or record.pool_name is None:
-        return NodeVerdict(node=node.name, reasons=(Reason(
-            ReasonCode.UNKNOWN_POOL, f"node {node.name} belongs to no known pool"), reason))
-    drain = drain_node(node, pods, policy=policy, budget=budget)
-    if drain.blocked is not None:
-        return NodeVerdict(node=node.name, reasons=(drain.blocked, reason))
-    candidate = _Candidate(node=node, pool=record.pool, pool_name=record.pool_name,
-                           gpu_pool=record.pool.is_gpu_pool(), ready=record.phase is NodePhase.USABLE,
-                           utilization=value, reason=reason)
-    return _with_drain(candidate, drain)
+    figures = {"utilization": value, "threshold": threshold, **({"gpu": gpu} if gpu_node else
+                                                                 {"cpu": cpu, "memory": memory})}
+    pool, pool_name = record.pool, record.pool_name
+    drain = None if pool is None or pool_name is None else drain_node(node, pods, policy=policy, budget=budget)
+    if drain is not None and drain.blocked is None and drain.empty:  # the usual candidate: no utilization message
+        reason = Reason(ReasonCode.EMPTY, f"node {node.name} is empty: no pod needs to move", figures)
+    else:
+        what = "GPU requests are" if gpu_node else "max(cpu, memory) requests are"
+        underutilized = Reason(ReasonCode.UNDERUTILIZED, f"node {node.name}: {what} {value:.0%} of allocatable, below "
+                                                         f"the {threshold:.0%} threshold", figures)
+        if drain is None:
+            return NodeVerdict(node=node.name, reasons=(Reason(
+                ReasonCode.UNKNOWN_POOL, f"node {node.name} belongs to no known pool"), underutilized))
+        if drain.blocked is not None:
+            return NodeVerdict(node=node.name, reasons=(drain.blocked, underutilized))
+        reason = Reason(ReasonCode.UNDERUTILIZED,
+                        f"{underutilized.message}; {len(drain.move)} pod(s) can move elsewhere",
+                        {**figures, "pods_to_move": len(drain.move)})
+    assert pool is not None and pool_name is not None
+    ready = record.phase is NodePhase.USABLE
+    required = policy.scale_down_unneeded_time_s if ready else policy.scale_down_unready_time_s
+    if ready and gpu_pool and policy.scale_down_gpu_unneeded_time_s is not None:
+        required = policy.scale_down_gpu_unneeded_time_s
+    return _Candidate(name=node.name, pool=pool, pool_name=pool_name, ready=ready, utilization=value, reason=reason,
+                      drain=drain, required_s=required,
+                      order=(not drain.empty, value, len(drain.move), node.name))
 
 
 def _reads_the_same(one: NodeRecord, other: NodeRecord) -> bool:
@@ -658,16 +689,11 @@ class _Judgements:
             kept = np.flatnonzero(source >= 0)
             moved_to[source[kept]] = kept
             replaced = np.flatnonzero(moved_to[self.at] < 0).tolist()
-            if replaced:
-                self.verdicts = list(self.verdicts)
             for k in replaced:  # a record replaced in place by one its verdict reads the same from keeps the verdict
                 i = int(self.at[k])
                 if (i < len(nodes.names) and nodes.names[i] == last.names[i]
                         and _reads_the_same(last.records[i], nodes.records[i])):
                     moved_to[i] = i
-                    verdict = self.verdicts[k]
-                    if isinstance(verdict, _Candidate):
-                        self.verdicts[k] = replace(verdict, node=nodes.records[i].node)
             to = moved_to[self.at]
             if not (to >= 0).all():
                 keep = np.flatnonzero(to >= 0)
@@ -695,7 +721,7 @@ class _Judgements:
         names = nodes.names[at].tolist()
         # the nodes whose pods may differ from the last decision's (None: any may)
         stirred = hint if hint is not None and generation >= 0 and seen == generation - 1 else None
-        old_verdicts, old_pods, records = self.verdicts, self.pods, nodes.records
+        old_verdicts, old_pods, records, gpu_pool = self.verdicts, self.pods, nodes.records, nodes.gpu_pool
         if stirred is None:
             for i in np.flatnonzero(same).tolist():
                 kept, pods = old_pods[held[i]], pods_by_node.get(names[i], ())
@@ -710,7 +736,9 @@ class _Judgements:
         for i in np.flatnonzero(~same).tolist():
             pods = pods_by_node.get(names[i], ())
             row = numbers[i].tolist()
-            verdicts[i] = _judge(records[int(at[i])], (*row[:5], bool(row[5])), pods, policy, budget)
+            position = int(at[i])
+            verdicts[i] = _judge(records[position], (*row[:5], bool(row[5])), bool(gpu_pool[position]), pods,
+                                 policy, budget)
             pods_of[i] = tuple(pods)
         self.at, self.numbers, self.verdicts, self.pods = at, numbers, verdicts, pods_of
         return verdicts
@@ -743,25 +771,39 @@ class _Simulation:
     """The running what-if of step 4: destinations and the pods moved so far. The table is forked only once some
     candidate has pods to move (most decisions' candidates are empty nodes): until then the rows to disable wait."""
 
-    def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray, candidate_rows: set[int]) -> None:
+    def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray,
+                 candidates: Sequence[tuple[_Candidate, int | None]]) -> None:
         self._table, self._nodes = table, nodes
         self._work: NodeTable | None = None
         self._disabled: list[int] = []
-        base = nodes.ranks(rows, len(table))
-        self.rank = base.copy()
-        if candidate_rows:
-            at = np.fromiter(candidate_rows, dtype=np.int64, count=len(candidate_rows))
-            self.rank[at[base[at] != _FAR]] += len(nodes.usable_positions)
+        self._base = nodes.ranks(rows, len(table))
+        self._candidates = candidates
+        self._rank: IntArray | None = None
         self.received: dict[int, list[Pod]] = {}
         self._totals: list[tuple[str, int]] | None = None
         self._shares: dict[Resources, float] = {}
+        self._masks: dict[tuple[Resources, SchedulingConstraints], npt.NDArray[np.bool_]] = {}
+        """Feasibility masks on `_work` by pod shape (requests, constraints), made since `_work` last changed other than
+        by rows disabled (which only narrow them): a shape's mask there is its mask here `&` the rows enabled now."""
+
+    @property
+    def rank(self) -> IntArray:
+        """Per row, a destination's preference (`_FAR`: none): usable nodes in name order, candidates after the
+        others; made when a pod is first placed (most decisions move none)."""
+        if self._rank is None:
+            base, rows = self._base, {row for _, row in self._candidates if row is not None}
+            self._rank = base.copy()
+            if rows:
+                at = np.fromiter(rows, dtype=np.int64, count=len(rows))
+                self._rank[at[base[at] != _FAR]] += len(self._nodes.usable_positions)
+        return self._rank
 
     @property
     def work(self) -> NodeTable:
         """The table with the candidates accepted so far removed and their pods placed elsewhere."""
         if self._work is None:
             self._work = self._table.fork()
-            self._work.enabled &= self.rank != _FAR  # destinations: usable nodes only
+            self._work.enabled &= self._base != _FAR  # destinations: usable nodes only (as in `rank`)
             for row in self._disabled:
                 self._work.disable(row)
         return self._work
@@ -779,6 +821,19 @@ class _Simulation:
                                                                                        strict=True))
         return share
 
+    def _feasible(self, pod: Pod) -> npt.NDArray[np.bool_]:
+        """`work.feasible(pod)` (a new array), from the mask of an earlier pod of its shape while the running table
+        changed only by rows disabled since (candidates in one decision often lead with pods of one shape). Not with
+        inter-pod affinity in the table, where feasibility reads more of the pod than its shape."""
+        work = self.work
+        if work.topology is not None:
+            return work.feasible(pod)
+        shape = (pod.requests, pod.constraints)
+        mask = self._masks.get(shape)
+        if mask is None:
+            mask = self._masks[shape] = work.feasible(pod)
+        return mask & work.enabled
+
     def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
         """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
         received = self.received.get(row) if row is not None else None
@@ -793,7 +848,7 @@ class _Simulation:
                       key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
         # The first pod's mask on the running table without the node's row is the one on the fork below: a candidate
         # whose first pod fits nowhere (often) costs no fork.
-        feasible = self.work.feasible(pods[0])
+        feasible = self._feasible(pods[0])
         if row is not None:
             feasible[row] = False
         if not feasible.any():
@@ -822,6 +877,7 @@ class _Simulation:
             elif gpus is not None:
                 destination = -1  # a fragmentation-aware choice is made again for the next pod
         self._work = trial
+        self._masks.clear()
         if row is not None:
             self.received.pop(row, None)
         for pod, destination in placed:
@@ -830,21 +886,19 @@ class _Simulation:
 
 
 def _nowhere(candidate: _Candidate, pod: Pod, pods: int) -> Reason:
-    return Reason(ReasonCode.NO_PLACE_TO_MOVE, f"node {candidate.node.name}: pod {pod.key} fits on no other node",
+    return Reason(ReasonCode.NO_PLACE_TO_MOVE, f"node {candidate.name}: pod {pod.key} fits on no other node",
                   {"pods_to_move": pods})
 
 
 # -------------------------------------------------------------------------------------------------------- selection
-def _wait_reason(candidate: _Candidate, since: float, policy: Policy, now: float) -> Reason | None:
-    required = policy.scale_down_unneeded_time_s if candidate.ready else policy.scale_down_unready_time_s
-    if candidate.ready and candidate.gpu_pool and policy.scale_down_gpu_unneeded_time_s is not None:
-        required = policy.scale_down_gpu_unneeded_time_s
+def _wait_reason(candidate: _Candidate, since: float, now: float) -> Reason | None:
+    required = candidate.required_s
     waited = max(now - since, 0.0)
     if waited >= required:
         return None
     what = "unneeded" if candidate.ready else "unready and unneeded"
     return Reason(ReasonCode.UNNEEDED_TOO_SHORT,
-                  f"node {candidate.node.name} {what} for {waited:g}s of {required:g}s",
+                  f"node {candidate.name} {what} for {waited:g}s of {required:g}s",
                   {"unneeded_s": waited, "required_s": required, "remaining_s": required - waited})
 
 
@@ -870,22 +924,21 @@ def _select(unneeded: Sequence[_Candidate], nodes: NodeSet, unneeded_since: Mapp
     blocked: list[NodeVerdict] = []
     waiting: list[NodeVerdict] = []
     for c in unneeded:
-        assert c.pool is not None
         pool = c.pool_name
-        since = unneeded_since.get(c.node.name, now)
-        wait = (_wait_reason(c, since, policy, now) or halt or _pool_cooldown(pool, state, policy, now)
+        since = unneeded_since.get(c.name, now)
+        wait = (_wait_reason(c, since, now) or halt or _pool_cooldown(pool, state, policy, now)
                 or budget.shortfall(c.drain.evict))
         if wait is not None:
-            waiting.append(NodeVerdict(node=c.node.name, reasons=(wait, c.reason)))
+            waiting.append(NodeVerdict(node=c.name, reasons=(wait, c.reason)))
         elif (size := nodes.pool_sizes())[pool] - removed[pool] <= c.pool.min_size:
-            blocked.append(NodeVerdict(node=c.node.name, reasons=(Reason(
+            blocked.append(NodeVerdict(node=c.name, reasons=(Reason(
                 ReasonCode.POOL_AT_MIN, f"pool {pool} at its minimum size {c.pool.min_size} "
                 f"({size[pool]} nodes, {removed[pool]} removal(s) already planned)",
                 {"min_size": c.pool.min_size, "nodes": size[pool], "planned": removed[pool]}), c.reason)))
         elif (empty_slots if c.drain.empty else drain_slots) <= 0:
             limit = "max_empty_bulk_delete" if c.drain.empty else "max_drain_parallelism"
-            waiting.append(NodeVerdict(node=c.node.name, reasons=(Reason(
-                ReasonCode.PARALLELISM, f"node {c.node.name} waits: {limit} reached this decision"), c.reason)))
+            waiting.append(NodeVerdict(node=c.name, reasons=(Reason(
+                ReasonCode.PARALLELISM, f"node {c.name} waits: {limit} reached this decision"), c.reason)))
         else:
             if c.drain.empty:
                 empty_slots -= 1
@@ -894,20 +947,11 @@ def _select(unneeded: Sequence[_Candidate], nodes: NodeSet, unneeded_since: Mapp
             removed[pool] += 1
             budget = budget.spend(c.drain.evict)
             reason = Reason(c.reason.code, c.reason.message, {**c.reason.numbers, "unneeded_s": now - since})
-            removals.append(Removal(node=c.node.name, pool=pool, evict=c.drain.evict_keys, reasons=(reason,)))
+            removals.append(Removal(node=c.name, pool=pool, evict=c.drain.evict_keys, reasons=(reason,)))
     return removals, blocked, waiting
 
 
 # ------------------------------------------------------------------------------------------------------------- plan
-def _with_drain(c: _Candidate, drain: NodeDrain) -> _Candidate:
-    if drain.empty:
-        reason = Reason(ReasonCode.EMPTY, f"node {c.node.name} is empty: no pod needs to move", c.reason.numbers)
-    else:
-        reason = Reason(ReasonCode.UNDERUTILIZED, f"{c.reason.message}; {len(drain.move)} pod(s) can move elsewhere",
-                        {**c.reason.numbers, "pods_to_move": len(drain.move)})
-    return replace(c, reason=reason, drain=drain)
-
-
 def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
           state: EngineState, now: float, unneeded_since: Mapping[str, float], cap: SimulationCap | None,
           budget: PdbBudget, judgements: _Judgements,
@@ -916,12 +960,12 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
     halt = _halt(nodes, policy, state, now)
     rows = nodes.rows(table)
     drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved)
-    drainable.sort(key=lambda candidate: candidate[0].order())
-    simulation = _Simulation(table, nodes, rows, {row for _, row in drainable if row is not None})
+    drainable.sort(key=lambda candidate: candidate[0].order)
+    simulation = _Simulation(table, nodes, rows, drainable)
     new_allowed = (cap or SimulationCap()).limit(len(nodes.names))
     unneeded: list[_Candidate] = []
     for c, row in drainable:
-        is_new = c.node.name not in unneeded_since
+        is_new = c.name not in unneeded_since
         if is_new and not c.drain.empty:
             if new_allowed <= 0:
                 continue
@@ -930,14 +974,14 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
         if why_not is None:
             unneeded.append(c)
         else:
-            blocked.append(NodeVerdict(node=c.node.name, reasons=(why_not, c.reason)))
-    names = {c.node.name for c in unneeded}
+            blocked.append(NodeVerdict(node=c.name, reasons=(why_not, c.reason)))
+    names = {c.name for c in unneeded}
     live = nodes.live()
     removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, budget, policy, state, now)
     return ScaleDownResult(
         removals=tuple(removals),
-        blocked=tuple(sorted((*blocked, *at_min), key=lambda v: v.node)),
-        unneeded=tuple(sorted(waiting, key=lambda v: v.node)),
+        blocked=tuple(sorted((*blocked, *at_min), key=_NODE)),
+        unneeded=tuple(sorted(waiting, key=_NODE)),
         mark_unneeded={name: now for name in sorted(names) if name not in unneeded_since},
         clear_unneeded=tuple(sorted(n for n in unneeded_since if n in live and n not in names)),
     )
