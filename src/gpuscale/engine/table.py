@@ -202,14 +202,16 @@ class NodeTable:
               extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
               workload: Iterable[Pod] = (), group_keys: Sequence[GroupKey] | None = None,
               by_node: Mapping[str, Sequence[Pod]] | None = None, memo: RowMemo | None = None,
-              moved: tuple[int, frozenset[str] | None] | None = None) -> NodeTable:
+              moved: tuple[int, frozenset[str] | None] | None = None,
+              names: Sequence[str] | None = None) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
         workload fragmentation is measured against. `group_keys[i]` is `node_group_key(nodes[i])` and `by_node` the
         `placed` pods per node name, if the caller has them already; `memo` carries rows from one build to the next
         (same table, less work: see `RowMemo`), and `moved` says which nodes' entries in `by_node` may differ from
-        the last build's (`engine.arrange.Arranged`: its generation and `moved`)."""
+        the last build's (`engine.arrange.Arranged`: its generation and `moved`); `names[i]` is `nodes[i].name`, if
+        the caller has them already."""
         if by_node is None or with_topology:
             placed = list(placed)
         if by_node is None:
@@ -220,7 +222,7 @@ class NodeTable:
             by_node = grouped
         table = (memo if memo is not None else RowMemo()).build(
             nodes, capacity, by_node, extra_names, placement, workload,
-            group_keys if group_keys is not None else [node_group_key(n) for n in nodes], moved)
+            group_keys if group_keys is not None else [node_group_key(n) for n in nodes], moved, names)
         if with_topology:
             table.topology = Topology(nodes, placed)
         return table
@@ -480,8 +482,8 @@ class RowMemo:
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
-                 "_groups", "_kinds", "_name_count", "_names_of", "_pending", "_position", "_rows", "_seen",
-                 "_tables")
+                 "_groups", "_kinds", "_name_count", "_names", "_names_of", "_pending", "_position", "_rows",
+                 "_seen", "_tables")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -490,6 +492,8 @@ class RowMemo:
         """How many entries of `_names_of` request each resource."""
         self._rows: dict[str, _RowEntry] = {}
         self._position: dict[str, int] = {}
+        self._names: list[str] | None = None
+        """The last build's node names, row by row (None: two rows shared a name)."""
         self._caps: list[Resources] = []
         """The last build's capacity objects, row by row (held: a row is carried only to the very same object)."""
         self._free: IntArray = np.zeros((0, 0), dtype=np.int64)
@@ -561,13 +565,14 @@ class RowMemo:
 
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
               extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
-              group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None) -> NodeTable:
+              group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None,
+              known_names: Sequence[str] | None = None) -> NodeTable:
         """The table of `NodeTable.build` (which see), from the rows that changed since the last build."""
         offered, template, same_capacity = self._capacity_of(capacity)
         columns, changed = self._columns_of(by_node, offered, extra_names, moved)
         column_of = {n: i for i, n in enumerate(columns)}
-        names = list(map(attrgetter("name"), nodes))
-        if same_capacity and columns == self._columns and names == list(self._position):
+        names = list(known_names) if known_names is not None else list(map(attrgetter("name"), nodes))
+        if same_capacity and columns == self._columns and names == self._names:
             # The same rows as last time (the common case): only rows whose pods changed are computed.
             index = self._position
             miss = sorted(i for name in changed if (i := index.get(name)) is not None)
@@ -617,6 +622,7 @@ class RowMemo:
                 shared.chooser = last[1].chooser
             self._chooser = (placement, shared)
         self._columns, self._rows, self._position, self._caps = columns, rows, index, list(capacity)
+        self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
         self._free, self._free_pods = free.copy(), free_pods.copy()
         self._devices = devices.free.copy()
         return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), None, devices if devices else None)
