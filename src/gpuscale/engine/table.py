@@ -463,8 +463,8 @@ _RowEntry = tuple[Resources, tuple[Pod, ...]]
 """A row as the memo keys it: its capacity object and its bound pods."""
 
 
-def _request_names(pods: Sequence[Pod]) -> frozenset[str]:
-    return frozenset(r for requests in {p.requests for p in pods} for r in requests.names())
+NAMES_KEPT = 4096
+"""Distinct requests whose resource names a `RowMemo` keeps at most."""
 
 
 class RowMemo:
@@ -482,14 +482,16 @@ class RowMemo:
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
-                 "_groups", "_kinds", "_name_count", "_names", "_names_of", "_pending", "_position", "_rows",
-                 "_seen", "_tables")
+                 "_groups", "_kinds", "_name_count", "_names", "_names_by_request", "_names_of", "_pending",
+                 "_position", "_rows", "_seen", "_tables")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
         self._names_of: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
         self._name_count: Counter[str] = Counter()
         """How many entries of `_names_of` request each resource."""
+        self._names_by_request: dict[Resources, frozenset[str]] = {}
+        """The resource names of each distinct request seen (bounded: cleared past `NAMES_KEPT`)."""
         self._rows: dict[str, _RowEntry] = {}
         self._position: dict[str, int] = {}
         self._names: list[str] | None = None
@@ -538,14 +540,35 @@ class RowMemo:
             held = tuple(pods) if pods is not None else None
             if (hit[0] if hit is not None else None) == held:
                 continue
-            if hit is not None:
-                count.subtract(hit[1])
-                del entries[key]
-            if held is not None:
-                entries[key] = hit = (held, _request_names(held))
-                count.update(hit[1])
             changed.append(key)
+            if held is None:  # the node's pods all left (or the node did)
+                if hit is not None:
+                    count.subtract(hit[1])
+                    del entries[key]
+                continue
+            requested = self._request_names(held)
+            if hit is not None:
+                if requested == hit[1]:  # the same names (the usual change): nothing to recount
+                    entries[key] = (held, hit[1])
+                    continue
+                count.subtract(hit[1])
+            entries[key] = (held, requested)
+            count.update(requested)
         return changed
+
+    def _request_names(self, pods: Sequence[Pod]) -> frozenset[str]:
+        """Every resource name the pods request: the union of each distinct request's names, kept per request (a
+        node's pods mostly ask for the same names, so the union is mostly one kept set, shared)."""
+        known = self._names_by_request
+        if len(known) > NAMES_KEPT:
+            known.clear()
+        union: frozenset[str] | None = None
+        for requests in {p.requests for p in pods}:
+            names = known.get(requests)
+            if names is None:
+                names = known[requests] = frozenset(requests.names())
+            union = names if union is None or union == names else union | names
+        return union if union is not None else frozenset()
 
     def _union(self, offered: frozenset[str], extra_names: Iterable[str]) -> list[str]:
         union = {name for name, n in self._name_count.items() if n > 0}
