@@ -463,6 +463,9 @@ _RowEntry = tuple[Resources, tuple[Pod, ...]]
 """A row as the memo keys it: its capacity object and its bound pods."""
 
 
+FEW_ROWS = 64
+"""Up to this many rows to compute, `RowMemo._compute` sums in Python (NumPy's fixed cost per call outweighs it)."""
+
 NAMES_KEPT = 4096
 """Distinct requests whose resource names a `RowMemo` keeps at most."""
 
@@ -682,7 +685,10 @@ class RowMemo:
                  devices: GpuDevices) -> dict[Resources, int]:
         """Rows `miss` from scratch: capacity minus the requests of their pods (one pass in Python maps each pod to
         its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods. Returns
-        the GPU requests of those pods, counted."""
+        the GPU requests of those pods, counted. A few rows (the usual decision) are summed in Python instead
+        (`_compute_few`): the same integers, without the fixed cost of the NumPy calls."""
+        if len(miss) <= FEW_ROWS:
+            return self._compute_few(miss, held_of, caps, len(columns), column_of, free, free_pods, devices)
         at = np.array(miss, dtype=np.int64)
         free[at], free_pods[at] = _capacity_vectors(caps, column_of)
         kinds: dict[Resources, int] = {}
@@ -713,6 +719,49 @@ class RowMemo:
                          [bound[i] for i in loaded])
         counts = np.bincount(of_kind, minlength=len(kinds)).tolist()
         return {requests: counts[kind] for requests, kind in kinds.items() if gpu_kind[kind] and counts[kind]}
+
+    def _compute_few(self, miss: list[int], held_of: list[tuple[Pod, ...]], caps: list[Resources], width: int,
+                     column_of: dict[str, int], free: IntArray, free_pods: IntArray,
+                     devices: GpuDevices) -> dict[Resources, int]:
+        """`_compute` row by row in Python: each row's capacity (read once per distinct capacity object) minus its
+        pods' requests, and the GPU pods of device-accounted rows loaded in the same order (rows, then pods)."""
+        kinds = self._kinds
+        vectors: dict[int, tuple[list[int], int]] = {}
+        counts: dict[Resources, int] = {}
+        rows_free: list[list[int]] = []
+        slots: list[int] = []
+        gpu_rows: list[int] = []
+        gpu_needs: list[GpuNeed] = []
+        gpu_pods: list[Pod] = []
+        accounted = devices.count[miss].tolist() if devices else [0] * len(miss)
+        for row, held, cap, has_devices in zip(miss, held_of, caps, accounted, strict=True):
+            base = vectors.get(id(cap))
+            if base is None:
+                vector, pods = [0] * width, 0
+                for name, amount in cap.items:
+                    if name == PODS:
+                        pods = amount
+                    elif (column := column_of.get(name)) is not None:
+                        vector[column] = amount
+                base = vectors[id(cap)] = (vector, pods)
+            left = list(base[0])
+            for pod in held:
+                requests = pod.requests
+                for name, amount in requests.items:
+                    left[column_of[name]] -= amount
+                counts[requests] = counts.get(requests, 0) + 1
+                if has_devices > 0 and (need := kinds.need(requests)) is not None:
+                    gpu_rows.append(row)
+                    gpu_needs.append(need)
+                    gpu_pods.append(pod)
+            rows_free.append(left)
+            slots.append(base[1] - len(held))
+        at = np.array(miss, dtype=np.int64)
+        free[at] = np.array(rows_free, dtype=np.int64).reshape(len(miss), width)
+        free_pods[at] = slots
+        if gpu_rows:
+            devices.load(np.array(gpu_rows, dtype=np.int64), gpu_needs, gpu_pods)
+        return {requests: n for requests, n in counts.items() if kinds.need(requests) is not None}
 
     def _pending_shapes(self, workload: Iterable[Pod]) -> Counter[PodShape]:
         """The GPU shapes of the pending pods, counted in first-seen order; kept while the pods are the same (the
