@@ -129,8 +129,11 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     group_keys = [*base.group_keys, *(memo.template_key(pool, t) if memo is not None else node_group_key(t)
                                       for pool, t in zip(extra, templates, strict=True))]
     row_pool = (*base.row_pool, *(pool.name for pool in extra))
-    upcoming = np.concatenate([base.upcoming_rows, np.ones(len(extra), dtype=bool)])
-    gpus = np.concatenate([base.gpu_rows, np.array([p.allocatable.gpu_count() for p in extra], dtype=np.int64)])
+    if extra:
+        upcoming = np.concatenate([base.upcoming_rows, np.ones(len(extra), dtype=bool)])
+        gpus = np.concatenate([base.gpu_rows, np.array([p.allocatable.gpu_count() for p in extra], dtype=np.int64)])
+    else:  # copies: the base rows' arrays are the memo's
+        upcoming, gpus = base.upcoming_rows.copy(), base.gpu_rows.copy()
     totals = (memo.totals(base.counted, extra) if memo is not None
               else totals_of([*base.counted, *((pool, 1) for pool in extra)]))
     pods = pods or cluster.index()

@@ -90,8 +90,6 @@ class NodeRows:
 
     facts: Mapping[str, NodeFacts]
     expired: frozenset[str]
-    generation: int
-    """The arrangement these rows were made for (-1: unknown)."""
     position: dict[str, int]
     """Row of each node that has one."""
     names: list[str]
@@ -129,7 +127,7 @@ def _counted(pool_keys: list[str | None], pools: Mapping[str, NodePool]) -> list
 
 
 def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
-                 expired: frozenset[str], generation: int = -1) -> NodeRows:
+                 expired: frozenset[str]) -> NodeRows:
     """The rows of `nodes` (in order) but those being deleted or `expired`, from their facts."""
     # facts hold the nodes in order, once each unless two share a name
     every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
@@ -139,20 +137,19 @@ def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Ma
     names = [f.node.name for f in kept]
     pool_keys = [None if f.pool is None else f.pool.name for f in kept]
     upcoming, gpus = [f.phase is not usable for f in kept], [f.gpu_units for f in kept]
-    return NodeRows(facts=facts, expired=expired, generation=generation,
-                    position=_positions(names), names=names, nodes=[f.row_node for f in kept],
-                    capacity=[f.capacity for f in kept], row_pool=[f.pool_name for f in kept],
-                    upcoming=upcoming, group_keys=[f.group_key for f in kept], gpus=gpus,
-                    upcoming_rows=np.array(upcoming, dtype=bool), gpu_rows=np.array(gpus, dtype=np.int64),
+    return NodeRows(facts=facts, expired=expired, position=_positions(names), names=names,
+                    nodes=[f.row_node for f in kept], capacity=[f.capacity for f in kept],
+                    row_pool=[f.pool_name for f in kept], upcoming=upcoming, group_keys=[f.group_key for f in kept],
+                    gpus=gpus, upcoming_rows=np.array(upcoming, dtype=bool), gpu_rows=np.array(gpus, dtype=np.int64),
                     pool_keys=pool_keys, counted=_counted(pool_keys, pools))
 
 
 def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts], changed: frozenset[str],
-             gone: frozenset[str], generation: int) -> NodeRows:
+             gone: frozenset[str]) -> NodeRows:
     """`last` with the rows of the nodes `changed` (derived again, or new) redone from `facts` and those of the nodes
     `gone` taken out; every other node's facts are those `last` was made from. A node that gains its row is put in by
     name: the facts hold the nodes of an arrangement, in name order."""
-    rows = NodeRows(facts=facts, expired=last.expired, generation=generation, position=last.position,
+    rows = NodeRows(facts=facts, expired=last.expired, position=last.position,
                     names=list(last.names), nodes=list(last.nodes), capacity=list(last.capacity),
                     row_pool=list(last.row_pool), upcoming=list(last.upcoming), group_keys=list(last.group_keys),
                     gpus=list(last.gpus), upcoming_rows=last.upcoming_rows.copy(), gpu_rows=last.gpu_rows.copy(),
@@ -205,8 +202,8 @@ class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
     __slots__ = ("_capacities", "_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_order",
-                 "_pending_names", "_pools", "_seen", "_starting", "_templates", "_totals", "_unique", "_upcoming",
-                 "_verdicts", "arrange", "rows", "scale_down", "scale_up")
+                 "_pending_names", "_pools", "_rows_generation", "_seen", "_starting", "_templates", "_totals",
+                 "_unique", "_upcoming", "_verdicts", "arrange", "rows", "scale_down", "scale_up")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
@@ -232,6 +229,8 @@ class DecideMemo:
         self.scale_up = ScaleUpMemo()
         """Scale-up's pool verdicts per unit, share normalizer and reasons for units no pool takes (`ScaleUpMemo`)."""
         self._node_rows: NodeRows | None = None
+        self._rows_generation = -1
+        """The arrangement `_node_rows` were last handed out for (-1: unknown)."""
         self._unique = False
         """No two nodes of the last full pass shared a name (else `_starting` is not kept)."""
         self._order: dict[str, int] | None = None
@@ -363,13 +362,14 @@ class DecideMemo:
         """`node_rows_of`, from the last rows: the same while the facts are the very same dict, patched for the nodes
         the last `facts` call derived again (arrangement `generation`), else made afresh."""
         last, change = self._node_rows, self._facts_change
+        made_for, self._rows_generation = self._rows_generation, generation
         rows: NodeRows | None = None
         if last is not None and last.expired == expired:
             if last.facts is facts:
-                rows = last if last.generation == generation else replace(last, generation=generation)
-            elif change is not None and change[0] == generation >= 0 and last.generation == generation - 1:
-                rows = _patched(last, pools, facts, change[1], change[2], generation)
-        self._node_rows = rows = rows or node_rows_of(nodes, pools, facts, expired, generation)
+                rows = last
+            elif change is not None and change[0] == generation >= 0 and made_for == generation - 1:
+                rows = _patched(last, pools, facts, change[1], change[2])
+        self._node_rows = rows = rows or node_rows_of(nodes, pools, facts, expired)
         return rows
 
     def verdicts(self) -> Verdicts:

@@ -484,9 +484,9 @@ class RowMemo:
     holds the objects it compares by identity, so a recycled object can never match.
     """
 
-    __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
-                 "_groups", "_kinds", "_name_count", "_names", "_names_by_request", "_names_of", "_pending",
-                 "_position", "_rows", "_seen", "_tables")
+    __slots__ = ("_capacity", "_caps", "_chooser", "_column_of", "_columns", "_devices", "_free", "_free_pods",
+                 "_gpu_shapes", "_groups", "_kinds", "_name_count", "_names", "_names_by_request", "_names_of",
+                 "_pending", "_position", "_recounted", "_rows", "_seen", "_shapes_version", "_tables", "_union_of")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -504,15 +504,24 @@ class RowMemo:
         self._free: IntArray = np.zeros((0, 0), dtype=np.int64)
         self._free_pods: IntArray = np.zeros(0, dtype=np.int64)
         self._devices: IntArray = np.zeros((0, 0), dtype=np.int64)
-        self._capacity: tuple[list[Resources], frozenset[str], GpuDevices] | None = None
+        self._capacity: tuple[list[Resources], frozenset[str], GpuDevices, bool] | None = None
         self._gpu_shapes: Counter[PodShape] = Counter()
         """Shapes of the GPU pods bound to the rows in `_rows`, counted (what fragmentation is measured against); no
         entry below 1."""
         self._groups: tuple[list[GroupKey], list[int], list[list[int]], dict[SchedulingConstraints, BoolArray]] | \
             None = None
         self._kinds = RequestKinds()
-        self._chooser: tuple[str, _Shared] | None = None
-        """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
+        self._chooser: tuple[str, _Shared, int, Counter[PodShape]] | None = None
+        """The last table's placement and shared part (its fragmentation chooser, once made, serves an equal
+        workload), the `_shapes_version` and the pending shapes (`_pending_shapes`) its workload was made from."""
+        self._shapes_version = 0
+        """Bumped whenever `_gpu_shapes` changes."""
+        self._column_of: dict[str, int] = {}
+        """Column of each name in `_columns`."""
+        self._union_of: tuple[frozenset[str], frozenset[str], list[str]] | None = None
+        """The last extra names, offered names and the columns made from them with the name counts (`_union`)."""
+        self._recounted = True
+        """The name counts moved since `_union_of` was made."""
         self._seen = -1
         """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
         self._tables = TypicalTables()
@@ -548,6 +557,7 @@ class RowMemo:
                 if hit is not None:
                     count.subtract(hit[1])
                     del entries[key]
+                    self._recounted = True
                 continue
             requested = self._request_names(held)
             if hit is not None:
@@ -557,6 +567,7 @@ class RowMemo:
                 count.subtract(hit[1])
             entries[key] = (held, requested)
             count.update(requested)
+            self._recounted = True
         return changed
 
     def _request_names(self, pods: Sequence[Pod]) -> frozenset[str]:
@@ -574,29 +585,38 @@ class RowMemo:
         return union if union is not None else frozenset()
 
     def _union(self, offered: frozenset[str], extra_names: Iterable[str]) -> list[str]:
+        """The columns: kept (the very same list) while no name count moved and the offered and extra names are
+        equal to the last build's."""
+        extra = extra_names if isinstance(extra_names, frozenset) else frozenset(extra_names)
+        last = self._union_of
+        if last is not None and not self._recounted and last[0] == extra and last[1] == offered:
+            return last[2]
         union = {name for name, n in self._name_count.items() if n > 0}
-        union.update(extra_names)
+        union.update(extra)
         union.update(offered)
         union.discard(PODS)
-        return sorted(union)
+        columns = sorted(union)
+        self._union_of, self._recounted = (extra, offered, columns), False
+        return columns
 
-    def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices, bool]:
-        """The resources the rows offer, their devices all free, and whether the capacities are those of the last
-        build (kept while they are)."""
+    def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices, bool, bool]:
+        """The resources the rows offer, their devices all free, whether any row has devices, and whether the
+        capacities are those of the last build (kept while they are)."""
         base = self._capacity
         same = base is not None and base[0] == capacity
         if base is None or not same:
-            base = self._capacity = (list(capacity), *_offered(capacity))
-        return base[1], base[2], same
+            offered, devices = _offered(capacity)
+            base = self._capacity = (list(capacity), offered, devices, bool(devices))
+        return base[1], base[2], base[3], same
 
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
               extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
               group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None,
               known_names: Sequence[str] | None = None) -> NodeTable:
         """The table of `NodeTable.build` (which see), from the rows that changed since the last build."""
-        offered, template, same_capacity = self._capacity_of(capacity)
+        offered, template, has_devices, same_capacity = self._capacity_of(capacity)
         columns, changed = self._columns_of(by_node, offered, extra_names, moved)
-        column_of = {n: i for i, n in enumerate(columns)}
+        column_of = self._column_of if columns is self._columns else {n: i for i, n in enumerate(columns)}
         names = list(known_names) if known_names is not None else list(map(attrgetter("name"), nodes))
         if same_capacity and columns == self._columns and names == self._names:
             # The same rows as last time (the common case): only rows whose pods changed are computed.
@@ -605,11 +625,13 @@ class RowMemo:
             rows, gone = self._rows, []
             free, free_pods = self._free.copy(), self._free_pods.copy()
             devices = GpuDevices(template.count, self._devices.copy())
-            devices.free[miss] = template.free[miss]
+            if miss:
+                devices.free[miss] = template.free[miss]
         else:
             index = {name: i for i, name in enumerate(names)}
             if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
                 self._rows, self._gpu_shapes = {}, Counter()
+                self._shapes_version += 1
             rows = self._rows
             gone = list(rows.keys() - index.keys())
             miss, free, free_pods, devices = self._carry(names, capacity, index, changed, len(columns), template)
@@ -634,24 +656,33 @@ class RowMemo:
         for shape in touched:
             if shapes[shape] <= 0:
                 del shapes[shape]
+        if touched:
+            self._shapes_version += 1
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
         group_of, members, masks = self._groups_of(group_keys)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement=placement,
                          kinds=kinds, group_masks=masks, tables=self._tables)
-        if placement is not None and devices:
-            shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
-            shared.workload.update(self._pending_shapes(workload))
+        if placement is not None and has_devices:
+            pending = self._pending_shapes(workload)
             last = self._chooser
-            # no count below 1 on either side, so dict equality is Counter equality (in C)
-            if last is not None and last[0] == placement and dict.__eq__(last[1].workload, shared.workload):
-                shared.chooser = last[1].chooser
-            self._chooser = (placement, shared)
-        self._columns, self._rows, self._position, self._caps = columns, rows, index, list(capacity)
+            if last is not None and last[0] == placement and last[2] == self._shapes_version and last[3] is pending:
+                # the same shapes on the rows and the same pending pods: the last workload, and its chooser
+                shared.workload, shared.chooser = last[1].workload, last[1].chooser
+            else:
+                shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
+                shared.workload.update(pending)
+                # no count below 1 on either side, so dict equality is Counter equality (in C)
+                if last is not None and last[0] == placement and dict.__eq__(last[1].workload, shared.workload):
+                    shared.chooser = last[1].chooser
+            self._chooser = (placement, shared, self._shapes_version, pending)
+        self._columns, self._column_of, self._rows, self._position = columns, column_of, rows, index
+        self._caps = list(capacity)
         self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
         self._free, self._free_pods = free.copy(), free_pods.copy()
         self._devices = devices.free.copy()
-        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), None, devices if devices else None)
+        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), None,
+                         devices if has_devices else None)
 
     def _carry(self, names: list[str], capacity: Sequence[Resources], index: dict[str, int], changed: list[str],
                width: int, template: GpuDevices) -> tuple[list[int], IntArray, IntArray, GpuDevices]:
