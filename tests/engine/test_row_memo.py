@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import gpuscale.engine.table as table_module
 from gpuscale.engine.placement.devices import DEVICE_ANNOTATION, GpuDevices
-from gpuscale.engine.table import NodeTable, RowMemo, _offered
+from gpuscale.engine.table import NodeTable, RowMemo, _common_prefix, _offered
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
@@ -172,3 +172,11 @@ def test_only_changed_rows_are_computed() -> None:
     assert second.free_of(0, GPU_MILLI) < first.free_of(0, GPU_MILLI)
     assert sum(second._s.workload.values()) == sum(first._s.workload.values()) + 1
     assert np.array_equal(second.free[1:], first.free[1:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=12), st.lists(st.integers(0, 2), max_size=12))
+def test_common_prefix_is_the_leading_items_both_share(a: list[int], b: list[int]) -> None:
+    """The node groups are regrouped from the first key that changed (`_common_prefix`), found by halving."""
+    naive = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    assert _common_prefix(a, b) == naive

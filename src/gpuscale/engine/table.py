@@ -18,6 +18,7 @@ picks among feasible nodes by fragmentation for GPU pods, measured against the G
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -470,6 +471,21 @@ NAMES_KEPT = 4096
 """Distinct requests whose resource names a `RowMemo` keeps at most."""
 
 
+def _common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many leading items `a` and `b` share (equal), by comparing slices in C (halving the length)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n - 1  # a[:low] == b[:low] and a[:high + 1] != b[:high + 1]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 class RowMemo:
     """The rows of the last table built, carried to the next build (`NodeTable.build(memo=...)`).
 
@@ -818,8 +834,17 @@ class RowMemo:
             if len(cached[3]) > MASKS_KEPT:
                 cached[3].clear()
             return cached[1], cached[2], cached[3]
-        group_of: list[int] = []
+        # The rows before the first changed key keep their groups (numbered by first row, so those groups come
+        # first): only the rows from there on are grouped again (upcoming nodes are the last rows).
+        start = _common_prefix(cached[0], keys) if cached is not None else 0
+        group_of: list[int] = cached[1][:start] if cached is not None else []
         members: list[list[int]] = []
-        _add_to_groups(keys, 0, {}, group_of, members)
+        if cached is not None and start:
+            for rows in cached[2]:
+                if rows[0] >= start:
+                    break
+                members.append(rows[:bisect_left(rows, start)])
+        groups = {keys[rows[0]]: g for g, rows in enumerate(members)}
+        _add_to_groups(keys[start:], start, groups, group_of, members)
         self._groups = (list(keys), group_of, members, {})
         return group_of, members, self._groups[3]
