@@ -1,7 +1,6 @@
-"""What `build_world` carries from one decision to the next through the decision memo — the node rows' arrays, the
-upcoming nodes' templates, the totals, the pending pods' request names, — equals what a
-decision without a memo makes, under churn of nodes, pods, upcoming nodes and pool objects (an equal pool reloaded,
-or a pool resized)."""
+"""What `build_world` carries from one decision to the next through the decision memo (the node rows' arrays, the
+upcoming nodes' templates, the totals, the pending pods' request names) equals what a decision without a memo makes,
+under churn of nodes, pods, upcoming nodes and pool objects (an equal pool reloaded, or a pool resized)."""
 
 from __future__ import annotations
 
