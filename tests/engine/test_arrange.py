@@ -9,12 +9,13 @@ import random
 from dataclasses import replace
 from operator import attrgetter
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.arrange import Arranged, ArrangeMemo, _Sorted, arrange
-from gpuscale.model.cluster import Cluster
+from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.node import Node
+from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
 from gpuscale.model.selectors import LabelSelector, PodAffinityTerm
 from tests.builders import make_node, make_pod
@@ -31,8 +32,9 @@ def ids(objects: object) -> list[int]:
 def view(a: Arranged) -> tuple[object, ...]:
     """An arrangement by object identity (equal objects that are not the same would hide a stale entry)."""
     c, p = a.cluster, a.pods
-    return (ids(c.nodes), ids(c.pods), ids(c.pdbs), ids(c.pod_groups), ids(p.pending), ids(p.placed),
-            {name: ids(held) for name, held in p.by_node.items()}, p.pod_affinity, dict(p.group_members))
+    return (ids(c.nodes), ids(c.pods), ids(c.pdbs), ids(c.pod_groups), dict(c.other_kinds), ids(p.pending),
+            ids(p.placed), {name: ids(held) for name, held in p.by_node.items()}, p.pod_affinity,
+            dict(p.group_members))
 
 
 def pod(i: int, state: int, node: int, group: int) -> Pod:
@@ -44,27 +46,37 @@ def pod(i: int, state: int, node: int, group: int) -> Pod:
 
 
 ops = st.lists(st.tuples(st.sampled_from(["pod", "pod", "pod", "delete", "node", "drop-node", "twin", "again",
-                                          "arrange"]),
+                                          "budget", "gang", "kinds", "arrange"]),
                          st.integers(0, 200), st.integers(0, 5), st.integers(0, 4), st.integers(0, 2)),
                min_size=1, max_size=60)
 
 
 @settings(max_examples=300, deadline=None)
 @given(ops, st.integers(0, 2**16))
+@example([("pod", 0, 1, 0, 0), ("arrange", 0, 0, 0, 0), ("delete", 0, 0, 0, 0)], 0)  # pods only left
+@example([("budget", 0, 1, 0, 0), ("arrange", 0, 0, 0, 0), ("arrange", 0, 0, 0, 0), ("budget", 0, 2, 0, 0)],
+         0)  # a budget replaced by another of the same name
 def test_carried_arrangements_equal_fresh_ones(steps: list[tuple[str, int, int, int, int]], seed: int) -> None:
     shuffle = random.Random(seed)
     memo = ArrangeMemo()
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
     extra: list[Pod] = []  # same-named duplicates, as a broken snapshot could hold
+    budgets: dict[str, PodDisruptionBudget] = {}
+    gangs: dict[str, PodGroupSpec] = {}
+    kinds: dict[str, int] = {}
     last: Arranged | None = None
 
     def check() -> Arranged:
         node_list, pod_list = list(nodes.values()), [*pods.values(), *extra]
+        budget_list, gang_list = list(budgets.values()), list(gangs.values())
         if shuffle.random() < 0.5:  # else in the order of the last input, as a snapshot of a dict keeps it
             shuffle.shuffle(node_list)
             shuffle.shuffle(pod_list)
-        cluster = Cluster(nodes=tuple(node_list), pods=tuple(pod_list))
+            shuffle.shuffle(budget_list)
+            shuffle.shuffle(gang_list)
+        cluster = Cluster(nodes=tuple(node_list), pods=tuple(pod_list), pdbs=tuple(budget_list),
+                          pod_groups=tuple(gang_list), other_kinds=dict(kinds))
         carried, fresh = memo.arrange(cluster), arrange(cluster)
         assert view(carried) == view(fresh)
         return carried
@@ -84,6 +96,21 @@ def test_carried_arrangements_equal_fresh_ones(steps: list[tuple[str, int, int, 
             extra.append(replace(pods[sorted(pods)[i % len(pods)]], uid=f"twin-{i}"))
             if len(extra) > 2:
                 extra.pop(0)
+        elif op == "budget":  # a budget created or replaced (by an equal one, now and then), or deleted
+            name = f"b{i % 4}"
+            if state == 0:
+                budgets.pop(name, None)
+            else:
+                budgets[name] = PodDisruptionBudget(namespace="a", name=name, selector=LabelSelector(),
+                                                    disruptions_allowed=state % 3)
+        elif op == "gang":
+            key = f"a/g{i % 3}"
+            if state == 0:
+                gangs.pop(key, None)
+            else:
+                gangs[key] = PodGroupSpec(key=key, min_member=state)
+        elif op == "kinds":  # objects of kinds gpuscale does not read come and go
+            kinds["ConfigMap"] = state
         elif op == "again" and pods:  # the very same object twice in one snapshot
             if extra:
                 extra[-1] = pods[sorted(pods)[i % len(pods)]]

@@ -40,7 +40,8 @@ def node(name: str, pool: str, state: int) -> Node:
 
 def view(rows: NodeRows) -> tuple[object, ...]:
     return (rows.position, rows.names, rows.nodes, rows.capacity, rows.row_pool, rows.upcoming, rows.group_keys,
-            rows.gpus, rows.pool_keys, [(None if p is None else p.name, n) for p, n in rows.counted])
+            rows.gpus, rows.upcoming_rows.tolist(), rows.gpu_rows.tolist(), rows.pool_keys,
+            [(None if p is None else p.name, n) for p, n in rows.counted])
 
 
 steps = st.lists(st.tuples(st.sampled_from(["add", "add", "drop", "drop-run", "change", "answer", "expire",

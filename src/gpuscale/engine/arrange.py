@@ -26,8 +26,18 @@ from itertools import compress, count, islice, repeat
 from operator import attrgetter, is_, is_not, length_hint
 from typing import Any, Generic, TypeVar
 
-from gpuscale.model.cluster import PENDING, PLACED, Cluster, PodIndex, group_member, has_pod_affinity, index_slot
+from gpuscale.model.cluster import (
+    PENDING,
+    PLACED,
+    Cluster,
+    PodGroupSpec,
+    PodIndex,
+    group_member,
+    has_pod_affinity,
+    index_slot,
+)
 from gpuscale.model.node import Node
+from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod
 
 T = TypeVar("T")
@@ -201,6 +211,11 @@ class _Sorted(Generic[T]):
         self._ties = any(key(a) == key(b) for a, b in zip(self.items, self.items[1:], strict=False))
 
 
+def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+    """The very same objects in the same order."""
+    return a is b or (len(a) == len(b) and all(map(is_, a, b)))
+
+
 def _drop(items: list[Pod], pod: Pod) -> None:
     at = bisect_left(items, _POD_ORDER(pod), key=_POD_ORDER)
     while items[at] is not pod:
@@ -215,7 +230,8 @@ def _add(items: list[Pod], pod: Pod) -> None:
 class ArrangeMemo:
     """The last arrangement's sorted nodes and pods and its pod index (see the module docstring)."""
 
-    __slots__ = ("_affinity", "_by_node", "_generation", "_groups", "_nodes", "_pending", "_placed", "_pods", "last")
+    __slots__ = ("_affinity", "_by_node", "_generation", "_groups", "_nodes", "_pending", "_placed", "_pods", "_rest",
+                 "last")
 
     def __init__(self) -> None:
         self._nodes: _Sorted[Node] = _Sorted(_NODE_ORDER)
@@ -229,14 +245,21 @@ class ArrangeMemo:
         self._generation = 0
         self.last: Arranged | None = None
         """The last arrangement made."""
+        self._rest: tuple[tuple[PodDisruptionBudget, ...], tuple[PodGroupSpec, ...], tuple[PodDisruptionBudget, ...],
+                          tuple[PodGroupSpec, ...]] | None = None
+        """The last input's budgets and pod groups, and the same sorted (`_sorted_rest`)."""
 
     def arrange(self, cluster: Cluster) -> Arranged:
         self._generation += 1
         node_change = self._nodes.update(cluster.nodes)
         pod_change = self._pods.update(cluster.pods)
-        ordered = _sorted_rest(cluster, tuple(self._nodes.items), tuple(self._pods.items))
+        last = self.last
+        ordered = self._ordered(cluster, last.cluster if last is not None else None, node_change == ([], []),
+                                pod_change == ([], []))
         moved: frozenset[str] | None
-        if pod_change is None:
+        if last is not None and pod_change == ([], []):  # the very same pods: the same index
+            index, moved = last.pods, frozenset()
+        elif pod_change is None:
             index = ordered.index()
             self._pending, self._placed = list(index.pending), list(index.placed)
             self._by_node = index.by_node
@@ -258,6 +281,24 @@ class ArrangeMemo:
         self.last = Arranged(cluster=ordered, pods=index, replaced=replaced, moved=moved, generation=self._generation,
                              node_edits=node_edits)
         return self.last
+
+    def _ordered(self, cluster: Cluster, last: Cluster | None, same_nodes: bool, same_pods: bool) -> Cluster:
+        """`_sorted_rest` of the held lists, sharing what is the same as in the `last` arrangement: its node and pod
+        tuples when no object came or left, its sorted budgets and pod groups when the input's are the very same
+        objects, and the whole cluster when all of that and the other kinds are."""
+        if last is None:
+            return _sorted_rest(cluster, tuple(self._nodes.items), tuple(self._pods.items))
+        nodes = last.nodes if same_nodes else tuple(self._nodes.items)
+        pods = last.pods if same_pods else tuple(self._pods.items)
+        rest = self._rest
+        if rest is None or not _same(rest[0], cluster.pdbs) or not _same(rest[1], cluster.pod_groups):
+            rest = self._rest = (cluster.pdbs, cluster.pod_groups,
+                                 tuple(sorted(cluster.pdbs, key=lambda b: b.key)),
+                                 tuple(sorted(cluster.pod_groups, key=lambda g: g.key)))
+        if (nodes is last.nodes and pods is last.pods and rest[2] is last.pdbs and rest[3] is last.pod_groups
+                and cluster.other_kinds == last.other_kinds):
+            return last
+        return replace(cluster, nodes=nodes, pods=pods, pdbs=rest[2], pod_groups=rest[3])
 
     def _move(self, pods: list[Pod], sign: int) -> list[str]:
         """Take out (`sign` −1) or put in (+1) these pods; the names of the nodes they are bound to."""

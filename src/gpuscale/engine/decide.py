@@ -17,7 +17,7 @@ import numpy as np
 
 from gpuscale.engine.arrange import arrange
 from gpuscale.engine.limits import Totals, headroom, totals_of
-from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of
+from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of, request_names
 from gpuscale.engine.nodes import NodePhase
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
@@ -117,30 +117,33 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     generation = moved[0] if moved is not None else -1
     base = (memo.node_rows(cluster.nodes, pools, facts, expired, generation) if memo is not None
             else node_rows_of(cluster.nodes, pools, facts, expired))
-    nodes, capacity, row_pool = list(base.nodes), list(base.capacity), list(base.row_pool)
-    upcoming, group_keys, gpus = list(base.upcoming), list(base.group_keys), list(base.gpus)
-    counted = list(base.counted)
-    for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
-        pool = pools.get(request.pool)
-        if pool is None or request.request_id in timeouts.expired_requests:
-            continue
-        counted.append((pool, 1))
-        template = pool.template(f"upcoming-{request.request_id}")
-        nodes.append(template)
-        capacity.append(pool.allocatable)
-        group_keys.append(memo.template_key(pool, template) if memo is not None else node_group_key(template))
-        gpus.append(pool.allocatable.gpu_count())
-        row_pool.append(pool.name)
-        upcoming.append(True)
+    ordered = [(pool, request.request_id) for request in sorted(snapshot.upcoming, key=lambda u: u.request_id)
+               if (pool := pools.get(request.pool)) is not None
+               and request.request_id not in timeouts.expired_requests]
+    extra = [pool for pool, _ in ordered]
+    templates = (memo.templates(ordered) if memo is not None
+                 else [pool.template(f"upcoming-{request_id}") for pool, request_id in ordered])
+    nodes = [*base.nodes, *templates]
+    names = [*base.names, *(t.name for t in templates)]
+    capacity = [*base.capacity, *(pool.allocatable for pool in extra)]
+    group_keys = [*base.group_keys, *(memo.template_key(pool, t) if memo is not None else node_group_key(t)
+                                      for pool, t in zip(extra, templates, strict=True))]
+    row_pool = (*base.row_pool, *(pool.name for pool in extra))
+    if extra:
+        upcoming = np.concatenate([base.upcoming_rows, np.ones(len(extra), dtype=bool)])
+        gpus = np.concatenate([base.gpu_rows, np.array([p.allocatable.gpu_count() for p in extra], dtype=np.int64)])
+    else:  # copies: the base rows' arrays are the memo's
+        upcoming, gpus = base.upcoming_rows.copy(), base.gpu_rows.copy()
+    totals = (memo.totals(base.counted, extra) if memo is not None
+              else totals_of([*base.counted, *((pool, 1) for pool in extra)]))
     pods = pods or cluster.index()
-    pending_names = {r for p in pods.pending for r in p.requests.names()}
+    pending_names = memo.pending_names(pods.pending) if memo is not None else request_names(pods.pending)
     table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=pods.pod_affinity,
                             placement=gpu_placement, workload=pods.pending, group_keys=group_keys,
-                            by_node=pods.by_node, memo=memo.rows if memo is not None else None, moved=moved)
-    return _World(table=table, rows=tuple(nodes), row_pool=tuple(row_pool),
-                  upcoming_rows=np.array(upcoming, dtype=bool), totals=totals_of(counted),
-                  free_pods_before=table.free_pods.copy(),
-                  gpu_capacity=np.array(gpus, dtype=np.int64))
+                            by_node=pods.by_node, memo=memo.rows if memo is not None else None, moved=moved,
+                            names=names)
+    return _World(table=table, rows=tuple(nodes), row_pool=row_pool, upcoming_rows=upcoming, totals=totals,
+                  free_pods_before=table.free_pods.copy(), gpu_capacity=gpus)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,14 +19,20 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import is_
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from gpuscale.engine.arrange import ArrangeMemo
+from gpuscale.engine.limits import Totals, totals_of
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
 from gpuscale.engine.scaleup import ScaleUpMemo, Verdicts
 from gpuscale.engine.table import GroupKey, RowMemo, node_group_key
 from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 
@@ -84,8 +90,6 @@ class NodeRows:
 
     facts: Mapping[str, NodeFacts]
     expired: frozenset[str]
-    generation: int
-    """The arrangement these rows were made for (-1: unknown)."""
     position: dict[str, int]
     """Row of each node that has one."""
     names: list[str]
@@ -96,6 +100,10 @@ class NodeRows:
     upcoming: list[bool]
     group_keys: list[GroupKey]
     gpus: list[int]
+    upcoming_rows: npt.NDArray[np.bool_]
+    """`upcoming` as an array (the world's rows start with these: made once per rows, not per decision)."""
+    gpu_rows: npt.NDArray[np.int64]
+    """`gpus` as an array."""
     pool_keys: list[str | None]
     """The name of each row's pool (None: none), which `counted` counts."""
     counted: list[tuple[NodePool | None, int]]
@@ -119,7 +127,7 @@ def _counted(pool_keys: list[str | None], pools: Mapping[str, NodePool]) -> list
 
 
 def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
-                 expired: frozenset[str], generation: int = -1) -> NodeRows:
+                 expired: frozenset[str]) -> NodeRows:
     """The rows of `nodes` (in order) but those being deleted or `expired`, from their facts."""
     # facts hold the nodes in order, once each unless two share a name
     every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
@@ -128,22 +136,24 @@ def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Ma
     kept = [f for f in every if f.phase is not deleting and f.node.name not in expired]
     names = [f.node.name for f in kept]
     pool_keys = [None if f.pool is None else f.pool.name for f in kept]
-    return NodeRows(facts=facts, expired=expired, generation=generation,
-                    position=_positions(names), names=names, nodes=[f.row_node for f in kept],
-                    capacity=[f.capacity for f in kept], row_pool=[f.pool_name for f in kept],
-                    upcoming=[f.phase is not usable for f in kept], group_keys=[f.group_key for f in kept],
-                    gpus=[f.gpu_units for f in kept], pool_keys=pool_keys, counted=_counted(pool_keys, pools))
+    upcoming, gpus = [f.phase is not usable for f in kept], [f.gpu_units for f in kept]
+    return NodeRows(facts=facts, expired=expired, position=_positions(names), names=names,
+                    nodes=[f.row_node for f in kept], capacity=[f.capacity for f in kept],
+                    row_pool=[f.pool_name for f in kept], upcoming=upcoming, group_keys=[f.group_key for f in kept],
+                    gpus=gpus, upcoming_rows=np.array(upcoming, dtype=bool), gpu_rows=np.array(gpus, dtype=np.int64),
+                    pool_keys=pool_keys, counted=_counted(pool_keys, pools))
 
 
 def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts], changed: frozenset[str],
-             gone: frozenset[str], generation: int) -> NodeRows:
+             gone: frozenset[str]) -> NodeRows:
     """`last` with the rows of the nodes `changed` (derived again, or new) redone from `facts` and those of the nodes
     `gone` taken out; every other node's facts are those `last` was made from. A node that gains its row is put in by
     name: the facts hold the nodes of an arrangement, in name order."""
-    rows = NodeRows(facts=facts, expired=last.expired, generation=generation, position=last.position,
+    rows = NodeRows(facts=facts, expired=last.expired, position=last.position,
                     names=list(last.names), nodes=list(last.nodes), capacity=list(last.capacity),
                     row_pool=list(last.row_pool), upcoming=list(last.upcoming), group_keys=list(last.group_keys),
-                    gpus=list(last.gpus), pool_keys=list(last.pool_keys), counted=last.counted)
+                    gpus=list(last.gpus), upcoming_rows=last.upcoming_rows.copy(), gpu_rows=last.gpu_rows.copy(),
+                    pool_keys=list(last.pool_keys), counted=last.counted)
     columns: tuple[list[Any], ...] = (rows.names, rows.nodes, rows.capacity, rows.row_pool, rows.upcoming,
                                       rows.group_keys, rows.gpus, rows.pool_keys)
     out = [i for name in gone if (i := last.position.get(name)) is not None]
@@ -154,8 +164,9 @@ def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, 
         has = _has_row(after, last.expired)
         if i is not None and has and last.pool_keys[i] == _pool_key(after):  # the same row, redone in place
             rows.nodes[i], rows.capacity[i], rows.row_pool[i] = after.row_node, after.capacity, after.pool_name
-            rows.upcoming[i], rows.group_keys[i] = after.phase is not NodePhase.USABLE, after.group_key
-            rows.gpus[i] = after.gpu_units
+            rows.upcoming[i] = rows.upcoming_rows[i] = after.phase is not NodePhase.USABLE
+            rows.group_keys[i] = after.group_key
+            rows.gpus[i] = rows.gpu_rows[i] = after.gpu_units
             continue
         if i is not None:
             out.append(i)
@@ -173,7 +184,13 @@ def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, 
                                            _pool_key(fact)), strict=True):
             column.insert(at, value)
     names = rows.names
-    return replace(rows, position=_positions(names), counted=_counted(rows.pool_keys, pools))
+    return replace(rows, position=_positions(names), counted=_counted(rows.pool_keys, pools),
+                   upcoming_rows=np.array(rows.upcoming, dtype=bool), gpu_rows=np.array(rows.gpus, dtype=np.int64))
+
+
+def request_names(pods: Sequence[Pod]) -> set[str]:
+    """Every resource name the pods request (the pending pods' names are columns of the what-if table)."""
+    return {r for p in pods for r in p.requests.names()}
 
 
 VERDICTS_KEPT = 10_000
@@ -185,8 +202,8 @@ class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
     __slots__ = ("_capacities", "_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_order",
-                 "_pools", "_seen", "_starting", "_templates", "_unique", "_verdicts", "arrange", "rows",
-                 "scale_down", "scale_up")
+                 "_pending_names", "_pools", "_rows_generation", "_seen", "_starting", "_templates", "_totals",
+                 "_unique", "_upcoming", "_verdicts", "arrange", "rows", "scale_down", "scale_up")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
@@ -212,12 +229,20 @@ class DecideMemo:
         self.scale_up = ScaleUpMemo()
         """Scale-up's pool verdicts per unit, share normalizer and reasons for units no pool takes (`ScaleUpMemo`)."""
         self._node_rows: NodeRows | None = None
+        self._rows_generation = -1
+        """The arrangement `_node_rows` were last handed out for (-1: unknown)."""
         self._unique = False
         """No two nodes of the last full pass shared a name (else `_starting` is not kept)."""
         self._order: dict[str, int] | None = None
         """Position of each name in `_facts`, made when first needed (None: not made since the last full pass)."""
         self._starting: dict[str, int] = {}
         """The nodes of `_facts` still starting (`STARTING`), with their positions there."""
+        self._upcoming: dict[str, tuple[NodePool, Node]] = {}
+        """The last decision's upcoming template nodes by request id, with the pool each was made from."""
+        self._totals: tuple[list[tuple[NodePool | None, int]], list[NodePool], Totals] | None = None
+        """The last `totals` call: the rows' pool counts (held), the upcoming nodes' pools and their totals."""
+        self._pending_names: tuple[tuple[Pod, ...], set[str]] | None = None
+        """The last pending pods and the resource names they request."""
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
               arranged: tuple[int, Mapping[str, Node] | None] | None = None) -> dict[str, NodeFacts]:
@@ -337,13 +362,14 @@ class DecideMemo:
         """`node_rows_of`, from the last rows: the same while the facts are the very same dict, patched for the nodes
         the last `facts` call derived again (arrangement `generation`), else made afresh."""
         last, change = self._node_rows, self._facts_change
+        made_for, self._rows_generation = self._rows_generation, generation
         rows: NodeRows | None = None
         if last is not None and last.expired == expired:
             if last.facts is facts:
-                rows = last if last.generation == generation else replace(last, generation=generation)
-            elif change is not None and change[0] == generation >= 0 and last.generation == generation - 1:
-                rows = _patched(last, pools, facts, change[1], change[2], generation)
-        self._node_rows = rows = rows or node_rows_of(nodes, pools, facts, expired, generation)
+                rows = last
+            elif change is not None and change[0] == generation >= 0 and made_for == generation - 1:
+                rows = _patched(last, pools, facts, change[1], change[2])
+        self._node_rows = rows = rows or node_rows_of(nodes, pools, facts, expired)
         return rows
 
     def verdicts(self) -> Verdicts:
@@ -360,6 +386,41 @@ class DecideMemo:
         if known is None or known[0] is not pool:
             known = self._templates[pool.name] = (pool, node_group_key(template))
         return known[1]
+
+
+    def templates(self, upcoming: Sequence[tuple[NodePool, str]]) -> list[Node]:
+        """`pool.template(f"upcoming-{request_id}")` for each upcoming node: the last decision's node object again
+        while its request id and pool (the very same object) are (a template depends on nothing else)."""
+        last, kept = self._upcoming, {}
+        for pool, request_id in upcoming:
+            known = last.get(request_id)
+            if known is None or known[0] is not pool:
+                known = (pool, pool.template(f"upcoming-{request_id}"))
+            kept[request_id] = known
+        self._upcoming = kept
+        return [node for _, node in kept.values()] if len(kept) == len(upcoming) else [
+            kept[request_id][1] for _, request_id in upcoming]
+
+    def totals(self, counted: list[tuple[NodePool | None, int]], upcoming: Sequence[NodePool]) -> Totals:
+        """`totals_of(counted + one node per upcoming pool)`: the last result while `counted` is the very same list
+        (`NodeRows.counted`, shared while the rows' pools are) and the upcoming nodes' pools the very same ones."""
+        last = self._totals
+        if (last is not None and last[0] is counted and len(last[1]) == len(upcoming)
+                and all(map(is_, last[1], upcoming))):
+            return last[2]
+        totals = totals_of([*counted, *((pool, 1) for pool in upcoming)])
+        self._totals = (counted, list(upcoming), totals)
+        return totals
+
+    def pending_names(self, pending: tuple[Pod, ...]) -> set[str]:
+        """`request_names(pending)`: the last set while the pending pods are the same (the very same objects, in the
+        same order: compared in C). Callers only read it."""
+        last = self._pending_names
+        if last is not None and last[0] == pending:
+            return last[1]
+        names = request_names(pending)
+        self._pending_names = (pending, names)
+        return names
 
 
 def facts_of(nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],

@@ -18,6 +18,7 @@ picks among feasible nodes by fragmentation for GPU pods, measured against the G
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -202,14 +203,16 @@ class NodeTable:
               extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
               workload: Iterable[Pod] = (), group_keys: Sequence[GroupKey] | None = None,
               by_node: Mapping[str, Sequence[Pod]] | None = None, memo: RowMemo | None = None,
-              moved: tuple[int, frozenset[str] | None] | None = None) -> NodeTable:
+              moved: tuple[int, frozenset[str] | None] | None = None,
+              names: Sequence[str] | None = None) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
         workload fragmentation is measured against. `group_keys[i]` is `node_group_key(nodes[i])` and `by_node` the
         `placed` pods per node name, if the caller has them already; `memo` carries rows from one build to the next
         (same table, less work: see `RowMemo`), and `moved` says which nodes' entries in `by_node` may differ from
-        the last build's (`engine.arrange.Arranged`: its generation and `moved`)."""
+        the last build's (`engine.arrange.Arranged`: its generation and `moved`); `names[i]` is `nodes[i].name`, if
+        the caller has them already."""
         if by_node is None or with_topology:
             placed = list(placed)
         if by_node is None:
@@ -220,7 +223,7 @@ class NodeTable:
             by_node = grouped
         table = (memo if memo is not None else RowMemo()).build(
             nodes, capacity, by_node, extra_names, placement, workload,
-            group_keys if group_keys is not None else [node_group_key(n) for n in nodes], moved)
+            group_keys if group_keys is not None else [node_group_key(n) for n in nodes], moved, names)
         if with_topology:
             table.topology = Topology(nodes, placed)
         return table
@@ -461,8 +464,26 @@ _RowEntry = tuple[Resources, tuple[Pod, ...]]
 """A row as the memo keys it: its capacity object and its bound pods."""
 
 
-def _request_names(pods: Sequence[Pod]) -> frozenset[str]:
-    return frozenset(r for requests in {p.requests for p in pods} for r in requests.names())
+FEW_ROWS = 64
+"""Up to this many rows to compute, `RowMemo._compute` sums in Python (NumPy's fixed cost per call outweighs it)."""
+
+NAMES_KEPT = 4096
+"""Distinct requests whose resource names a `RowMemo` keeps at most."""
+
+
+def _common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many leading items `a` and `b` share (equal), by comparing slices in C (halving the length)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n - 1  # a[:low] == b[:low] and a[:high + 1] != b[:high + 1]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 class RowMemo:
@@ -479,31 +500,44 @@ class RowMemo:
     holds the objects it compares by identity, so a recycled object can never match.
     """
 
-    __slots__ = ("_capacity", "_caps", "_chooser", "_columns", "_devices", "_free", "_free_pods", "_gpu_shapes",
-                 "_groups", "_kinds", "_name_count", "_names_of", "_pending", "_position", "_rows", "_seen",
-                 "_tables")
+    __slots__ = ("_capacity", "_caps", "_chooser", "_column_of", "_columns", "_devices", "_free", "_free_pods",
+                 "_gpu_shapes", "_groups", "_kinds", "_name_count", "_names", "_names_by_request", "_names_of",
+                 "_pending", "_position", "_recounted", "_rows", "_seen", "_shapes_version", "_tables", "_union_of")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
         self._names_of: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
         self._name_count: Counter[str] = Counter()
         """How many entries of `_names_of` request each resource."""
+        self._names_by_request: dict[Resources, frozenset[str]] = {}
+        """The resource names of each distinct request seen (bounded: cleared past `NAMES_KEPT`)."""
         self._rows: dict[str, _RowEntry] = {}
         self._position: dict[str, int] = {}
+        self._names: list[str] | None = None
+        """The last build's node names, row by row (None: two rows shared a name)."""
         self._caps: list[Resources] = []
         """The last build's capacity objects, row by row (held: a row is carried only to the very same object)."""
         self._free: IntArray = np.zeros((0, 0), dtype=np.int64)
         self._free_pods: IntArray = np.zeros(0, dtype=np.int64)
         self._devices: IntArray = np.zeros((0, 0), dtype=np.int64)
-        self._capacity: tuple[list[Resources], frozenset[str], GpuDevices] | None = None
+        self._capacity: tuple[list[Resources], frozenset[str], GpuDevices, bool] | None = None
         self._gpu_shapes: Counter[PodShape] = Counter()
         """Shapes of the GPU pods bound to the rows in `_rows`, counted (what fragmentation is measured against); no
         entry below 1."""
         self._groups: tuple[list[GroupKey], list[int], list[list[int]], dict[SchedulingConstraints, BoolArray]] | \
             None = None
         self._kinds = RequestKinds()
-        self._chooser: tuple[str, _Shared] | None = None
-        """The last table's workload and shared part: its fragmentation chooser, once made, serves an equal workload."""
+        self._chooser: tuple[str, _Shared, int, Counter[PodShape]] | None = None
+        """The last table's placement and shared part (its fragmentation chooser, once made, serves an equal
+        workload), the `_shapes_version` and the pending shapes (`_pending_shapes`) its workload was made from."""
+        self._shapes_version = 0
+        """Bumped whenever `_gpu_shapes` changes."""
+        self._column_of: dict[str, int] = {}
+        """Column of each name in `_columns`."""
+        self._union_of: tuple[frozenset[str], frozenset[str], list[str]] | None = None
+        """The last extra names, offered names and the columns made from them with the name counts (`_union`)."""
+        self._recounted = True
+        """The name counts moved since `_union_of` was made."""
         self._seen = -1
         """The generation of the arrangement `_names_of` was last brought to (-1: unknown)."""
         self._tables = TypicalTables()
@@ -534,51 +568,86 @@ class RowMemo:
             held = tuple(pods) if pods is not None else None
             if (hit[0] if hit is not None else None) == held:
                 continue
-            if hit is not None:
-                count.subtract(hit[1])
-                del entries[key]
-            if held is not None:
-                entries[key] = hit = (held, _request_names(held))
-                count.update(hit[1])
             changed.append(key)
+            if held is None:  # the node's pods all left (or the node did)
+                if hit is not None:
+                    count.subtract(hit[1])
+                    del entries[key]
+                    self._recounted = True
+                continue
+            requested = self._request_names(held)
+            if hit is not None:
+                if requested == hit[1]:  # the same names (the usual change): nothing to recount
+                    entries[key] = (held, hit[1])
+                    continue
+                count.subtract(hit[1])
+            entries[key] = (held, requested)
+            count.update(requested)
+            self._recounted = True
         return changed
 
+    def _request_names(self, pods: Sequence[Pod]) -> frozenset[str]:
+        """Every resource name the pods request: the union of each distinct request's names, kept per request (a
+        node's pods mostly ask for the same names, so the union is mostly one kept set, shared)."""
+        known = self._names_by_request
+        if len(known) > NAMES_KEPT:
+            known.clear()
+        union: frozenset[str] | None = None
+        for requests in {p.requests for p in pods}:
+            names = known.get(requests)
+            if names is None:
+                names = known[requests] = frozenset(requests.names())
+            union = names if union is None or union == names else union | names
+        return union if union is not None else frozenset()
+
     def _union(self, offered: frozenset[str], extra_names: Iterable[str]) -> list[str]:
+        """The columns: kept (the very same list) while no name count moved and the offered and extra names are
+        equal to the last build's."""
+        extra = extra_names if isinstance(extra_names, frozenset) else frozenset(extra_names)
+        last = self._union_of
+        if last is not None and not self._recounted and last[0] == extra and last[1] == offered:
+            return last[2]
         union = {name for name, n in self._name_count.items() if n > 0}
-        union.update(extra_names)
+        union.update(extra)
         union.update(offered)
         union.discard(PODS)
-        return sorted(union)
+        columns = sorted(union)
+        self._union_of, self._recounted = (extra, offered, columns), False
+        return columns
 
-    def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices, bool]:
-        """The resources the rows offer, their devices all free, and whether the capacities are those of the last
-        build (kept while they are)."""
+    def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices, bool, bool]:
+        """The resources the rows offer, their devices all free, whether any row has devices, and whether the
+        capacities are those of the last build (kept while they are)."""
         base = self._capacity
         same = base is not None and base[0] == capacity
         if base is None or not same:
-            base = self._capacity = (list(capacity), *_offered(capacity))
-        return base[1], base[2], same
+            offered, devices = _offered(capacity)
+            base = self._capacity = (list(capacity), offered, devices, bool(devices))
+        return base[1], base[2], base[3], same
 
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
               extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
-              group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None) -> NodeTable:
+              group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None,
+              known_names: Sequence[str] | None = None) -> NodeTable:
         """The table of `NodeTable.build` (which see), from the rows that changed since the last build."""
-        offered, template, same_capacity = self._capacity_of(capacity)
+        offered, template, has_devices, same_capacity = self._capacity_of(capacity)
         columns, changed = self._columns_of(by_node, offered, extra_names, moved)
-        column_of = {n: i for i, n in enumerate(columns)}
-        names = list(map(attrgetter("name"), nodes))
-        if same_capacity and columns == self._columns and names == list(self._position):
+        column_of = self._column_of if columns is self._columns else {n: i for i, n in enumerate(columns)}
+        names = list(known_names) if known_names is not None else list(map(attrgetter("name"), nodes))
+        if same_capacity and columns == self._columns and names == self._names:
             # The same rows as last time (the common case): only rows whose pods changed are computed.
             index = self._position
             miss = sorted(i for name in changed if (i := index.get(name)) is not None)
             rows, gone = self._rows, []
             free, free_pods = self._free.copy(), self._free_pods.copy()
             devices = GpuDevices(template.count, self._devices.copy())
-            devices.free[miss] = template.free[miss]
+            if miss:
+                devices.free[miss] = template.free[miss]
         else:
             index = {name: i for i, name in enumerate(names)}
             if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
                 self._rows, self._gpu_shapes = {}, Counter()
+                self._shapes_version += 1
             rows = self._rows
             gone = list(rows.keys() - index.keys())
             miss, free, free_pods, devices = self._carry(names, capacity, index, changed, len(columns), template)
@@ -603,23 +672,33 @@ class RowMemo:
         for shape in touched:
             if shapes[shape] <= 0:
                 del shapes[shape]
+        if touched:
+            self._shapes_version += 1
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
         group_of, members, masks = self._groups_of(group_keys)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement=placement,
                          kinds=kinds, group_masks=masks, tables=self._tables)
-        if placement is not None and devices:
-            shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
-            shared.workload.update(self._pending_shapes(workload))
+        if placement is not None and has_devices:
+            pending = self._pending_shapes(workload)
             last = self._chooser
-            # no count below 1 on either side, so dict equality is Counter equality (in C)
-            if last is not None and last[0] == placement and dict.__eq__(last[1].workload, shared.workload):
-                shared.chooser = last[1].chooser
-            self._chooser = (placement, shared)
-        self._columns, self._rows, self._position, self._caps = columns, rows, index, list(capacity)
+            if last is not None and last[0] == placement and last[2] == self._shapes_version and last[3] is pending:
+                # the same shapes on the rows and the same pending pods: the last workload, and its chooser
+                shared.workload, shared.chooser = last[1].workload, last[1].chooser
+            else:
+                shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
+                shared.workload.update(pending)
+                # no count below 1 on either side, so dict equality is Counter equality (in C)
+                if last is not None and last[0] == placement and dict.__eq__(last[1].workload, shared.workload):
+                    shared.chooser = last[1].chooser
+            self._chooser = (placement, shared, self._shapes_version, pending)
+        self._columns, self._column_of, self._rows, self._position = columns, column_of, rows, index
+        self._caps = list(capacity)
+        self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
         self._free, self._free_pods = free.copy(), free_pods.copy()
         self._devices = devices.free.copy()
-        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), None, devices if devices else None)
+        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), None,
+                         devices if has_devices else None)
 
     def _carry(self, names: list[str], capacity: Sequence[Resources], index: dict[str, int], changed: list[str],
                width: int, template: GpuDevices) -> tuple[list[int], IntArray, IntArray, GpuDevices]:
@@ -653,7 +732,10 @@ class RowMemo:
                  devices: GpuDevices) -> dict[Resources, int]:
         """Rows `miss` from scratch: capacity minus the requests of their pods (one pass in Python maps each pod to
         its row and distinct request; the sums per row are NumPy's), and their devices from their GPU pods. Returns
-        the GPU requests of those pods, counted."""
+        the GPU requests of those pods, counted. A few rows (the usual decision) are summed in Python instead
+        (`_compute_few`): the same integers, without the fixed cost of the NumPy calls."""
+        if len(miss) <= FEW_ROWS:
+            return self._compute_few(miss, held_of, caps, len(columns), column_of, free, free_pods, devices)
         at = np.array(miss, dtype=np.int64)
         free[at], free_pods[at] = _capacity_vectors(caps, column_of)
         kinds: dict[Resources, int] = {}
@@ -685,6 +767,49 @@ class RowMemo:
         counts = np.bincount(of_kind, minlength=len(kinds)).tolist()
         return {requests: counts[kind] for requests, kind in kinds.items() if gpu_kind[kind] and counts[kind]}
 
+    def _compute_few(self, miss: list[int], held_of: list[tuple[Pod, ...]], caps: list[Resources], width: int,
+                     column_of: dict[str, int], free: IntArray, free_pods: IntArray,
+                     devices: GpuDevices) -> dict[Resources, int]:
+        """`_compute` row by row in Python: each row's capacity (read once per distinct capacity object) minus its
+        pods' requests, and the GPU pods of device-accounted rows loaded in the same order (rows, then pods)."""
+        kinds = self._kinds
+        vectors: dict[int, tuple[list[int], int]] = {}
+        counts: dict[Resources, int] = {}
+        rows_free: list[list[int]] = []
+        slots: list[int] = []
+        gpu_rows: list[int] = []
+        gpu_needs: list[GpuNeed] = []
+        gpu_pods: list[Pod] = []
+        accounted = devices.count[miss].tolist() if devices else [0] * len(miss)
+        for row, held, cap, has_devices in zip(miss, held_of, caps, accounted, strict=True):
+            base = vectors.get(id(cap))
+            if base is None:
+                vector, pods = [0] * width, 0
+                for name, amount in cap.items:
+                    if name == PODS:
+                        pods = amount
+                    elif (column := column_of.get(name)) is not None:
+                        vector[column] = amount
+                base = vectors[id(cap)] = (vector, pods)
+            left = list(base[0])
+            for pod in held:
+                requests = pod.requests
+                for name, amount in requests.items:
+                    left[column_of[name]] -= amount
+                counts[requests] = counts.get(requests, 0) + 1
+                if has_devices > 0 and (need := kinds.need(requests)) is not None:
+                    gpu_rows.append(row)
+                    gpu_needs.append(need)
+                    gpu_pods.append(pod)
+            rows_free.append(left)
+            slots.append(base[1] - len(held))
+        at = np.array(miss, dtype=np.int64)
+        free[at] = np.array(rows_free, dtype=np.int64).reshape(len(miss), width)
+        free_pods[at] = slots
+        if gpu_rows:
+            devices.load(np.array(gpu_rows, dtype=np.int64), gpu_needs, gpu_pods)
+        return {requests: n for requests, n in counts.items() if kinds.need(requests) is not None}
+
     def _pending_shapes(self, workload: Iterable[Pod]) -> Counter[PodShape]:
         """The GPU shapes of the pending pods, counted in first-seen order; kept while the pods are the same (the
         very same objects, in the same order: compared in C)."""
@@ -709,8 +834,17 @@ class RowMemo:
             if len(cached[3]) > MASKS_KEPT:
                 cached[3].clear()
             return cached[1], cached[2], cached[3]
-        group_of: list[int] = []
+        # The rows before the first changed key keep their groups (numbered by first row, so those groups come
+        # first): only the rows from there on are grouped again (upcoming nodes are the last rows).
+        start = _common_prefix(cached[0], keys) if cached is not None else 0
+        group_of: list[int] = cached[1][:start] if cached is not None else []
         members: list[list[int]] = []
-        _add_to_groups(keys, 0, {}, group_of, members)
+        if cached is not None and start:
+            for rows in cached[2]:
+                if rows[0] >= start:
+                    break
+                members.append(rows[:bisect_left(rows, start)])
+        groups = {keys[rows[0]]: g for g, rows in enumerate(members)}
+        _add_to_groups(keys[start:], start, groups, group_of, members)
         self._groups = (list(keys), group_of, members, {})
         return group_of, members, self._groups[3]
