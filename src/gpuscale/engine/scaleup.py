@@ -191,7 +191,7 @@ class Placement:
 
 
 def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray | None = None,
-                aware: bool = False) -> Placement:
+                aware: bool = False, ceiling: tuple[IntArray, int] | None = None) -> Placement:
     """Place units first-fit on `table` (mutated for singles; gangs go through a fork committed only when whole).
 
     `single_rows` restricts single pods to those rows (new template rows during estimation); gangs may use any row.
@@ -199,12 +199,12 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
     Estimation on new template rows uses it — how a pool's nodes pack the pods decides how many are needed — while
     covering pods with existing capacity does not: the scheduler decides where they go, and scoring every existing
     node for every pending pod would double a decision's cost for no change in what is ordered.
+    `ceiling`: `_ceiling(table)` if the caller has it (by default worked out when first needed).
     """
     result = Placement(table)
     with_labels = table.topology is not None
     exhausted: set[tuple[object, ...]] = set()
     checked: set[tuple[object, ...]] = set()
-    ceiling = None
     masks = _ClassMasks(single_rows) if table.topology is None else None
     for unit in units:
         if unit.group is None:
@@ -524,10 +524,12 @@ class ScaleUpMemo:
                 list(dict.fromkeys(u.pods[0].requests for u in units if u.group is None and len(u.pods) == 1)))
         return order
 
-    def split(self, order: _Order, table: NodeTable, fits: PoolFits, totals: Totals, policy: Policy) -> _Split:
+    def split(self, order: _Order, table: NodeTable, fits: PoolFits, totals: Totals,
+              policy: Policy) -> tuple[_Split, tuple[IntArray, int] | None]:
         """The order split into live and dead units for this table and these pools (`_Split`): the last split while
-        the same requests are hopeless and the pools are the same."""
-        hopeless = self._hopeless_of(order, table)
+        the same requests are hopeless and the pools are the same; with `_ceiling(table)` if it was worked out (the
+        order has single pods)."""
+        hopeless, ceiling = self._hopeless_of(order, table)
         split = order.split
         if split is None or split.fits is not fits or split.hopeless != hopeless:
             live: list[Unit] = []
@@ -539,21 +541,23 @@ class ScaleUpMemo:
                 else:
                     live.append(unit)
             split = order.split = _Split(fits, hopeless, live, dead, tuple(v for _, (v,) in dead))
-        return split
+        return split, ceiling
 
-    def _hopeless_of(self, order: _Order, table: NodeTable) -> frozenset[Resources]:
+    def _hopeless_of(self, order: _Order,
+                     table: NodeTable) -> tuple[frozenset[Resources], tuple[IntArray, int] | None]:
         """The order's single-pod requests more than any row of `table` has free (`_ceiling`): the last ones while
-        the table's columns and ceiling are equal."""
+        the table's columns and ceiling are equal (equal columns: the ceilings have one length, so equal bytes are
+        equal values); and the ceiling (None: the order has no single pod, so none was needed)."""
         if not order.requests:
-            return frozenset()
+            return frozenset(), None
         ceiling = _ceiling(table)
         last = self._hopeless
         if (last is not None and last[0] is order and last[1] == table.columns and last[2][1] == ceiling[1]
-                and np.array_equal(last[2][0], ceiling[0])):
-            return last[3]
+                and last[2][0].tobytes() == ceiling[0].tobytes()):
+            return last[3], ceiling
         hopeless = frozenset(r for r in order.requests if not _below(table.request_vector(r), ceiling))
         self._hopeless = (order, list(table.columns), ceiling, hopeless)
-        return hopeless
+        return hopeless, ceiling
 
     def fits(self, pools: Sequence[NodePool], verdicts: Verdicts) -> PoolFits:
         """The pool verdicts per unit for `pools`: the last ones while the pools are equal."""
@@ -591,6 +595,8 @@ class ScaleUpMemo:
         the last ones position by position by identity (in C), and only those that differ are read."""
         last_nodes, allocatables = self._nodes, self._allocatables
         self._nodes = list(nodes)
+        if nodes and last_nodes and nodes[-1] is last_nodes[-1] and nodes == last_nodes:
+            return False  # the usual late-week decision: the same nodes (one pass in C; equal nodes read the same)
         if len(nodes) == len(last_nodes):
             changed = list(compress(range(len(nodes)), map(is_not, nodes, last_nodes)))
             if all(nodes[i].allocatable is allocatables[i] for i in changed):
@@ -746,8 +752,8 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                 + (f" ({backoff.message})" if backoff.message else ""),
                 {"until_s": backoff.until_s, "failures": backoff.failures})
     order = memo.order(gathered, *memo.normalizer(pools, table)) if candidates.units else None
-    split = memo.split(order, table, fits, totals, policy) if order is not None else None
-    existing = place_units(table, split.live if split is not None else [])
+    split, ceiling = memo.split(order, table, fits, totals, policy) if order is not None else (None, None)
+    existing = place_units(table, split.live if split is not None else [], ceiling=ceiling)
     covered = [PodVerdict(pod=p.key, reasons=_COVERED[bool(upcoming_rows[existing.rows[p.key]])])
                for u in existing.placed for p in u.pods]
     table = existing.table
