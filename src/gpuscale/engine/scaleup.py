@@ -790,7 +790,8 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                 {"until_s": backoff.until_s, "failures": backoff.failures})
     order = memo.order(gathered, *memo.normalizer(pools, table)) if candidates.units else None
     split, ceiling = memo.split(order, table, fits, totals, policy) if order is not None else (None, None)
-    existing = place_units(table, split.live if split is not None else [], ceiling=ceiling)
+    live = split.live if split is not None else []
+    existing = place_units(table, live, ceiling=ceiling) if live else Placement(table)  # most late-week decisions
     covered = [PodVerdict(pod=p.key, reasons=_COVERED[bool(upcoming_rows[existing.rows[p.key]])])
                for u in existing.placed for p in u.pods]
     table = existing.table
