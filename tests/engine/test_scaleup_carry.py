@@ -28,7 +28,7 @@ from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
-from gpuscale.model.resources import NVIDIA_GPU
+from gpuscale.model.resources import NVIDIA_GPU, Resources
 from tests.engine.test_scaleup_memo import LIMITS, NAMES, POOL_VARIANTS, pod
 
 OPS = ["pod", "pod", "pod", "fresh", "gated", "gang", "gang", "declare", "bind", "bind", "delete", "pools",
@@ -53,6 +53,10 @@ steps = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 40), st.integers
 # pods, the same normalizer, a higher ceiling; it is covered now.
 @example([("pools", 0, 1, 0), ("node", 0, 0, 0), ("pod", 1, 2, -1), ("bind", 0, 0, 0), ("pod", 2, 2, -1),
           ("pools", 0, 0, 0), ("same", 0, 0, 0), ("delete", 0, 0, 0)], 0)
+# The same, with an empty GPU node beside it that has the most free pod slots: the ceiling's pod slots stay the same
+# when the bound pod leaves, only its CPU rises.
+@example([("pools", 0, 1, 0), ("node", 0, 0, 0), ("node", 1, 1, 0), ("pod", 1, 2, -1), ("bind", 0, 0, 0),
+          ("pod", 2, 2, -1), ("pools", 0, 0, 0), ("same", 0, 0, 0), ("delete", 0, 0, 0)], 0)
 # Pods a backed-off pool hosts, of a higher priority than a dead pod: unplaceable before it, in order.
 @example([("pod", 1, 1, 2), ("backoff", 0, 0, 0), ("pod", 10, 3, -1), ("same", 0, 0, 0)], 0)
 def test_carried_waiting_pods_equal_a_fresh_decision(ops: list[tuple[str, int, int, int]], seed: int) -> None:
@@ -180,3 +184,23 @@ def test_dead_pods_keep_their_place_in_the_order_among_the_pods_left_over() -> N
     assert [v.pod for v in plan.unplaceable] == ["default/p3", "default/p1", "default/p2"]
     assert [v.reasons[0].code for v in plan.unplaceable] == [ReasonCode.NO_POOL_FITS, ReasonCode.POOL_BACKOFF,
                                                             ReasonCode.NO_POOL_FITS]
+
+
+def test_pods_asking_what_the_roomiest_rows_have_free_are_covered_by_them() -> None:
+    """The ceiling the split works out (the most any row has free) is the one placement checks pods against: pods
+    asking exactly what each node has free are covered by them, with a memo or without, decision after decision."""
+    pools = [POOL_VARIANTS[0][0]]  # 8-core CPU nodes
+    nodes = tuple(replace(POOL_VARIANTS[0][0].template(name), created_s=0.0, ready_since_s=0.0)
+                  for name in ("n0", "n1"))
+    bound = pod(9, 0, node="n1")  # half a core on n1: 7.5 cores free there
+    waiting = tuple(replace(pod(i, 1), requests=Resources.of(cpu=cpu)) for i, cpu in ((1, 7500), (2, 8000)))
+    cluster = Cluster(nodes=nodes, pods=(bound, *waiting))
+    totals = Totals(nodes=2, nodes_by_pool={"cpu": 2}, gpus_by_model={})
+    memo = ScaleUpMemo()
+    for with_memo in (memo, memo, None):
+        table = NodeTable.build(list(nodes), [n.allocatable for n in nodes], [bound], [NVIDIA_GPU])
+        result = plan_scale_up(cluster=cluster, table=table, upcoming_rows=np.zeros(2, dtype=bool), pools=pools,
+                               totals=totals, state=EngineState(), policy=Policy(), now=100.0, memo=with_memo)
+        assert sorted(v.pod for v in result.covered) == ["default/p1", "default/p2"]
+        assert {v.reasons[0].code for v in result.covered} == {ReasonCode.FITS_EXISTING}
+        assert not result.scale_ups and not result.unplaceable

@@ -152,13 +152,25 @@ ALLOCATABLES = (Resources.of(cpu=8000, memory=2**30, pods=10), Resources.of(cpu=
                 Resources.of({"cpu": 2000, "memory": 2**30, "pods": 5, NVIDIA_GPU: 4}))
 
 
+def reference_normalizer(pools: list[NodePool], nodes: list[Node]) -> Resources:
+    """The normalizer written out: the elementwise max of every pool's and every node's allocatable, pods left out."""
+    top: dict[str, int] = {}
+    for allocatable in [p.allocatable for p in pools] + [n.allocatable for n in nodes]:
+        for name, amount in allocatable.items:
+            top[name] = max(top.get(name, 0), amount)
+    top.pop("pods", None)
+    return Resources.of(top)
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["swap", "same", "copy", "add", "drop", "pools"]), st.integers(0, 20),
-                          st.integers(0, 2)), min_size=1, max_size=30))
+@given(st.lists(st.tuples(st.sampled_from(["swap", "same", "copy", "add", "drop", "pools", "bulk", "cut", "clone",
+                                           "again"]), st.integers(0, 100), st.integers(0, 2)),
+                min_size=1, max_size=30))
 def test_kept_normalizer_equals_a_fresh_one_as_nodes_change(ops: list[tuple[str, int, int]]) -> None:
-    """The share normalizer the memo keeps (read again only at the positions whose node object changed) against a
-    fresh memo's, as nodes change allocatable in place, are replaced by other objects with the same or an equal
-    allocatable, come, go, and the pools change."""
+    """The share normalizer the memo keeps (the allocatables counted out and in only where node objects changed)
+    against a fresh memo's and the max written out, as nodes change allocatable in place, are replaced by other
+    objects with the same or an equal allocatable, come and go one by one or many at once (past what the memo counts
+    one by one), are all replaced by equal copies, stay the very same, and the pools change."""
     memo = ScaleUpMemo()
     nodes = [Node(name="n0", allocatable=ALLOCATABLES[0])]
     pools = [POOL_VARIANTS[0][0]]
@@ -174,7 +186,15 @@ def test_kept_normalizer_equals_a_fresh_one_as_nodes_change(ops: list[tuple[str,
             nodes.insert(at, Node(name=f"n{len(nodes)}-{i}", allocatable=ALLOCATABLES[k]))
         elif op == "drop" and nodes:
             del nodes[at]
+        elif op == "bulk":  # many nodes at once, of one allocatable and of all in turn
+            nodes[at:at] = [Node(name=f"b{len(nodes)}-{j}", allocatable=ALLOCATABLES[(k + j * (i % 2)) % 3])
+                            for j in range(i)]
+        elif op == "cut":
+            del nodes[at:at + i]
+        elif op == "clone":  # every node another object of equal value
+            nodes = [replace(n) for n in nodes]
         elif op == "pools":
             pools = [POOL_VARIANTS[k][i % len(POOL_VARIANTS[k])]]
         table = NodeTable.build(nodes, [n.allocatable for n in nodes], [])
-        assert memo.normalizer(pools, table)[0] == ScaleUpMemo().normalizer(pools, table)[0]
+        kept = memo.normalizer(pools, table)[0]
+        assert kept == ScaleUpMemo().normalizer(pools, table)[0] == reference_normalizer(pools, nodes)

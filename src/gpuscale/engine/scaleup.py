@@ -25,9 +25,10 @@ a decision whose waiting pods did not change costs what the changed ones cost, n
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, count
 from operator import attrgetter, is_, is_not, itemgetter
 from typing import Generic, TypeVar
 
@@ -191,7 +192,7 @@ class Placement:
 
 
 def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray | None = None,
-                aware: bool = False) -> Placement:
+                aware: bool = False, ceiling: tuple[IntArray, int] | None = None) -> Placement:
     """Place units first-fit on `table` (mutated for singles; gangs go through a fork committed only when whole).
 
     `single_rows` restricts single pods to those rows (new template rows during estimation); gangs may use any row.
@@ -199,12 +200,12 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
     Estimation on new template rows uses it — how a pool's nodes pack the pods decides how many are needed — while
     covering pods with existing capacity does not: the scheduler decides where they go, and scoring every existing
     node for every pending pod would double a decision's cost for no change in what is ordered.
+    `ceiling`: `_ceiling(table)` if the caller has it (by default worked out when first needed).
     """
     result = Placement(table)
     with_labels = table.topology is not None
     exhausted: set[tuple[object, ...]] = set()
     checked: set[tuple[object, ...]] = set()
-    ceiling = None
     masks = _ClassMasks(single_rows) if table.topology is None else None
     for unit in units:
         if unit.group is None:
@@ -335,6 +336,8 @@ def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
 
 KEPT = 10_000
 """Bound on each cache a `ScaleUpMemo` keeps: past it the cache starts over (it only ever costs recomputation)."""
+_RECOUNT = 64
+"""Past this many allocatables counted out and in, `ScaleUpMemo` counts them all afresh."""
 
 
 class _ByPod(Generic[T]):
@@ -479,8 +482,8 @@ class ScaleUpMemo:
     fresh memo (tests/engine/test_scaleup_memo.py, test_scaleup_carry.py); with 20 to 25 pods that no pool can take
     waiting every decision of the twin's week, most of scale-up's work was judging, ordering and placing them again."""
 
-    __slots__ = ("_allocatables", "_fits", "_gather_inputs", "_gathered", "_hopeless", "_nodes", "_normalizer",
-                 "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw")
+    __slots__ = ("_allocatables", "_counts", "_fits", "_gather_inputs", "_gathered", "_hopeless", "_nodes",
+                 "_normalizer", "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw")
 
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
@@ -489,6 +492,8 @@ class ScaleUpMemo:
         self._nodes: list[Node] = []
         """The table's nodes `_allocatables` were read from (held: compared by identity)."""
         self._normalizer: tuple[tuple[Resources, ...], Resources] | None = None
+        self._counts: dict[Resources, int] = {}
+        """How many of `_allocatables` have each value."""
         self._shares: dict[Resources, float] = {}
         self._why_raw: tuple[tuple[NodePool, ...], tuple[str | None, ...], Totals, Limits, int] | None = None
         self._why_inputs: WhyInputs | None = None
@@ -524,10 +529,12 @@ class ScaleUpMemo:
                 list(dict.fromkeys(u.pods[0].requests for u in units if u.group is None and len(u.pods) == 1)))
         return order
 
-    def split(self, order: _Order, table: NodeTable, fits: PoolFits, totals: Totals, policy: Policy) -> _Split:
+    def split(self, order: _Order, table: NodeTable, fits: PoolFits, totals: Totals,
+              policy: Policy) -> tuple[_Split, tuple[IntArray, int] | None]:
         """The order split into live and dead units for this table and these pools (`_Split`): the last split while
-        the same requests are hopeless and the pools are the same."""
-        hopeless = self._hopeless_of(order, table)
+        the same requests are hopeless and the pools are the same; with `_ceiling(table)` if it was worked out (the
+        order has single pods)."""
+        hopeless, ceiling = self._hopeless_of(order, table)
         split = order.split
         if split is None or split.fits is not fits or split.hopeless != hopeless:
             live: list[Unit] = []
@@ -539,21 +546,23 @@ class ScaleUpMemo:
                 else:
                     live.append(unit)
             split = order.split = _Split(fits, hopeless, live, dead, tuple(v for _, (v,) in dead))
-        return split
+        return split, ceiling
 
-    def _hopeless_of(self, order: _Order, table: NodeTable) -> frozenset[Resources]:
+    def _hopeless_of(self, order: _Order,
+                     table: NodeTable) -> tuple[frozenset[Resources], tuple[IntArray, int] | None]:
         """The order's single-pod requests more than any row of `table` has free (`_ceiling`): the last ones while
-        the table's columns and ceiling are equal."""
+        the table's columns and ceiling are equal (equal columns: the ceilings have one length, so equal bytes are
+        equal values); and the ceiling (None: the order has no single pod, so none was needed)."""
         if not order.requests:
-            return frozenset()
+            return frozenset(), None
         ceiling = _ceiling(table)
         last = self._hopeless
         if (last is not None and last[0] is order and last[1] == table.columns and last[2][1] == ceiling[1]
-                and np.array_equal(last[2][0], ceiling[0])):
-            return last[3]
+                and last[2][0].tobytes() == ceiling[0].tobytes()):
+            return last[3], ceiling
         hopeless = frozenset(r for r in order.requests if not _below(table.request_vector(r), ceiling))
         self._hopeless = (order, list(table.columns), ceiling, hopeless)
-        return hopeless
+        return hopeless, ceiling
 
     def fits(self, pools: Sequence[NodePool], verdicts: Verdicts) -> PoolFits:
         """The pool verdicts per unit for `pools`: the last ones while the pools are equal."""
@@ -571,11 +580,7 @@ class ScaleUpMemo:
         last = self._normalizer
         if last is None or last[0] != key or changed:
             normalizer = Resources()
-            # Nodes of a pool share one allocatable object and many nodes an equal one: the distinct objects first
-            # (in C), then their distinct values (their hash is kept), then the max of those few.
-            allocatables = self._allocatables
-            distinct = dict(zip(map(id, allocatables), allocatables, strict=True)).values()
-            for allocatable in dict.fromkeys((*key, *distinct)):
+            for allocatable in dict.fromkeys((*key, *self._counts)):
                 normalizer = normalizer.max(allocatable)
             normalizer -= Resources.of({PODS: normalizer.get(PODS)})
             if last is None or last[1] != normalizer:
@@ -586,22 +591,60 @@ class ScaleUpMemo:
         return last[1], self._shares
 
     def _allocatables_changed(self, nodes: list[Node]) -> bool:
-        """Whether the nodes' allocatables differ in value from the last ones kept; they are kept. Many nodes, each
-        keeping its object while it is unchanged and its allocatable object while that is: the nodes are compared with
-        the last ones position by position by identity (in C), and only those that differ are read."""
+        """Whether the distinct values of the nodes' allocatables differ from the last ones; the allocatables are kept
+        with how many nodes have each value (`_counts`). Many nodes, each keeping its object while it is unchanged and
+        its allocatable object while that is: the nodes are compared with the last ones position by position by
+        identity (in C), and only the allocatables at the positions that differ are counted out and in. When nodes
+        came or went, the allocatables are read again (in C) and only the run between the longest common head and tail
+        (by identity) is counted out and in: a node or two, mostly."""
         last_nodes, allocatables = self._nodes, self._allocatables
         self._nodes = list(nodes)
+        if nodes and last_nodes and nodes[-1] is last_nodes[-1] and nodes == last_nodes:
+            return False  # the usual late-week decision: the same nodes (one pass in C; equal nodes read the same)
         if len(nodes) == len(last_nodes):
-            changed = list(compress(range(len(nodes)), map(is_not, nodes, last_nodes)))
-            if all(nodes[i].allocatable is allocatables[i] for i in changed):
+            changed = [i for i in compress(range(len(nodes)), map(is_not, nodes, last_nodes))
+                       if nodes[i].allocatable is not allocatables[i]]
+            if not changed:
                 return False
             fresh = list(allocatables)
             for i in changed:
                 fresh[i] = nodes[i].allocatable
+            gone, came = [allocatables[i] for i in changed], [fresh[i] for i in changed]
         else:
             fresh = list(map(attrgetter("allocatable"), nodes))
+            common = min(len(fresh), len(allocatables))
+            head = next(compress(count(), map(is_not, fresh, allocatables)), common)
+            tail = min(next(compress(count(), map(is_not, reversed(fresh), reversed(allocatables))), common),
+                       common - head)
+            gone, came = allocatables[head:len(allocatables) - tail], fresh[head:len(fresh) - tail]
         self._allocatables = fresh
-        return fresh != allocatables  # equal: other objects, the same values
+        if len(gone) + len(came) > _RECOUNT:
+            return self._recount(fresh)
+        counts, distinct = self._counts, False
+        for allocatable in came:
+            had = counts.get(allocatable, 0)
+            counts[allocatable] = had + 1
+            distinct |= not had
+        for allocatable in gone:
+            left = counts[allocatable] - 1
+            if left:
+                counts[allocatable] = left
+            else:
+                del counts[allocatable]
+                distinct = True
+        return distinct
+
+    def _recount(self, allocatables: list[Resources]) -> bool:
+        """`_counts` afresh; whether its values differ from the last ones. Nodes of a pool share one allocatable
+        object and many nodes an equal one: the objects are counted first (in C), then their values (their hash is
+        kept)."""
+        counts: dict[Resources, int] = {}
+        objects = dict(zip(map(id, allocatables), allocatables, strict=True))
+        for object_id, number in Counter(map(id, allocatables)).items():
+            allocatable = objects[object_id]
+            counts[allocatable] = counts.get(allocatable, 0) + number
+        last, self._counts = self._counts, counts
+        return counts.keys() != last.keys()
 
     def why(self, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
             policy: Policy) -> Unplaceable:
@@ -746,8 +789,9 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                 + (f" ({backoff.message})" if backoff.message else ""),
                 {"until_s": backoff.until_s, "failures": backoff.failures})
     order = memo.order(gathered, *memo.normalizer(pools, table)) if candidates.units else None
-    split = memo.split(order, table, fits, totals, policy) if order is not None else None
-    existing = place_units(table, split.live if split is not None else [])
+    split, ceiling = memo.split(order, table, fits, totals, policy) if order is not None else (None, None)
+    live = split.live if split is not None else []
+    existing = place_units(table, live, ceiling=ceiling) if live else Placement(table)  # most late-week decisions
     covered = [PodVerdict(pod=p.key, reasons=_COVERED[bool(upcoming_rows[existing.rows[p.key]])])
                for u in existing.placed for p in u.pods]
     table = existing.table
