@@ -246,11 +246,11 @@ class Autoscaler:
                    f"pool backs off for {entry.until_s - now:.0f}s")
 
     def _report_unplaceable(self, plan: Plan, now: float, acts: _Acts) -> None:
-        self._not_triggered.forget_except(v.pod for v in plan.unplaceable)
-        for verdict in plan.unplaceable:
-            if self._not_triggered.allow(verdict.pod, now):
-                self._emit(acts, POD, verdict.pod, EventType.NORMAL, ev.NOT_TRIGGER_SCALE_UP,
-                           ev.not_triggered(verdict.reasons))
+        verdicts = plan.unplaceable
+        for i in self._not_triggered.due([v.pod for v in verdicts], now):
+            verdict = verdicts[i]
+            self._emit(acts, POD, verdict.pod, EventType.NORMAL, ev.NOT_TRIGGER_SCALE_UP,
+                       ev.not_triggered(verdict.reasons))
 
     def _write_unneeded(self, plan: Plan, acts: _Acts) -> None:
         for node, since in sorted(plan.mark_unneeded.items()):
