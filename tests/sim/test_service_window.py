@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from gpuscale.sim.workloads import WindowMax
 
 
-def history_max(history: list[tuple[float, int]], now: float, span_s: float, want: int) -> tuple[list[tuple[float, int]],
-                                                                                               int]:
+Entry = tuple[float, int]
+
+
+def history_max(history: list[Entry], now: float, span_s: float, want: int) -> tuple[list[Entry], int]:
     """The straightforward computation: the whole window as a list, and its max."""
     history = [(t, n) for t, n in history if t > now - span_s] + [(now, want)]
     return history, max(n for _, n in history)

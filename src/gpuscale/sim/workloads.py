@@ -192,7 +192,7 @@ class WindowMax:
     appends its own. Kept as the entries that can still be the highest (each above every later one, oldest first),
     so a push costs O(1) amortised instead of a pass over the window."""
 
-    __slots__ = ("_span", "_entries")
+    __slots__ = ("_entries", "_span")
 
     def __init__(self, span_s: float) -> None:
         self._span = span_s
