@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from gpuscale.sim.workloads import WindowMax
 
-
 Entry = tuple[float, int]
 
 
