@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuscale.engine.plan import Plan, PodVerdict
+from gpuscale.engine.plan import Plan
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.loop.report import TickReport
 
@@ -32,12 +32,6 @@ def blocked_pods(plan: Plan) -> Iterator[tuple[str, str]]:
     """(pod key, reason) for every unplaceable pod held back by backoff, limits or an unfitting gang; the reason is
     the first blocking one, as `Code: message`."""
     for verdict in plan.unplaceable:
-        reason = blocking_reason(verdict)
+        reason = next((r for r in verdict.reasons if r.code in BLOCKING), None)
         if reason is not None:
-            yield verdict.pod, reason
-
-
-def blocking_reason(verdict: PodVerdict) -> str | None:
-    """`Code: message` of the verdict's first blocking reason; None if no reason blocks."""
-    reason = next((r for r in verdict.reasons if r.code in BLOCKING), None)
-    return None if reason is None else f"{reason.code}: {reason.message}"
+            yield verdict.pod, f"{reason.code}: {reason.message}"

@@ -66,16 +66,9 @@ class Metrics:
         if track is not None:
             track.times.setdefault(Milestone.UNSCHEDULABLE, now)
 
-    def blockable(self, key: str) -> _PodTrack | None:
-        """The pod's track if `blocked` would start its blocked time now (None: it changes nothing)."""
+    def blocked(self, key: str, now: float, reason: str | None = None) -> None:
         track = self.tracks.get(key)
         if track is not None and track.blocked_since is None and Milestone.DECIDED not in track.times:
-            return track
-        return None
-
-    def blocked(self, key: str, now: float, reason: str | None = None) -> None:
-        track = self.blockable(key)
-        if track is not None:
             track.blocked_since = now
             track.blocked_reason = reason or track.blocked_reason
 
