@@ -73,8 +73,16 @@ class EventLimiter:
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
         self._last: dict[str, float] = {}
+        self._keys: list[str] | None = None
+        """The keys of the last `due` call, when every one of them is in `_last` (None otherwise)."""
+        self._oldest = 0.0
+        """Then the earliest time in `_last`: while `now - _oldest < interval_s`, no key of `_keys` is due."""
 
     def allow(self, key: str, now: float) -> bool:
+        self._keys = None  # a key `due` was not given may be remembered now: `due` walks its keys next time
+        return self._allow(key, now)
+
+    def _allow(self, key: str, now: float) -> bool:
         last = self._last.get(key)
         if last is not None and now - last < self.interval_s:
             return False
@@ -84,6 +92,25 @@ class EventLimiter:
     def forget_except(self, keys: Iterable[str]) -> None:
         keep = set(keys)
         self._last = {k: t for k, t in self._last.items() if k in keep}
+        self._keys = None
+
+    def due(self, keys: list[str], now: float) -> list[int]:
+        """`forget_except(keys)`, then `allow` each key in order; returns the positions of the keys allowed.
+
+        The usual call repeats the last one's keys (the same pods wait, tick after tick) before any is due again:
+        then nothing is forgotten (every remembered key is among them) and nothing is allowed (each was allowed
+        before, at or after the oldest time remembered, and `now - t` only grows as `t` falls), so the call returns
+        at once instead of walking the keys."""
+        if keys == self._keys:
+            if now - self._oldest < self.interval_s:
+                return []
+        else:
+            self.forget_except(keys)
+        allow = self._allow
+        allowed = [i for i, key in enumerate(keys) if allow(key, now)]
+        self._keys = list(keys)  # every key is in `_last` now: allowed just now, or remembered before
+        self._oldest = min(self._last.values(), default=now)
+        return allowed
 
     def __len__(self) -> int:
         return len(self._last)

@@ -145,11 +145,17 @@ class Autoscaler:
         if not self._synced_once and self.settings.clean_orphaned_taints:
             self._unmark_orphans(snapshot, acts)
         self._synced_once = True
-        self._time_out(plan.timed_out, now, acts)
-        self._scale_up(plan.scale_up, snapshot, now, acts)
-        self._report_unplaceable(plan, now, acts)
-        self._write_unneeded(plan, acts)
-        self._progress_drains(snapshot, now, acts)
+        # Most ticks have nothing to time out, scale up, mark or clear: those steps are not entered then.
+        if plan.timed_out:
+            self._time_out(plan.timed_out, now, acts)
+        if plan.scale_up:
+            self._scale_up(plan.scale_up, snapshot, now, acts)
+        if plan.unplaceable or len(self._not_triggered):
+            self._report_unplaceable(plan, now, acts)
+        if plan.mark_unneeded or plan.clear_unneeded:
+            self._write_unneeded(plan, acts)
+        if len(self.drains):
+            self._progress_drains(snapshot, now, acts)
         for removal in plan.scale_down:
             self._remove(removal, now, acts)
         report = acts.report(now, plan)
@@ -246,11 +252,11 @@ class Autoscaler:
                    f"pool backs off for {entry.until_s - now:.0f}s")
 
     def _report_unplaceable(self, plan: Plan, now: float, acts: _Acts) -> None:
-        self._not_triggered.forget_except(v.pod for v in plan.unplaceable)
-        for verdict in plan.unplaceable:
-            if self._not_triggered.allow(verdict.pod, now):
-                self._emit(acts, POD, verdict.pod, EventType.NORMAL, ev.NOT_TRIGGER_SCALE_UP,
-                           ev.not_triggered(verdict.reasons))
+        verdicts = plan.unplaceable
+        for i in self._not_triggered.due([v.pod for v in verdicts], now):
+            verdict = verdicts[i]
+            self._emit(acts, POD, verdict.pod, EventType.NORMAL, ev.NOT_TRIGGER_SCALE_UP,
+                       ev.not_triggered(verdict.reasons))
 
     def _write_unneeded(self, plan: Plan, acts: _Acts) -> None:
         for node, since in sorted(plan.mark_unneeded.items()):

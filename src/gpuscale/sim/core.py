@@ -67,24 +67,19 @@ class Priority(IntEnum):
     SAMPLE = 4
 
 
-# A heap entry is a plain list [time, priority, seq, action] (the action is None once cancelled): the heap compares
-# lists in C, and `seq` is unique, so a comparison never reaches the action.
+class Handle(list[Any]):
+    """A queue entry, `[time, priority, seq, action]` (the action is None once cancelled), returned by `at`/`after`:
+    `cancel()` stops the event from running. The heap compares entries as lists, in C (`seq` is unique, so a
+    comparison never reaches the action); the entry being its own handle spares an object per event."""
 
-
-class Handle:
-    """Returned by `at`/`after`; `cancel()` stops the event from running."""
-
-    __slots__ = ("_entry",)
-
-    def __init__(self, entry: list[Any]) -> None:
-        self._entry = entry
+    __slots__ = ()
 
     def cancel(self) -> None:
-        self._entry[3] = None
+        self[3] = None
 
     @property
     def time(self) -> float:
-        t: float = self._entry[0]
+        t: float = self[0]
         return t
 
 
@@ -96,8 +91,8 @@ class Simulation:
 
     def __init__(self, start_s: float = 0.0) -> None:
         self.now = start_s
-        self._heap: list[list[Any]] = []
-        self._run: deque[list[Any]] = deque()
+        self._heap: list[Handle] = []
+        self._run: deque[Handle] = deque()
         self._seq = 0
         self.events_run = 0
 
@@ -105,13 +100,13 @@ class Simulation:
         if time < self.now:
             time = self.now
         self._seq += 1
-        entry = [time, int(priority), self._seq, action]
+        entry = Handle((time, int(priority), self._seq, action))
         run = self._run
         if not run or entry > run[-1]:
             run.append(entry)
         else:
             heapq.heappush(self._heap, entry)
-        return Handle(entry)
+        return entry
 
     def after(self, delay_s: float, priority: Priority, action: Callable[[], None]) -> Handle:
         return self.at(self.now + max(delay_s, 0.0), priority, action)

@@ -56,14 +56,17 @@ _STANDARD = NormalDist()
 class Keyed:
     """Common random numbers: uniform and normal draws named by a key, seeded once from the run's generator."""
 
-    __slots__ = ("_secret",)
+    __slots__ = ("_keyed",)
 
     def __init__(self, rng: np.random.Generator) -> None:
-        self._secret = int(rng.integers(2**63)).to_bytes(8, "little")
+        self._keyed = hashlib.blake2b(digest_size=8, key=int(rng.integers(2**63)).to_bytes(8, "little"))
+        """The keyed hash before any data: each draw copies it rather than keying a new one (the same digest)."""
 
     def uniform(self, *key: object) -> float:
         """In (0, 1), the same for the same key in every run with the same seed."""
-        digest = hashlib.blake2b(repr(key).encode(), digest_size=8, key=self._secret).digest()
+        keyed = self._keyed.copy()
+        keyed.update(repr(key).encode())
+        digest = keyed.digest()
         return (int.from_bytes(digest, "little") + 0.5) / 2.0**64
 
     def normal(self, *key: object) -> float:

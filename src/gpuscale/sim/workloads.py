@@ -13,6 +13,7 @@ HPA controllers do in a cluster:
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -185,12 +186,36 @@ class Job:
             self.world.queues.finished(self)
 
 
+class WindowMax:
+    """The highest value pushed within the last `span_s` (a push at `t` counts while `t > now - span_s`), and the one
+    pushed now: what `max(n for t, n in history)` gives after each sync drops the entries out of the window and
+    appends its own. Kept as the entries that can still be the highest (each above every later one, oldest first),
+    so a push costs O(1) amortised instead of a pass over the window."""
+
+    __slots__ = ("_entries", "_span")
+
+    def __init__(self, span_s: float) -> None:
+        self._span = span_s
+        self._entries: deque[tuple[float, int]] = deque()
+
+    def push(self, now: float, value: int) -> int:
+        entries = self._entries
+        cutoff = now - self._span
+        while entries and not entries[0][0] > cutoff:  # times only grow: what left the window is a prefix
+            entries.popleft()
+        while entries and entries[-1][1] <= value:  # never the highest again while `value` is in the window
+            entries.pop()
+        entries.append((now, value))
+        return entries[0][1]
+
+
 class Service:
     def __init__(self, world: World, spec: ServiceSpec) -> None:
         self.world, self.spec = world, spec
         self.pods: list[str] = []
         self.seq = 0
-        self.history: list[tuple[float, int]] = []
+        self.recommended = WindowMax(spec.stabilization_s)
+        """The HPA's recommendations over the stabilisation window."""
         world.sim.at(0.0, Priority.WORKLOAD, self._sync)
 
     def desired(self, t: float) -> int:
@@ -200,9 +225,7 @@ class Service:
 
     def _sync(self) -> None:
         now = self.world.now
-        want = self.desired(now)
-        self.history = [(t, n) for t, n in self.history if t > now - self.spec.stabilization_s] + [(now, want)]
-        target = max(n for _, n in self.history)  # scale down only to the highest recommendation in the window
+        target = self.recommended.push(now, self.desired(now))  # scale down only to the window's highest
         while len(self.pods) < target:
             self._add()
         while len(self.pods) > target:
