@@ -57,6 +57,10 @@ steps = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 40), st.integers
 # when the bound pod leaves, only its CPU rises.
 @example([("pools", 0, 1, 0), ("node", 0, 0, 0), ("node", 1, 1, 0), ("pod", 1, 2, -1), ("bind", 0, 0, 0),
           ("pod", 2, 2, -1), ("pools", 0, 0, 0), ("same", 0, 0, 0), ("delete", 0, 0, 0)], 0)
+# A limit reached, then another limit binding: the pods left over get another reason with the same pools and backoff.
+@example([("node", 0, 0, 0), ("pod", 1, 1, 1), ("limits", 1, 5, 0), ("limits", 0, 0, 0)], 0)
+# A waiting pod replaced under its name by one of another shape that no pool takes either: another reason.
+@example([("pod", 1, 3, -1), ("pod", 1, 5, -1)], 0)
 # Pods a backed-off pool hosts, of a higher priority than a dead pod: unplaceable before it, in order.
 @example([("pod", 1, 1, 2), ("backoff", 0, 0, 0), ("pod", 10, 3, -1), ("same", 0, 0, 0)], 0)
 def test_carried_waiting_pods_equal_a_fresh_decision(ops: list[tuple[str, int, int, int]], seed: int) -> None:
@@ -134,8 +138,8 @@ def test_carried_waiting_pods_equal_a_fresh_decision(ops: list[tuple[str, int, i
             name = POOL_VARIANTS[i % len(variant)][0].name
             request = UpcomingNode(pool=name, request_id=f"r{shape % 4}", requested_s=now - 5 * i)
             upcoming[request.request_id] = request
-        elif op == "wait":  # long enough for a backoff or a batching delay to end now and then
-            now += 2.0 * shape
+        elif op == "wait":  # long enough for a batching delay (short waits) or a backoff (long ones) to end
+            now += (30.0 if extra > 0 else 2.0) * shape
         check()  # a decision after every change ("same": the very same pods, nodes and pools again)
         now += 1.0
 

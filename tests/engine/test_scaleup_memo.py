@@ -1,25 +1,16 @@
-"""Scale-up's memo under churn: what it carries from one decision to the next (pool verdicts per unit, the share
-normalizer and shares, why units no pool takes are not scaled up, and those pods' verdicts) against every input it
-depends on — pools redefined, backed off and recovering, limits tightened and loosened, nodes added and removed, pods
-and gangs of shapes that fit some pools, every pool or none arriving, changing shape under their name, binding and
-leaving — and every decision made with the memo equals the decision made without one."""
+"""Scale-up's memo: the pools, pod shapes and limits its churn test draws from (tests/engine/test_scaleup_carry.py
+drives every decision with the memo against one without), and the kept share normalizer against one written out."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
-from gpuscale.engine.plan import Snapshot, UpcomingNode
-from gpuscale.engine.policy import Limits, Policy
+from gpuscale.engine.policy import Limits
 from gpuscale.engine.scaleup import ScaleUpMemo
-from gpuscale.engine.state import EngineState, FailureKind, record_failure
 from gpuscale.engine.table import NodeTable
-from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
@@ -64,88 +55,6 @@ def pod(i: int, shape: int, *, node: str | None = None, priority: int = 0,
     p = make_pod(f"p{i}", priority=priority, node=node, **SHAPES[shape % len(SHAPES)])  # type: ignore[arg-type]
     return replace(p, created_s=0.0, unschedulable=node is None, group=group,
                    phase=PodPhase.RUNNING if node else PodPhase.PENDING)
-
-
-steps = st.lists(st.tuples(st.sampled_from(["pod", "pod", "pod", "gang", "bind", "delete", "pools", "backoff",
-                                            "backoff", "limits", "limits", "node", "node", "drop", "upcoming",
-                                            "wait"]),
-                           st.integers(0, 40), st.integers(0, 20), st.integers(-1, 2)),
-                 min_size=1, max_size=40)
-
-
-@settings(max_examples=150, deadline=None)
-@given(steps, st.integers(0, 2**16))
-# A limit reached, then another limit binding: the pods left over get another reason with the same pools and backoff.
-@example([("node", 0, 0, 0), ("pod", 1, 1, 1), ("limits", 1, 5, 0), ("limits", 0, 0, 0)], 0)
-# A waiting pod replaced under its name by one of another shape that no pool takes either: another reason.
-@example([("pod", 1, 3, -1), ("pod", 1, 5, -1)], 0)
-def test_scale_up_memo_equals_a_fresh_one_under_churn(ops: list[tuple[str, int, int, int]], seed: int) -> None:
-    shuffle = random.Random(seed)
-    memo = DecideMemo()
-    now = 1000.0
-    variant = [0, 0, 0]
-    state = EngineState()
-    policy = Policy(max_nodes_per_scale_up=5)
-    nodes: dict[str, Node] = {}
-    pods: dict[str, Pod] = {}
-    groups: dict[str, PodGroupSpec] = {}
-    upcoming: dict[str, UpcomingNode] = {}
-
-    def pools() -> list[NodePool]:
-        chosen = [POOL_VARIANTS[k][v] for k, v in enumerate(variant)]
-        shuffle.shuffle(chosen)
-        return chosen
-
-    def check() -> None:
-        node_list, pod_list = list(nodes.values()), list(pods.values())
-        shuffle.shuffle(node_list)
-        shuffle.shuffle(pod_list)
-        snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list),
-                                            pod_groups=tuple(groups.values())),
-                            upcoming=tuple(upcoming.values()))
-        assert decide(snapshot, pools(), state, policy, now, memo=memo) == \
-            decide(snapshot, pools(), state, policy, now)
-
-    for op, i, shape, extra in ops:
-        if op == "pod":  # new pods of one shape, or pods under known names with another shape or priority
-            for k in range(extra + 2):
-                p = pod(i + k, shape, priority=extra)
-                pods[p.key] = p
-        elif op == "gang":  # members of one gang; its declared size is sometimes more than exist
-            key = f"default/job{i % 3}"
-            ref = PodGroupRef(key=key, source="kueue", min_member=None)
-            for k in range(extra + 2):
-                p = pod(100 + 10 * (i % 3) + k, shape, group=ref)
-                pods[p.key] = p
-            groups[key] = PodGroupSpec(key=key, min_member=extra + 2 + (shape % 3 == 0))
-        elif op == "bind" and pods and nodes:
-            key = sorted(pods)[i % len(pods)]
-            target = sorted(nodes)[shape % len(nodes)]
-            pods[key] = replace(pods[key], node_name=target, unschedulable=False, phase=PodPhase.RUNNING)
-        elif op == "delete" and pods:
-            del pods[sorted(pods)[i % len(pods)]]
-        elif op == "pools":
-            k = i % len(variant)
-            variant[k] = shape % len(POOL_VARIANTS[k])
-        elif op == "backoff":
-            name = POOL_VARIANTS[i % len(variant)][0].name
-            state = record_failure(state, name, FailureKind.STOCKOUT, now, policy, message="no capacity" * (extra > 0))
-        elif op == "limits":
-            policy = replace(policy, limits=LIMITS[i % len(LIMITS)], max_nodes_per_scale_up=1 + shape % 6)
-        elif op == "node":
-            p = POOL_VARIANTS[i % len(variant)][variant[i % len(variant)]]
-            name = NAMES[shape % len(NAMES)]
-            nodes[name] = replace(p.template(name), created_s=now - 500, ready_since_s=now - 400)
-        elif op == "drop" and nodes:
-            nodes.pop(sorted(nodes)[i % len(nodes)])
-        elif op == "upcoming":
-            name = POOL_VARIANTS[i % len(variant)][0].name
-            request = UpcomingNode(pool=name, request_id=f"r{shape % 4}", requested_s=now - 5 * i)
-            upcoming[request.request_id] = request
-        elif op == "wait":  # long enough for a backoff to end now and then
-            now += 30.0 * shape
-        check()  # a decision after every change: what the memo carries meets every kind of change
-        now += 1.0
 
 
 ALLOCATABLES = (Resources.of(cpu=8000, memory=2**30, pods=10), Resources.of(cpu=4000, memory=2**33, pods=20),
