@@ -2,7 +2,9 @@
 the same records, under random churn (Hypothesis): records replaced by equal ones, by ones of another phase, pool,
 allocatable, Ready or deleting flag or unneeded clock, records added and removed. What a set derives from its columns
 (usable, unready and live nodes, totals, pool sizes, unneeded clocks, utilization denominators, destination ranks) is
-taken over only while the columns it reads stay equal; a carry that ignored a change shows here as a difference."""
+taken over only while the columns it reads stay equal; a carry that ignored a change shows here as a difference. A set
+patched where it is told records came and went (`NodeSet.hinted`) equals the one patched after comparing every
+record (`NodeSet.changed`)."""
 
 from __future__ import annotations
 
@@ -81,11 +83,25 @@ def test_carried_node_sets_equal_fresh_ones(ops: list[tuple[str, int, int, int]]
             records.pop(name, None)
         elif op == "update":
             _derived(nodes, table)  # what the set caches is then there to be carried
-            updated = nodes.updated(listed())
-            assert _derived(updated, table) == _derived(NodeSet(listed()), table)
+            now = listed()
+            updated = nodes.updated(now)
+            assert _derived(updated, table) == _derived(NodeSet(now), table)
+            hinted, source = nodes.hinted(now, *_told(nodes, now))
+            expected, expected_source = nodes.changed(now)
+            assert _derived(hinted, table) == _derived(expected, table)
+            assert (source is None) == (expected_source is None)
+            assert source is None or source.tolist() == expected_source.tolist()  # type: ignore[union-attr]
             nodes = updated
     updated = nodes.updated(listed())
     assert _derived(updated, table) == _derived(NodeSet(listed()), table)
+
+
+def _told(nodes: NodeSet, records: list[_Record]) -> tuple[frozenset[str], frozenset[str]]:
+    """What the decision memo tells `NodeSet.hinted` (`DecideMemo.facts_change`): the names whose records are not
+    the set's very same objects, and the names gone."""
+    held = {r.node.name: r for r in nodes.records}
+    came = frozenset(r.node.name for r in records if held.get(r.node.name) is not r)
+    return came, frozenset(held.keys() - {r.node.name for r in records})
 
 
 def test_a_node_turning_unready_is_not_carried_as_ready() -> None:

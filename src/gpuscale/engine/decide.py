@@ -231,10 +231,11 @@ def _busy_rows(world: _World, table: NodeTable, pods_by_node: Mapping[str, Seque
 
 def _scale_down(cluster: Cluster, table: NodeTable, facts: Mapping[str, NodeFacts],
                 pods_by_node: Mapping[str, Sequence[Pod]], state: EngineState, policy: Policy, now: float,
-                memo: ScaleDownMemo, moved: tuple[int, frozenset[str] | None] | None = None) -> ScaleDownResult:
+                memo: ScaleDownMemo, moved: tuple[int, frozenset[str] | None] | None = None,
+                came: tuple[int, frozenset[str], frozenset[str]] | None = None) -> ScaleDownResult:
     """Scale-down on the table where pending pods covered by existing capacity already sit on their future nodes."""
     return memo.plan(list(facts.values()), table=table, pods_by_node=pods_by_node, pdbs=cluster.pdbs, policy=policy,
-                     state=state, now=now, moved=moved)
+                     state=state, now=now, moved=moved, came=came)
 
 
 def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy, now: float,
@@ -259,7 +260,8 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     buffers, _ = buffer_scale_ups(up.table, world, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])
     down = _scale_down(cluster, up.table, facts, pods.by_node, state, policy, now,
-                       memo.scale_down if memo is not None else ScaleDownMemo(), (arranged.generation, arranged.moved))
+                       memo.scale_down if memo is not None else ScaleDownMemo(), (arranged.generation, arranged.moved),
+                       memo.facts_change if memo is not None else None)
     removals = down.removals
     blocked = list(down.blocked)
     if policy.buffers:

@@ -350,6 +350,13 @@ class DecideMemo:
         self._trim(facts)
         return facts
 
+    @property
+    def facts_change(self) -> tuple[int, frozenset[str], frozenset[str]] | None:
+        """What the last `facts` call changed: its arrangement generation, the names whose facts are new objects
+        (derived again or come) and those gone, since the call before (of the generation before); None when not
+        known (the facts were looked at in full)."""
+        return self._facts_change
+
     def starting(self, facts: Mapping[str, NodeFacts]) -> list[NodeFacts] | None:
         """The facts of the nodes still starting (`STARTING`), in the order of `facts`, when `facts` is the last
         `facts` call's dict with no two nodes sharing a name; else None (the caller looks at every node)."""

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 import operator
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -185,6 +186,7 @@ class _Record:
 
 
 _NODE, _NAME, _POOL, _POOL_NAME = attrgetter("node"), attrgetter("name"), attrgetter("pool"), attrgetter("pool_name")
+_RECORD_NAME = attrgetter("node.name")
 _PHASE_CODE = {p: i for i, p in enumerate(NodePhase)}
 
 
@@ -395,13 +397,59 @@ class NodeSet:
             changed = np.flatnonzero(~same)
             at = changed.tolist()
             if all(records[i].node.name == self.names[i] for i in at):  # same names: still in name order
-                columns = self.columns.patched(at, records)
-                nodes = NodeSet(records, columns, self if self.columns.steady(columns, changed) else None)
-                nodes._carry(self, changed)
-                return nodes, np.where(same, np.arange(len(records)), -1)
+                return self._replaced(records, changed)
         # Held records are alive, so their ids are not another object's.
         where = dict(zip(map(id, self.records), range(len(self.records)), strict=True))
         source = np.fromiter(map(where.get, map(id, records), repeat(-1)), dtype=np.int64, count=len(records))
+        return self._moved(records, source)
+
+    def hinted(self, records: Sequence[NodeRecord], came: frozenset[str],
+               left: frozenset[str]) -> tuple[NodeSet, IntArray | None]:
+        """`changed`, told what changed instead of comparing every record: `records`, in name order, are this set's
+        records (the very same objects, as given) but for those named in `came` (new objects, of new or held names)
+        and those named in `left` (gone). Only those are looked at; a hint that does not fit falls back to
+        `changed`."""
+        n, last = len(records), len(self.records)
+        if not came and not left:
+            return (self, np.arange(n)) if n == last else self.changed(records)
+        names = self.names
+        fresh: list[int] = []
+        for name in came:  # unique names in name order: where each is, found by bisection and checked
+            i = bisect_left(records, name, key=_RECORD_NAME)
+            if i == n or records[i].node.name != name:
+                return self.changed(records)
+            fresh.append(i)
+        fresh.sort()
+        gone = []
+        for name in chain(came, left):
+            i = int(np.searchsorted(names, name)) if last else 0
+            if i < last and names[i] == name:
+                gone.append(i)
+            elif name in left:
+                return self.changed(records)
+        if n - len(fresh) != last - len(gone):
+            return self.changed(records)
+        if not left and len(gone) == len(fresh):  # replaced in place: the same names
+            return self._replaced(records, np.array(fresh, dtype=np.int64))
+        kept = np.ones(last, dtype=bool)
+        kept[gone] = False
+        source = np.full(n, -1, dtype=np.int64)
+        stays = np.ones(n, dtype=bool)
+        stays[fresh] = False
+        source[stays] = np.flatnonzero(kept)
+        return self._moved(records, source)
+
+    def _replaced(self, records: Sequence[NodeRecord], changed: IntArray) -> tuple[NodeSet, IntArray]:
+        """`changed` where the records at `changed` (the same names) were replaced and the others are held."""
+        columns = self.columns.patched(changed.tolist(), records)
+        nodes = NodeSet(records, columns, self if self.columns.steady(columns, changed) else None)
+        nodes._carry(self, changed)
+        source = np.arange(len(records))
+        source[changed] = -1
+        return nodes, source
+
+    def _moved(self, records: Sequence[NodeRecord], source: IntArray) -> tuple[NodeSet, IntArray | None]:
+        """`changed` from `source`: per record, the position of the very same record in this set, -1 for none."""
         fresh = np.flatnonzero(source < 0)
         kept = source[source >= 0]
         if not len(kept) or not (kept[1:] > kept[:-1]).all():
@@ -1018,28 +1066,38 @@ class ScaleDownMemo:
     nodes (see `_Judgements`; all dropped when the policy or a PDB changes). A fresh memo computes everything: `plan`
     gives the same result with or without history."""
 
-    __slots__ = ("_context", "_judgements", "_nodes")
+    __slots__ = ("_context", "_judgements", "_nodes", "_seen")
 
     def __init__(self) -> None:
         self._nodes: NodeSet | None = None
+        self._seen = -1
+        """The generation of the records `_nodes` was made from when they were in name order as given, else -1."""
         self._judgements = _Judgements()
         self._context: tuple[Policy, tuple[PodDisruptionBudget, ...]] | None = None
 
     def plan(self, records: Sequence[NodeRecord], *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
              pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
              cap: SimulationCap | None = None,
-             moved: tuple[int, frozenset[str] | None] | None = None) -> ScaleDownResult:
+             moved: tuple[int, frozenset[str] | None] | None = None,
+             came: tuple[int, frozenset[str], frozenset[str]] | None = None) -> ScaleDownResult:
         """`plan_scale_down` for every node of `records` (the whole cluster), unneeded since what their
         `DeletionCandidateOfClusterAutoscaler` taints say. `moved`: the generation of the arrangement `pods_by_node`
         is of and the nodes whose pods may differ from the arrangement before (`engine.arrange.Arranged`); without
-        it, every reused verdict's pods are compared."""
+        it, every reused verdict's pods are compared. `came`: the generation of `records` and the names of the
+        records new and gone since those of the generation before (`DecideMemo.facts_change`); with it, when the
+        last plan was of that generation, only those records are looked at, else every one is compared."""
         if not policy.scale_down_enabled:
             return ScaleDownResult()
-        if self._nodes is None:
+        last, seen = self._nodes, self._seen
+        if last is None:
             nodes, source = NodeSet(records), None
+        elif came is not None and seen >= 0 and came[0] == seen + 1:
+            nodes, source = last.hinted(records, came[1], came[2])
         else:
-            nodes, source = self._nodes.changed(records)
+            nodes, source = last.changed(records)
         self._nodes = nodes
+        in_order = nodes.records is records or nodes is last  # the very same records: in name order
+        self._seen = came[0] if came is not None and in_order else -1
         context = (policy, tuple(pdbs))
         if self._context is None or self._context != context:
             self._judgements.forget()
