@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 from gpuscale.engine.table import NodeTable, RowMemo, node_group_key
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import Resources
+from gpuscale.model.taints import Taint, TaintEffect
 from tests.engine.test_row_memo import SELECTORS, SHAPES, build, node, pod, snapshot
 
 CHURN = st.lists(st.tuples(st.sampled_from(["bind", "add", "remove", "taint", "dup"]), st.integers(0, 30),
@@ -59,7 +62,8 @@ def test_an_extended_table_groups_its_rows_as_a_fresh_one(first: list[tuple[str,
     rows = list(nodes)
     for step, batch in enumerate(extra):
         added = [template(f"t{step}-{k}", shape, tainted) for k, (shape, tainted) in enumerate(batch)]
-        extended = table.extend(added, [n.allocatable for n in added])
+        keys = [node_group_key(n) for n in added] if step % 2 else None  # the caller's keys, or the table's own
+        extended = table.extend(added, [n.allocatable for n in added], keys)
         rows += added
         fresh = build(rows, pods, None, [])
         assert groups(extended) == groups(fresh)
@@ -71,3 +75,20 @@ def test_an_extended_table_groups_its_rows_as_a_fresh_one(first: list[tuple[str,
     # the first table (its groups shared with the memo and the extended tables) is unchanged
     first_table = build(nodes, pods, memo, [])
     assert (snapshot(first_table), groups(first_table)) == before
+
+
+LABELS = st.dictionaries(st.sampled_from(["a", "b", "kubernetes.io/hostname", "topology.kubernetes.io/zone"]),
+                         st.sampled_from(["x", "y"]), max_size=3)
+TAINTS = st.lists(st.builds(Taint, key=st.sampled_from(["k", "m"]), value=st.sampled_from(["", "v"]),
+                            effect=st.sampled_from(list(TaintEffect))), max_size=2).map(tuple)
+
+
+@settings(max_examples=100, deadline=None)
+@given(LABELS, TAINTS, st.lists(st.sampled_from(["z1", "z2"]), max_size=2).map(tuple),
+       st.lists(st.text("abc-0123", min_size=1, max_size=6), min_size=2, max_size=4))
+def test_a_pools_templates_share_one_node_group_key(labels: dict[str, str], taints: tuple[Taint, ...],
+                                                   zones: tuple[str, ...], names: list[str]) -> None:
+    """What `scaleup.estimate` relies on to hand `extend` one key for all of a pool's templates."""
+    pool = NodePool(name="p", allocatable=Resources.of(cpu=1000, pods=4), labels=labels, taints=taints, zones=zones)
+    keys = {node_group_key(pool.template(name)) for name in names}
+    assert len(keys) == 1

@@ -248,8 +248,10 @@ class NodeTable:
         return NodeTable(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology,
                          self.devices.copy() if self.devices is not None else None, self.version.copy())
 
-    def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources]) -> NodeTable:
+    def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources],
+               group_keys: Sequence[GroupKey] | None = None) -> NodeTable:
         """A new table with extra, empty nodes appended (a pool's template nodes for scale-up estimation).
+        `group_keys[k]` is `node_group_key(nodes[k])`, if the caller has them already (a pool's templates share one).
 
         Cost O((n + k) × resources); the static cache is rebuilt lazily since masks grow by k entries. Resources the
         new nodes offer beyond the table's columns are ignored: no placed or pending pod requests them.
@@ -257,7 +259,7 @@ class NodeTable:
         s = self._s
         start = len(s.nodes)
         extra_free, extra_pods = _capacity_vectors(capacity, s.column_of)
-        keys = list(map(node_group_key, nodes))
+        keys = list(group_keys) if group_keys is not None else list(map(node_group_key, nodes))
         groups = dict(s.group_index)
         members = list(s.group_members)  # the lists are shared: only those the new rows join are copied
         for g in {g for key in keys if (g := groups.get(key)) is not None}:
