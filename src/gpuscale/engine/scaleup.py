@@ -43,7 +43,7 @@ from gpuscale.engine.plan import PodVerdict, ScaleUp
 from gpuscale.engine.policy import Limits, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.table import NodeTable, node_group_key
 from gpuscale.model.cluster import Cluster, PodGroupSpec, PodIndex
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
@@ -681,7 +681,9 @@ def estimate(pool: NodePool, hostable: Sequence[Unit], table: NodeTable, room: H
     upper = min(room.nodes, sum(len(u.pods) for u in hostable))
     templates = [pool.template(f"{name_prefix}{pool.name}-{k}") for k in range(upper)]
     start = len(table)
-    extended = table.extend(templates, [pool.allocatable] * upper)
+    # templates differ only in name and hostname label, which the node-group key leaves out: one key for all
+    keys = [node_group_key(templates[0])] * upper if templates else None
+    extended = table.extend(templates, [pool.allocatable] * upper, keys)
     new_rows = np.zeros(len(extended), dtype=bool)
     new_rows[start:] = True
     placement = place_units(extended, hostable, single_rows=new_rows, aware=True)

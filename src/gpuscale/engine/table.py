@@ -100,6 +100,9 @@ class _Shared:
     column_of: dict[str, int]
     group_of: list[int]
     group_members: list[list[int]]
+    group_index: dict[GroupKey, int]
+    """Each group's node-group key (`node_group_key`) to its number: `extend` adds rows to the groups without
+    computing the existing rows' keys again. Shared with `RowMemo` and other tables: never mutated."""
     static_cache: dict[SchedulingConstraints, BoolArray]
     request_cache: dict[Resources, IntArray | None]
     asked_cache: dict[Resources, list[tuple[int, int]] | None] = field(default_factory=dict)
@@ -245,8 +248,10 @@ class NodeTable:
         return NodeTable(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology,
                          self.devices.copy() if self.devices is not None else None, self.version.copy())
 
-    def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources]) -> NodeTable:
+    def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources],
+               group_keys: Sequence[GroupKey] | None = None) -> NodeTable:
         """A new table with extra, empty nodes appended (a pool's template nodes for scale-up estimation).
+        `group_keys[k]` is `node_group_key(nodes[k])`, if the caller has them already (a pool's templates share one).
 
         Cost O((n + k) × resources); the static cache is rebuilt lazily since masks grow by k entries. Resources the
         new nodes offer beyond the table's columns are ignored: no placed or pending pod requests them.
@@ -254,14 +259,18 @@ class NodeTable:
         s = self._s
         start = len(s.nodes)
         extra_free, extra_pods = _capacity_vectors(capacity, s.column_of)
-        groups = {node_group_key(s.nodes[m[0]]): g for g, m in enumerate(s.group_members)}
-        members = [list(m) for m in s.group_members]
+        keys = list(group_keys) if group_keys is not None else list(map(node_group_key, nodes))
+        groups = dict(s.group_index)
+        members = list(s.group_members)  # the lists are shared: only those the new rows join are copied
+        for g in {g for key in keys if (g := groups.get(key)) is not None}:
+            members[g] = list(members[g])
         group_of = list(s.group_of)
-        _add_to_groups(map(node_group_key, nodes), start, groups, group_of, members)
+        _add_to_groups(keys, start, groups, group_of, members)
         index = dict(s.index)
         index.update((node.name, start + k) for k, node in enumerate(nodes))
-        shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, {}, s.request_cache,
-                         s.asked_cache, s.placement, s.workload, s.chooser, s.kinds, {}, s.clock, tables=s.tables)
+        shared = _Shared([*s.nodes, *nodes], index, s.columns, s.column_of, group_of, members, groups, {},
+                         s.request_cache, s.asked_cache, s.placement, s.workload, s.chooser, s.kinds, {}, s.clock,
+                         tables=s.tables)
         topology = self.topology.copy() if self.topology is not None else None
         if topology is not None:
             for node in nodes:
@@ -524,8 +533,8 @@ class RowMemo:
         self._gpu_shapes: Counter[PodShape] = Counter()
         """Shapes of the GPU pods bound to the rows in `_rows`, counted (what fragmentation is measured against); no
         entry below 1."""
-        self._groups: tuple[list[GroupKey], list[int], list[list[int]], dict[SchedulingConstraints, BoolArray]] | \
-            None = None
+        self._groups: tuple[list[GroupKey], list[int], list[list[int]], dict[SchedulingConstraints, BoolArray],
+                            dict[GroupKey, int]] | None = None
         self._kinds = RequestKinds()
         self._chooser: tuple[str, _Shared, int, Counter[PodShape]] | None = None
         """The last table's placement and shared part (its fragmentation chooser, once made, serves an equal
@@ -676,9 +685,9 @@ class RowMemo:
             self._shapes_version += 1
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
-        group_of, members, masks = self._groups_of(group_keys)
-        shared = _Shared(list(nodes), index, columns, column_of, group_of, members, {}, {}, placement=placement,
-                         kinds=kinds, group_masks=masks, tables=self._tables)
+        group_of, members, group_index, masks = self._groups_of(group_keys)
+        shared = _Shared(list(nodes), index, columns, column_of, group_of, members, group_index, {}, {},
+                         placement=placement, kinds=kinds, group_masks=masks, tables=self._tables)
         if placement is not None and has_devices:
             pending = self._pending_shapes(workload)
             last = self._chooser
@@ -825,15 +834,16 @@ class RowMemo:
         self._pending = (pods, counts)
         return counts
 
-    def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]],
+    def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]], dict[GroupKey, int],
                                                           dict[SchedulingConstraints, BoolArray]]:
-        """Rows grouped by node-group key (in first-seen order), and the static masks decided per group so far (see
-        `_Shared.group_masks`): kept while the keys are equal row by row (bounded: cleared past `MASKS_KEPT`)."""
+        """Rows grouped by node-group key (in first-seen order), each key's group, and the static masks decided per
+        group so far (see `_Shared.group_masks`): kept while the keys are equal row by row (bounded: cleared past
+        `MASKS_KEPT`)."""
         cached = self._groups
         if cached is not None and cached[0] == keys:
             if len(cached[3]) > MASKS_KEPT:
                 cached[3].clear()
-            return cached[1], cached[2], cached[3]
+            return cached[1], cached[2], cached[4], cached[3]
         # The rows before the first changed key keep their groups (numbered by first row, so those groups come
         # first): only the rows from there on are grouped again (upcoming nodes are the last rows).
         start = _common_prefix(cached[0], keys) if cached is not None else 0
@@ -846,5 +856,5 @@ class RowMemo:
                 members.append(rows[:bisect_left(rows, start)])
         groups = {keys[rows[0]]: g for g, rows in enumerate(members)}
         _add_to_groups(keys[start:], start, groups, group_of, members)
-        self._groups = (list(keys), group_of, members, {})
-        return group_of, members, self._groups[3]
+        self._groups = (list(keys), group_of, members, {}, groups)
+        return group_of, members, groups, self._groups[3]
