@@ -53,6 +53,21 @@ def pod(i: int, kind: int, on: str | None) -> Pod:
     return p
 
 
+def churn_nodes(op: str, a: int, b: int, serial: int, nodes: list[Node]) -> bool:
+    """The node steps both churn tests draw (`add`, `remove`, `taint`), applied to `nodes` in place; False for any
+    other step (the caller's own), or one with no node to act on."""
+    if op == "add":
+        nodes.append(node(f"m{serial}", b))
+    elif op == "remove" and nodes:
+        nodes.pop(a % len(nodes))
+    elif op == "taint" and nodes:
+        i = a % len(nodes)
+        nodes[i] = node(nodes[i].name, int(nodes[i].labels["shape"]), tainted=not nodes[i].taints)
+    else:
+        return False
+    return True
+
+
 def snapshot(table: NodeTable) -> tuple[object, ...]:
     devices = table.devices
     return (table.columns, table.free.tolist(), table.free_pods.tolist(), table.enabled.tolist(),
@@ -105,13 +120,8 @@ def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str,
             pods.append(pod(serial, b, names[a % len(names)]))
         elif op == "finish" and pods:
             pods.pop(a % len(pods))
-        elif op == "add":
-            nodes.append(node(f"m{serial}", b))
-        elif op == "remove" and nodes:
-            nodes.pop(a % len(nodes))
-        elif op == "taint" and nodes:
-            i = a % len(nodes)
-            nodes[i] = node(nodes[i].name, int(nodes[i].labels["shape"]), tainted=not nodes[i].taints)
+        elif churn_nodes(op, a, b, serial, nodes):
+            pass
         elif op == "resize" and nodes:
             i = a % len(nodes)
             nodes[i] = node(nodes[i].name, b)

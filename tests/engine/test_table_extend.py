@@ -12,7 +12,7 @@ from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import Taint, TaintEffect
-from tests.engine.test_row_memo import SELECTORS, SHAPES, build, node, pod, snapshot
+from tests.engine.test_row_memo import SELECTORS, SHAPES, build, churn_nodes, node, pod, snapshot
 
 CHURN = st.lists(st.tuples(st.sampled_from(["bind", "add", "remove", "taint", "dup"]), st.integers(0, 30),
                            st.integers(0, 3)), max_size=12)
@@ -48,13 +48,8 @@ def test_an_extended_table_groups_its_rows_as_a_fresh_one(first: list[tuple[str,
             build(nodes, pods, memo, [])
         elif op == "bind" and nodes:
             pods.append(pod(serial, b, nodes[a % len(nodes)].name))
-        elif op == "add":
-            nodes.append(node(f"m{serial}", b))
-        elif op == "remove" and nodes:
-            nodes.pop(a % len(nodes))
-        elif op == "taint" and nodes:
-            i = a % len(nodes)
-            nodes[i] = node(nodes[i].name, int(nodes[i].labels["shape"]), tainted=not nodes[i].taints)
+        elif churn_nodes(op, a, b, serial, nodes):
+            pass
         elif op == "dup" and nodes:
             nodes.append(nodes[a % len(nodes)])
     table = build(nodes, pods, memo, [])
