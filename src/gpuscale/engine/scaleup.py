@@ -204,35 +204,45 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
     """
     result = Placement(table)
     with_labels = table.topology is not None
-    exhausted: set[tuple[object, ...]] = set()
-    checked: set[tuple[object, ...]] = set()
+    classes: dict[tuple[object, ...], _Class | None] = {}
+    """Per class of single pods met so far: its kept mask (`_ClassMasks`; `_NO_MASK` without one), or None once no row
+    takes it (capacity only shrinks during the pass: no later pod of the class fits either)."""
     masks = _ClassMasks(single_rows) if table.topology is None else None
     for unit in units:
         if unit.group is None:
             pod = unit.pods[0]
             key = _class_key(pod, with_labels)
-            if key in exhausted:
-                result.leftover.append(unit)
-                continue
-            if key not in checked:  # once per class: more than any row has free (nor will have) fits nowhere
-                checked.add(key)
+            if key in classes:
+                entry = classes[key]
+                if entry is None:
+                    result.leftover.append(unit)
+                    continue
+            else:  # the first pod of its class: more than any row has free (nor will have) fits nowhere
                 if ceiling is None:
                     ceiling = _ceiling(table)
                 if not _below(result.table.request_vector(pod.requests), ceiling):
-                    exhausted.add(key)
+                    classes[key] = None
                     result.leftover.append(unit)
                     continue
+                entry = classes[key] = masks.new(result.table, pod) if masks is not None else _NO_MASK
             if masks is not None:
-                mask = masks.feasible(result.table, pod, key)
+                mask = masks.feasible(result.table, entry)
             else:
                 mask = result.table.feasible(pod)
                 if single_rows is not None:
                     mask &= single_rows
-            if not mask.any():
-                exhausted.add(key)
-                result.leftover.append(unit)
-                continue
-            row, gpus = result.table.choose(pod, mask, aware=aware)
+            if aware:
+                if not mask.any():
+                    classes[key] = None
+                    result.leftover.append(unit)
+                    continue
+                row, gpus = result.table.choose(pod, mask, aware=True)
+            else:  # `choose` without `aware`: the first row of the mask
+                row, gpus = int(mask.argmax()), None
+                if not mask[row]:
+                    classes[key] = None
+                    result.leftover.append(unit)
+                    continue
             result.table.place(row, pod, gpus)
             result.rows[pod.key] = row
             result.placed.append(unit)
@@ -259,52 +269,83 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
     return result
 
 
+@dataclass(slots=True)
+class _Class:
+    """One class of single pods in a `place_units` pass: where it fits (`_ClassMasks`)."""
+
+    mask: BoolArray
+    seen: int
+    """How many of `_ClassMasks._touched` the mask has seen."""
+    pairs: list[tuple[int, int]]
+    """The request's nonzero (column, amount) pairs."""
+    need: GpuNeed | None
+    """The request's GPU device need."""
+
+
+_NO_MASK = _Class(np.zeros(0, dtype=bool), 0, [], None)
+"""The entry of a class on a table with a topology (no kept mask: `feasible` per pod)."""
+
+
 class _ClassMasks:
     """The rows where each class of single pods fits, for one `place_units` call: `NodeTable.feasible` once per class,
     then brought up to date by the rows placed on since. Placing only lowers a row's free capacity, free pod slots and
     free devices, and nothing else `feasible` reads changes (no topology: affinity to placed pods is left out, so
     tables with a topology are not used with it), so a row outside a class's mask stays outside and a row inside needs
     only its capacity checks again — what `feasible` does on that row. Most pods placed in a decision share a class
-    with others (about five each in the twin's first day), and each would otherwise cost a pass over every row."""
+    with others (about five each in the twin's first day), and each would otherwise cost a pass over every row. A row
+    placed on is read (its free capacity as a list, its free pod slots) once until it is placed on again, not once
+    per class that checks it: in a ramp, each placement fills a row that most classes then check."""
 
-    __slots__ = ("_of", "_single_rows", "_touched")
+    __slots__ = ("_left", "_single_rows", "_touched")
 
     def __init__(self, single_rows: BoolArray | None) -> None:
         self._single_rows = single_rows
-        self._of: dict[tuple[object, ...], tuple[BoolArray, list[int], list[tuple[int, int]], GpuNeed | None]] = {}
-        """Per class: its mask, how many of `_touched` it has seen (a one-item list), the request's nonzero
-        (column, amount) pairs, and its GPU device need."""
         self._touched: list[int] = []
         """Rows placed on, in order (repeats allowed)."""
+        self._left: dict[int, tuple[list[int], int]] = {}
+        """Per row placed on: its free capacity (a list) and free pod slots, read since its last placement."""
 
-    def feasible(self, table: NodeTable, pod: Pod, key: tuple[object, ...]) -> BoolArray:
-        """`table.feasible(pod)` (restricted to the single rows), for a pod of class `key` (kept: do not modify)."""
-        entry = self._of.get(key)
-        if entry is None:
-            mask = table.feasible(pod)
-            if self._single_rows is not None:
-                mask &= self._single_rows
-            vector = table.request_vector(pod.requests)
-            pairs = [] if vector is None else [(c, int(vector[c])) for c in np.flatnonzero(vector).tolist()]
-            self._of[key] = (mask, [len(self._touched)], pairs, gpu_need(pod.requests))
-            return mask
-        mask, seen, pairs, need = entry
+    def new(self, table: NodeTable, pod: Pod) -> _Class:
+        """The entry of the class of `pod`, its mask `table.feasible(pod)` restricted to the single rows."""
+        mask = table.feasible(pod)
+        if self._single_rows is not None:
+            mask &= self._single_rows
+        vector = table.request_vector(pod.requests)
+        pairs = [] if vector is None else [(c, int(vector[c])) for c in np.flatnonzero(vector).tolist()]
+        return _Class(mask, len(self._touched), pairs, gpu_need(pod.requests))
+
+    def feasible(self, table: NodeTable, entry: _Class) -> BoolArray:
+        """`table.feasible(pod)` (restricted to the single rows), for a pod of the class of `entry` (kept: do not
+        modify)."""
+        mask = entry.mask
         touched = self._touched
-        if seen[0] < len(touched):
-            rows = touched[seen[0]:]
-            free, free_pods, devices = table.free, table.free_pods, table.devices
+        if entry.seen < len(touched):
+            rows = touched[entry.seen:]
+            left_of, pairs, need = self._left, entry.pairs, entry.need
+            devices = table.devices if need is not None else None
             for row in rows if len(rows) == 1 else dict.fromkeys(rows):
                 if not mask[row]:
                     continue
-                left = free[row].tolist()
-                if (free_pods[row] < 1 or any(left[c] < amount for c, amount in pairs)
-                        or (need is not None and devices is not None and not devices.can_take(row, need))):
+                known = left_of.get(row)
+                if known is None:
+                    known = left_of[row] = (table.free[row].tolist(), int(table.free_pods[row]))
+                left, slots = known
+                if slots < 1:
                     mask[row] = False
-            seen[0] = len(touched)
+                    continue
+                for column, amount in pairs:
+                    if left[column] < amount:
+                        mask[row] = False
+                        break
+                else:
+                    if need is not None and devices is not None and not devices.can_take(row, need):
+                        mask[row] = False
+            entry.seen = len(touched)
         return mask
 
     def placed(self, row: int) -> None:
         self._touched.append(row)
+        self._left.pop(row, None)
 
 
 def _ceiling(table: NodeTable) -> tuple[IntArray, int]:
