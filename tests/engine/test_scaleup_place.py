@@ -102,6 +102,9 @@ units_st = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3)), min_size=1
 @example([(1, [])], [(3, 0), (5, 0), (5, 0)], None, False, 0, 0)
 # A gang takes the last pod slots of the row a class of single pods went to: the next pod of the class goes nowhere.
 @example([(2, [])], [(1, 0), (1, 2), (1, 0)], None, False, 0, 0)
+# A class's second pod finds a row another class left with exactly what it asks (kept), and a row with no pod slot.
+@example([(0, []), (0, [])], [(1, 0), (0, 0), (0, 0), (1, 0)], None, False, 0, 0)
+@example([(2, [])], [(1, 0), (0, 0), (0, 0), (1, 0)], None, False, 0, 0)
 def test_place_units_places_each_pod_where_a_fresh_feasibility_pass_would(
         node_specs: list[tuple[int, list[int]]], unit_specs: list[tuple[int, int]], placement: str | None,
         aware: bool, templates: int, seed: int) -> None:
