@@ -591,14 +591,6 @@ def _evaluated(nodes: NodeSet, policy: Policy, now: float) -> IntArray:
     return np.flatnonzero(mask)
 
 
-@lru_cache(maxsize=64)
-def _table_slots(columns: tuple[str, ...]) -> tuple[list[int], list[int], list[int]]:
-    """For a table's columns: the allocatable slots (cpu 0, memory 1, GPU milli 3) it has a column for, those columns,
-    and the columns of whole GPUs (summed into slot 2)."""
-    slots = [(slot, columns.index(name)) for slot, name in ((0, CPU), (1, MEMORY), (3, GPU_MILLI)) if name in columns]
-    return [s for s, _ in slots], [c for _, c in slots], [i for i, c in enumerate(columns) if is_gpu_resource(c)]
-
-
 def _capacities(nodes: NodeSet, at: IntArray) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_]]:
     """What utilization reads of the nodes alone at positions `at`: their allocatable amounts, the ratios' denominators
     (cpu, memory, milli-GPUs: whole GPUs if any, else GPU milli) and whether each is judged as a GPU node (GPUs in
@@ -616,40 +608,56 @@ def _capacities(nodes: NodeSet, at: IntArray) -> tuple[IntArray, IntArray, npt.N
     return alloc, total, gpu_node
 
 
+@lru_cache(maxsize=64)
+def _table_slots(columns: tuple[str, ...]) -> tuple[list[int], list[int], list[int], list[int] | None]:
+    """For a table's columns: the allocatable slots (cpu 0, memory 1, GPU milli 3) it has a column for, those columns,
+    the columns of whole GPUs (summed into slot 2), and when each slot has exactly one column, those four in slot
+    order (then a row of free amounts is one `take` away from the slots)."""
+    slots = [(slot, columns.index(name)) for slot, name in ((0, CPU), (1, MEMORY), (3, GPU_MILLI)) if name in columns]
+    gpus = [i for i, c in enumerate(columns) if is_gpu_resource(c)]
+    order = [slots[0][1], slots[1][1], gpus[0], slots[2][1]] if len(slots) == 3 and len(gpus) == 1 else None
+    return [s for s, _ in slots], [c for _, c in slots], gpus, order
+
+
+_SHARE_SLOTS = [0, 1, 3]
+"""The slots of cpu, memory and GPU milli: the ratios' numerators, with 1000 x the whole GPUs added to the last."""
+
+
 def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable,
-                  pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy) -> FloatArray:
-    """The numbers (`_Numbers`, one row each) of the nodes at positions `at` (table rows `rows`): GPU nodes by GPU
-    requests, others by max(cpu, memory); one vectorised pass."""
+                  pods_by_node: Mapping[str, Sequence[Pod]],
+                  policy: Policy) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """Of the nodes at positions `at` (table rows `rows`): utilization (GPU nodes by GPU requests, others by max(cpu,
+    memory)), threshold, the cpu, memory and GPU ratios (one row each) and whether judged as a GPU node; one
+    vectorised pass. Whole blocks are taken, not columns picked by lists: at a thousand nodes NumPy's fixed cost per
+    call is most of it, and a fancy index costs ten times a `take`."""
     n = len(at)
     alloc, total, gpu_node = _capacities(nodes, at)
-    used = np.zeros((n, 4), dtype=np.int64)
-    in_table = nodes.usable[at] & (rows >= 0)
-    from_table = np.flatnonzero(in_table)
-    if len(from_table):
-        slots, columns, gpu_columns = _table_slots(tuple(table.columns))
-        whole = len(from_table) == n
-        free = table.free[rows if whole else rows[from_table]]
-        part = alloc if whole else alloc[from_table]
-        block = used if whole else np.zeros((len(from_table), 4), dtype=np.int64)
-        block[:, slots] = part[:, slots] - free[:, columns]
-        if gpu_columns:
-            block[:, 2] = part[:, 2] - free[:, gpu_columns].sum(axis=1)
-        if not whole:
+    in_table = (rows >= 0) if at is nodes.usable_positions else nodes.usable[at] & (rows >= 0)
+    slots, columns, gpu_columns, order = _table_slots(tuple(table.columns))
+    if order is not None and in_table.all():  # the usual: every node in the table, every slot one column
+        used = alloc - table.free.take(rows, axis=0).take(order, axis=1)
+    else:
+        used = np.zeros((n, 4), dtype=np.int64)
+        from_table = np.flatnonzero(in_table)
+        if len(from_table):
+            free = table.free.take(rows.take(from_table), axis=0)
+            part = alloc.take(from_table, axis=0)
+            block = np.zeros((len(from_table), 4), dtype=np.int64)
+            block[:, slots] = part[:, slots] - free[:, columns]
+            if gpu_columns:
+                block[:, 2] = part[:, 2] - free[:, gpu_columns].sum(axis=1)
             used[from_table] = block
-    if len(from_table) < n:
         for i in np.flatnonzero(~in_table).tolist():
             pods = pods_by_node.get(nodes.names[at[i]], ())
             used[i] = _amounts(sum((p.requests for p in pods if not p.is_terminal()), Resources()))
-    used = np.maximum(used, 0)
-    share = np.empty((n, 3), dtype=np.int64)  # cpu, memory and milli-GPUs requested, over `total`
-    share[:, :2], share[:, 2] = used[:, :2], 1000 * used[:, 2] + used[:, 3]
-    ratios = _ratio(share, total)
-    numbers = np.empty((n, 6))
-    numbers[:, 0] = np.where(gpu_node, ratios[:, 2], np.maximum(ratios[:, 0], ratios[:, 1]))
-    numbers[:, 1] = np.where(gpu_node, policy.scale_down_gpu_utilization_threshold,
-                             policy.scale_down_utilization_threshold)
-    numbers[:, 2:5], numbers[:, 5] = ratios, gpu_node
-    return numbers
+    np.maximum(used, 0, out=used)
+    share = used.take(_SHARE_SLOTS, axis=1)  # cpu, memory and milli-GPUs requested, over `total`
+    share[:, 2] += 1000 * used[:, 2]
+    ratios = np.divide(share, total) if total.all() else _ratio(share, total)
+    utilization = np.where(gpu_node, ratios[:, 2], np.maximum(ratios[:, 0], ratios[:, 1]))
+    threshold = np.where(gpu_node, policy.scale_down_gpu_utilization_threshold,
+                         policy.scale_down_utilization_threshold)
+    return utilization, threshold, ratios, gpu_node
 
 
 _Numbers = tuple[float, float, float, float, float, bool]
@@ -799,9 +807,11 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
     """Drainable candidates (strictly below threshold, known pool) with their table rows, and the underutilized nodes
     that cannot go."""
     at = _evaluated(nodes, policy, now)
-    found = _utilizations(nodes, at, rows[at], table, pods_by_node, policy)
-    below = np.flatnonzero(found[:, 0] < found[:, 1])
-    numbers = found[below]
+    utilization, threshold, ratios, gpu_node = _utilizations(nodes, at, rows.take(at), table, pods_by_node, policy)
+    below = np.flatnonzero(utilization < threshold)
+    numbers = np.empty((len(below), 6))  # `_Numbers` row by row, of the underutilized nodes only
+    numbers[:, 0], numbers[:, 1], numbers[:, 2:5] = utilization[below], threshold[below], ratios[below]
+    numbers[:, 5] = gpu_node[below]
     positions = at[below]
     candidates: list[tuple[_Candidate, int | None]] = []
     blocked: list[NodeVerdict] = []
