@@ -347,7 +347,7 @@ class NodeSet:
         self.records, self.columns = records, columns
         self.nodes, self.names = columns.nodes, columns.names
         self.alloc, self.gpu_pool = columns.alloc, columns.gpu_pool
-        self._capacities: tuple[IntArray, IntArray, npt.NDArray[np.bool_]] | None = None
+        self._capacities: _Capacities | None = None
         """`_capacities` of the usable nodes."""
         self.usable: npt.NDArray[np.bool_]
         self.usable_positions: IntArray
@@ -567,12 +567,6 @@ def _halt(nodes: NodeSet, policy: Policy, state: EngineState, now: float) -> Rea
 
 
 # ------------------------------------------------------------------------------------------------------ utilization
-def _ratio(used: npt.NDArray[np.int64], total: npt.NDArray[np.int64]) -> FloatArray:
-    out = np.where(used > 0, 1.0, 0.0)
-    np.divide(used, total, out=out, where=total > 0)
-    return out
-
-
 def _amounts(res: Resources) -> tuple[int, int, int, int]:
     return res.get(CPU), res.get(MEMORY), res.gpu_count(), res.get(GPU_MILLI)
 
@@ -591,21 +585,29 @@ def _evaluated(nodes: NodeSet, policy: Policy, now: float) -> IntArray:
     return np.flatnonzero(mask)
 
 
-def _capacities(nodes: NodeSet, at: IntArray) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_]]:
+_Capacities = tuple[IntArray, IntArray, npt.NDArray[np.bool_], IntArray, IntArray]
+
+
+def _capacities(nodes: NodeSet, at: IntArray) -> _Capacities:
     """What utilization reads of the nodes alone at positions `at`: their allocatable amounts, the ratios' denominators
-    (cpu, memory, milli-GPUs: whole GPUs if any, else GPU milli) and whether each is judged as a GPU node (GPUs in
-    allocatable, or a GPU pool). Kept by the set for its usable positions (the usual `at`), read-only."""
+    (cpu, memory, milli-GPUs: whole GPUs if any, else GPU milli), whether each is judged as a GPU node (GPUs in
+    allocatable, or a GPU pool), the denominators with 1 for 0 and where (flat) those zeros are. Kept by the set for
+    its usable positions (the usual `at`), read-only."""
     if at is nodes.usable_positions and nodes._capacities is not None:
         return nodes._capacities
     alloc = nodes.alloc[at]
     total = np.empty((len(at), 3), dtype=np.int64)
     total[:, :2], total[:, 2] = alloc[:, :2], np.where(alloc[:, 2] > 0, 1000 * alloc[:, 2], alloc[:, 3])
     gpu_node = (total[:, 2] > 0) | nodes.gpu_pool[at]
+    zeros = np.flatnonzero(total == 0)
+    nonzero = total.copy()
+    nonzero.flat[zeros] = 1
+    capacities = (alloc, total, gpu_node, nonzero, zeros)
     if at is nodes.usable_positions:
-        for array in (alloc, total, gpu_node):
+        for array in capacities:
             array.flags.writeable = False
-        nodes._capacities = (alloc, total, gpu_node)
-    return alloc, total, gpu_node
+        nodes._capacities = capacities
+    return capacities
 
 
 @lru_cache(maxsize=64)
@@ -631,7 +633,7 @@ def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable
     vectorised pass. Whole blocks are taken, not columns picked by lists: at a thousand nodes NumPy's fixed cost per
     call is most of it, and a fancy index costs ten times a `take`."""
     n = len(at)
-    alloc, total, gpu_node = _capacities(nodes, at)
+    alloc, _, gpu_node, nonzero, zeros = _capacities(nodes, at)
     in_table = (rows >= 0) if at is nodes.usable_positions else nodes.usable[at] & (rows >= 0)
     slots, columns, gpu_columns, order = _table_slots(tuple(table.columns))
     if order is not None and in_table.all():  # the usual: every node in the table, every slot one column
@@ -653,7 +655,9 @@ def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable
     np.maximum(used, 0, out=used)
     share = used.take(_SHARE_SLOTS, axis=1)  # cpu, memory and milli-GPUs requested, over `total`
     share[:, 2] += 1000 * used[:, 2]
-    ratios = np.divide(share, total) if total.all() else _ratio(share, total)
+    ratios = np.divide(share, nonzero)
+    if len(zeros):  # no denominator (no GPUs, say): 1 if any is used, else 0
+        np.put(ratios, zeros, share.take(zeros) > 0)
     utilization = np.where(gpu_node, ratios[:, 2], np.maximum(ratios[:, 0], ratios[:, 1]))
     threshold = np.where(gpu_node, policy.scale_down_gpu_utilization_threshold,
                          policy.scale_down_utilization_threshold)
@@ -827,13 +831,17 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
 # ------------------------------------------------------------------------------------------------------- simulation
 class _Simulation:
     """The running what-if of step 4: destinations and the pods moved so far. The table is forked only once some
-    candidate has pods to move (most decisions' candidates are empty nodes): until then the rows to disable wait."""
+    candidate's pods are placed (most decisions' candidates are empty nodes, or their first pod fits nowhere): until
+    then feasibility is asked of the table itself and narrowed to the rows enabled in the what-if (`_enabled`)."""
 
     def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray,
                  candidates: Sequence[tuple[_Candidate, int | None]]) -> None:
         self._table, self._nodes = table, nodes
         self._work: NodeTable | None = None
         self._disabled: list[int] = []
+        self._enabled: npt.NDArray[np.bool_] | None = None
+        """While `_work` is None: the rows it would have enabled (usable destinations, not disabled); made when first
+        asked."""
         self._base = nodes.ranks(rows, len(table))
         self._candidates = candidates
         self._rank: IntArray | None = None
@@ -841,8 +849,10 @@ class _Simulation:
         self._totals: list[tuple[str, int]] | None = None
         self._shares: dict[Resources, float] = {}
         self._masks: dict[tuple[Resources, SchedulingConstraints], npt.NDArray[np.bool_]] = {}
-        """Feasibility masks on `_work` by pod shape (requests, constraints), made since `_work` last changed other than
-        by rows disabled (which only narrow them): a shape's mask there is its mask here `&` the rows enabled now."""
+        """Feasibility masks on `_work` (or the table, while there is none) by pod shape (requests, constraints), made
+        since `_work` last changed other than by rows disabled (which only narrow them): a shape's mask there is its
+        mask here `&` the rows enabled now. (A mask is the rows' own verdicts `&` the rows enabled: the table's
+        enabled rows hold the what-if's.)"""
 
     @property
     def rank(self) -> IntArray:
@@ -860,11 +870,26 @@ class _Simulation:
     def work(self) -> NodeTable:
         """The table with the candidates accepted so far removed and their pods placed elsewhere."""
         if self._work is None:
-            self._work = self._table.fork()
-            self._work.enabled &= self._base != _FAR  # destinations: usable nodes only (as in `rank`)
-            for row in self._disabled:
-                self._work.disable(row)
+            self._work = self._fork()
         return self._work
+
+    def _fork(self) -> NodeTable:
+        """A copy of the running table (`work`), made from the table itself while no pod was placed yet."""
+        if self._work is not None:
+            return self._work.fork()
+        fork = self._table.fork()
+        fork.enabled &= self._base != _FAR  # destinations: usable nodes only (as in `rank`)
+        fork.enabled[self._disabled] = False
+        return fork
+
+    def _enabled_rows(self) -> npt.NDArray[np.bool_]:
+        """`work.enabled`, without forking while there is no `_work` (read-only to the caller)."""
+        if self._work is not None:
+            return self._work.enabled
+        if self._enabled is None:
+            self._enabled = self._table.enabled & (self._base != _FAR)
+            self._enabled[self._disabled] = False
+        return self._enabled
 
     def _share(self, requests: Resources) -> float:
         """Dominant share of the cluster's usable cpu, memory and GPU (in milli-GPUs); cached per request."""
@@ -883,14 +908,14 @@ class _Simulation:
         """`work.feasible(pod)` (a new array), from the mask of an earlier pod of its shape while the running table
         changed only by rows disabled since (candidates in one decision often lead with pods of one shape). Not with
         inter-pod affinity in the table, where feasibility reads more of the pod than its shape."""
-        work = self.work
-        if work.topology is not None:
-            return work.feasible(pod)
+        table = self._work if self._work is not None else self._table
+        if table.topology is not None:
+            return self.work.feasible(pod)
         shape = (pod.requests, pod.constraints)
         mask = self._masks.get(shape)
         if mask is None:
-            mask = self._masks[shape] = work.feasible(pod)
-        return mask & work.enabled
+            mask = self._masks[shape] = table.feasible(pod)
+        return mask & self._enabled_rows()
 
     def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
         """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
@@ -899,6 +924,8 @@ class _Simulation:
             if row is not None:
                 if self._work is None:
                     self._disabled.append(row)
+                    if self._enabled is not None:
+                        self._enabled[row] = False
                 else:
                     self._work.disable(row)
             return None
@@ -912,7 +939,7 @@ class _Simulation:
         if not feasible.any():
             return _nowhere(candidate, pods[0], len(pods))
         shape = (pods[0].requests, pods[0].constraints)
-        trial = self.work.fork()
+        trial = self._fork()
         if row is not None:
             trial.disable(row)
         placed: list[tuple[Pod, int]] = []
