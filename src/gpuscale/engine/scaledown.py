@@ -115,6 +115,9 @@ class SimulationCap:
         return max(self.pool_min_count, math.ceil(self.pool_ratio * nodes))
 
 
+_DEFAULT_CAP = SimulationCap()
+
+
 def _unneeded_since(node: Node) -> float | None:
     """The node's unneeded clock from its taint (the last well-formed one), or `None`."""
     since: float | None = None
@@ -294,17 +297,23 @@ class _Columns:
         phases = [_PHASE_CODE[record.phase] for record in new]
         alloc = [list(record.amounts) for record in new]
         deleting, ready = [node.deleting for node in nodes], [node.ready for node in nodes]
-        same_pools = all(map(operator.is_, pools, self.pools[at]))  # then the GPU-pool flags are the same too
+
+        def same(column: npt.NDArray[np.generic], values: Sequence[object]) -> bool:
+            """Whether `column` holds `values` at `at` (a few entries: one by one, no fancy index)."""
+            return all(map(operator.eq, map(column.item, at), values))
+
+        same_pools = all(map(operator.is_, map(self.pools.item, at), pools))  # then the GPU-pool flags are too
         columns = _Columns(
             nodes=self.nodes.copy(), names=self.names,
             pools=self.pools if same_pools else self.pools.copy(),
-            pool_names=self.pool_names if pool_names == self.pool_names[at].tolist() else self.pool_names.copy(),
-            since=self.since if since == self.since[at].tolist() else self.since.copy(),
-            phases=self.phases if phases == self.phases[at].tolist() else self.phases.copy(),
-            alloc=self.alloc if alloc == self.alloc[at].tolist() else self.alloc.copy(),
+            pool_names=self.pool_names if same(self.pool_names, pool_names) else self.pool_names.copy(),
+            since=self.since if same(self.since, since) else self.since.copy(),
+            phases=self.phases if same(self.phases, phases) else self.phases.copy(),
+            alloc=self.alloc if all(self.alloc[i].tolist() == a for i, a in zip(at, alloc, strict=True))
+            else self.alloc.copy(),
             gpu_pool=self.gpu_pool if same_pools else self.gpu_pool.copy(),
-            deleting=self.deleting if deleting == self.deleting[at].tolist() else self.deleting.copy(),
-            ready=self.ready if ready == self.ready[at].tolist() else self.ready.copy())
+            deleting=self.deleting if same(self.deleting, deleting) else self.deleting.copy(),
+            ready=self.ready if same(self.ready, ready) else self.ready.copy())
         for k, i in enumerate(at):
             columns.nodes[i] = nodes[k]
             if columns.pools is not self.pools:
@@ -420,6 +429,8 @@ class NodeSet:
                 return self.changed(records)
             fresh.append(i)
         fresh.sort()
+        if not left and n == last and all(names.item(i) == records[i].node.name for i in fresh):
+            return self._replaced(records, np.array(fresh, dtype=np.int64))  # the usual: the same names replaced
         gone = []
         for name in chain(came, left):
             i = int(np.searchsorted(names, name)) if last else 0
@@ -817,14 +828,11 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
     numbers[:, 0], numbers[:, 1], numbers[:, 2:5] = utilization[below], threshold[below], ratios[below]
     numbers[:, 5] = gpu_node[below]
     positions = at[below]
-    candidates: list[tuple[_Candidate, int | None]] = []
-    blocked: list[NodeVerdict] = []
-    for verdict, row in zip(judgements.judge(positions, numbers, pods_by_node, policy, budget, moved),
-                            rows[positions].tolist(), strict=True):
-        if isinstance(verdict, NodeVerdict):
-            blocked.append(verdict)
-        else:
-            candidates.append((verdict, row if row >= 0 else None))
+    verdicts = judgements.judge(positions, numbers, pods_by_node, policy, budget, moved)
+    candidates = [(verdict, row if row >= 0 else None)
+                  for verdict, row in zip(verdicts, rows.take(positions).tolist(), strict=True)
+                  if verdict.__class__ is _Candidate]
+    blocked = [verdict for verdict in verdicts if verdict.__class__ is NodeVerdict]
     return candidates, blocked
 
 
@@ -929,8 +937,9 @@ class _Simulation:
                 else:
                     self._work.disable(row)
             return None
-        pods = sorted([*candidate.drain.move, *(received or ())],
-                      key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
+        pods = [*candidate.drain.move, *received] if received else list(candidate.drain.move)
+        if len(pods) > 1:  # (one pod, often: no share to work out)
+            pods.sort(key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
         # The first pod's mask on the running table without the node's row is the one on the fork below: a candidate
         # whose first pod fits nowhere (often) costs no fork.
         feasible = self._feasible(pods[0])
@@ -1047,7 +1056,7 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
     drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved)
     drainable.sort(key=lambda candidate: candidate[0].order)
     simulation = _Simulation(table, nodes, rows, drainable)
-    new_allowed = (cap or SimulationCap()).limit(len(nodes.names))
+    new_allowed = (cap or _DEFAULT_CAP).limit(len(nodes.names))
     unneeded: list[_Candidate] = []
     for c, row in drainable:
         is_new = c.name not in unneeded_since
