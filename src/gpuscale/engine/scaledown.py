@@ -542,8 +542,7 @@ class NodeSet:
         index = table.row_index()
         if self._rows is not None and self._rows[0] is index:
             return self._rows[1]
-        found: list[int | None] = list(map(index.get, self.names))
-        rows = np.array([-1 if row is None else row for row in found] if None in found else found, dtype=np.int64)
+        rows = np.fromiter(map(index.get, self.names, repeat(-1)), dtype=np.int64, count=len(self.names))
         rows.flags.writeable = False
         self._rows = (index, rows)
         return rows
