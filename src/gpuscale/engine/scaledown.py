@@ -931,8 +931,7 @@ class _Simulation:
             if row is not None:
                 if self._work is None:
                     self._disabled.append(row)
-                    if self._enabled is not None:
-                        self._enabled[row] = False
+                    self._enabled = None  # (empty candidates come first: made after them, if at all)
                 else:
                     self._work.disable(row)
             return None
