@@ -2,7 +2,9 @@
 first pod has the shape of an earlier candidate's takes that mask, narrowed to the rows still enabled, while the
 running table changed only by rows disabled since. Every plan must equal the plan made with each mask computed afresh
 on the running table — over the random clusters of the scale-down property tests, where candidates often lead with
-pods of one shape, some fit nowhere, others are accepted and their pods placed (which must drop the kept masks)."""
+pods of one shape, some fit nowhere, others are accepted and their pods placed (which must drop the kept masks).
+Until a first pod is placed, masks are asked of the decision's table itself (no fork) and narrowed to the rows the
+what-if enables; the masks made afresh are asked of the forked running table."""
 
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ def _planned_both_ways(world: World) -> tuple[ScaleDownResult, ScaleDownResult, 
 
     def counting(self: _Simulation, pod: Pod) -> npt.NDArray[np.bool_]:
         nonlocal taken
-        taken += self.work.topology is None and (pod.requests, pod.constraints) in self._masks
+        running = self._work if self._work is not None else self._table  # (not `work`: that would fork it)
+        taken += running.topology is None and (pod.requests, pod.constraints) in self._masks
         return kept(self, pod)
 
     with mock.patch.object(_Simulation, "_feasible", counting):

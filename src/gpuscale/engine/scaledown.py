@@ -115,6 +115,9 @@ class SimulationCap:
         return max(self.pool_min_count, math.ceil(self.pool_ratio * nodes))
 
 
+_DEFAULT_CAP = SimulationCap()
+
+
 def _unneeded_since(node: Node) -> float | None:
     """The node's unneeded clock from its taint (the last well-formed one), or `None`."""
     since: float | None = None
@@ -294,17 +297,23 @@ class _Columns:
         phases = [_PHASE_CODE[record.phase] for record in new]
         alloc = [list(record.amounts) for record in new]
         deleting, ready = [node.deleting for node in nodes], [node.ready for node in nodes]
-        same_pools = all(map(operator.is_, pools, self.pools[at]))  # then the GPU-pool flags are the same too
+
+        def same(column: npt.NDArray[np.generic], values: Sequence[object]) -> bool:
+            """Whether `column` holds `values` at `at` (a few entries: one by one, no fancy index)."""
+            return all(map(operator.eq, map(column.item, at), values))
+
+        same_pools = all(map(operator.is_, map(self.pools.item, at), pools))  # then the GPU-pool flags are too
         columns = _Columns(
             nodes=self.nodes.copy(), names=self.names,
             pools=self.pools if same_pools else self.pools.copy(),
-            pool_names=self.pool_names if pool_names == self.pool_names[at].tolist() else self.pool_names.copy(),
-            since=self.since if since == self.since[at].tolist() else self.since.copy(),
-            phases=self.phases if phases == self.phases[at].tolist() else self.phases.copy(),
-            alloc=self.alloc if alloc == self.alloc[at].tolist() else self.alloc.copy(),
+            pool_names=self.pool_names if same(self.pool_names, pool_names) else self.pool_names.copy(),
+            since=self.since if same(self.since, since) else self.since.copy(),
+            phases=self.phases if same(self.phases, phases) else self.phases.copy(),
+            alloc=self.alloc if all(self.alloc[i].tolist() == a for i, a in zip(at, alloc, strict=True))
+            else self.alloc.copy(),
             gpu_pool=self.gpu_pool if same_pools else self.gpu_pool.copy(),
-            deleting=self.deleting if deleting == self.deleting[at].tolist() else self.deleting.copy(),
-            ready=self.ready if ready == self.ready[at].tolist() else self.ready.copy())
+            deleting=self.deleting if same(self.deleting, deleting) else self.deleting.copy(),
+            ready=self.ready if same(self.ready, ready) else self.ready.copy())
         for k, i in enumerate(at):
             columns.nodes[i] = nodes[k]
             if columns.pools is not self.pools:
@@ -347,7 +356,7 @@ class NodeSet:
         self.records, self.columns = records, columns
         self.nodes, self.names = columns.nodes, columns.names
         self.alloc, self.gpu_pool = columns.alloc, columns.gpu_pool
-        self._capacities: tuple[IntArray, IntArray, npt.NDArray[np.bool_]] | None = None
+        self._capacities: _Capacities | None = None
         """`_capacities` of the usable nodes."""
         self.usable: npt.NDArray[np.bool_]
         self.usable_positions: IntArray
@@ -420,6 +429,8 @@ class NodeSet:
                 return self.changed(records)
             fresh.append(i)
         fresh.sort()
+        if not left and n == last and all(names.item(i) == records[i].node.name for i in fresh):
+            return self._replaced(records, np.array(fresh, dtype=np.int64))  # the usual: the same names replaced
         gone = []
         for name in chain(came, left):
             i = int(np.searchsorted(names, name)) if last else 0
@@ -531,8 +542,7 @@ class NodeSet:
         index = table.row_index()
         if self._rows is not None and self._rows[0] is index:
             return self._rows[1]
-        found: list[int | None] = list(map(index.get, self.names))
-        rows = np.array([-1 if row is None else row for row in found] if None in found else found, dtype=np.int64)
+        rows = np.fromiter(map(index.get, self.names, repeat(-1)), dtype=np.int64, count=len(self.names))
         rows.flags.writeable = False
         self._rows = (index, rows)
         return rows
@@ -567,12 +577,6 @@ def _halt(nodes: NodeSet, policy: Policy, state: EngineState, now: float) -> Rea
 
 
 # ------------------------------------------------------------------------------------------------------ utilization
-def _ratio(used: npt.NDArray[np.int64], total: npt.NDArray[np.int64]) -> FloatArray:
-    out = np.where(used > 0, 1.0, 0.0)
-    np.divide(used, total, out=out, where=total > 0)
-    return out
-
-
 def _amounts(res: Resources) -> tuple[int, int, int, int]:
     return res.get(CPU), res.get(MEMORY), res.gpu_count(), res.get(GPU_MILLI)
 
@@ -591,65 +595,83 @@ def _evaluated(nodes: NodeSet, policy: Policy, now: float) -> IntArray:
     return np.flatnonzero(mask)
 
 
-@lru_cache(maxsize=64)
-def _table_slots(columns: tuple[str, ...]) -> tuple[list[int], list[int], list[int]]:
-    """For a table's columns: the allocatable slots (cpu 0, memory 1, GPU milli 3) it has a column for, those columns,
-    and the columns of whole GPUs (summed into slot 2)."""
-    slots = [(slot, columns.index(name)) for slot, name in ((0, CPU), (1, MEMORY), (3, GPU_MILLI)) if name in columns]
-    return [s for s, _ in slots], [c for _, c in slots], [i for i, c in enumerate(columns) if is_gpu_resource(c)]
+_Capacities = tuple[IntArray, IntArray, npt.NDArray[np.bool_], IntArray, IntArray]
 
 
-def _capacities(nodes: NodeSet, at: IntArray) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_]]:
+def _capacities(nodes: NodeSet, at: IntArray) -> _Capacities:
     """What utilization reads of the nodes alone at positions `at`: their allocatable amounts, the ratios' denominators
-    (cpu, memory, milli-GPUs: whole GPUs if any, else GPU milli) and whether each is judged as a GPU node (GPUs in
-    allocatable, or a GPU pool). Kept by the set for its usable positions (the usual `at`), read-only."""
+    (cpu, memory, milli-GPUs: whole GPUs if any, else GPU milli), whether each is judged as a GPU node (GPUs in
+    allocatable, or a GPU pool), the denominators with 1 for 0 and where (flat) those zeros are. Kept by the set for
+    its usable positions (the usual `at`), read-only."""
     if at is nodes.usable_positions and nodes._capacities is not None:
         return nodes._capacities
     alloc = nodes.alloc[at]
     total = np.empty((len(at), 3), dtype=np.int64)
     total[:, :2], total[:, 2] = alloc[:, :2], np.where(alloc[:, 2] > 0, 1000 * alloc[:, 2], alloc[:, 3])
     gpu_node = (total[:, 2] > 0) | nodes.gpu_pool[at]
+    zeros = np.flatnonzero(total == 0)
+    nonzero = total.copy()
+    nonzero.flat[zeros] = 1
+    capacities = (alloc, total, gpu_node, nonzero, zeros)
     if at is nodes.usable_positions:
-        for array in (alloc, total, gpu_node):
+        for array in capacities:
             array.flags.writeable = False
-        nodes._capacities = (alloc, total, gpu_node)
-    return alloc, total, gpu_node
+        nodes._capacities = capacities
+    return capacities
+
+
+@lru_cache(maxsize=64)
+def _table_slots(columns: tuple[str, ...]) -> tuple[list[int], list[int], list[int], list[int] | None]:
+    """For a table's columns: the allocatable slots (cpu 0, memory 1, GPU milli 3) it has a column for, those columns,
+    the columns of whole GPUs (summed into slot 2), and when each slot has exactly one column, those four in slot
+    order (then a row of free amounts is one `take` away from the slots)."""
+    slots = [(slot, columns.index(name)) for slot, name in ((0, CPU), (1, MEMORY), (3, GPU_MILLI)) if name in columns]
+    gpus = [i for i, c in enumerate(columns) if is_gpu_resource(c)]
+    order = [slots[0][1], slots[1][1], gpus[0], slots[2][1]] if len(slots) == 3 and len(gpus) == 1 else None
+    return [s for s, _ in slots], [c for _, c in slots], gpus, order
+
+
+_SHARE_SLOTS = [0, 1, 3]
+"""The slots of cpu, memory and GPU milli: the ratios' numerators, with 1000 x the whole GPUs added to the last."""
 
 
 def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable,
-                  pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy) -> FloatArray:
-    """The numbers (`_Numbers`, one row each) of the nodes at positions `at` (table rows `rows`): GPU nodes by GPU
-    requests, others by max(cpu, memory); one vectorised pass."""
+                  pods_by_node: Mapping[str, Sequence[Pod]],
+                  policy: Policy) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """Of the nodes at positions `at` (table rows `rows`): utilization (GPU nodes by GPU requests, others by max(cpu,
+    memory)), threshold, the cpu, memory and GPU ratios (one row each) and whether judged as a GPU node; one
+    vectorised pass. Whole blocks are taken, not columns picked by lists: at a thousand nodes NumPy's fixed cost per
+    call is most of it, and a fancy index costs ten times a `take`."""
     n = len(at)
-    alloc, total, gpu_node = _capacities(nodes, at)
-    used = np.zeros((n, 4), dtype=np.int64)
-    in_table = nodes.usable[at] & (rows >= 0)
-    from_table = np.flatnonzero(in_table)
-    if len(from_table):
-        slots, columns, gpu_columns = _table_slots(tuple(table.columns))
-        whole = len(from_table) == n
-        free = table.free[rows if whole else rows[from_table]]
-        part = alloc if whole else alloc[from_table]
-        block = used if whole else np.zeros((len(from_table), 4), dtype=np.int64)
-        block[:, slots] = part[:, slots] - free[:, columns]
-        if gpu_columns:
-            block[:, 2] = part[:, 2] - free[:, gpu_columns].sum(axis=1)
-        if not whole:
+    alloc, _, gpu_node, nonzero, zeros = _capacities(nodes, at)
+    in_table = (rows >= 0) if at is nodes.usable_positions else nodes.usable[at] & (rows >= 0)
+    slots, columns, gpu_columns, order = _table_slots(tuple(table.columns))
+    if order is not None and in_table.all():  # the usual: every node in the table, every slot one column
+        used = alloc - table.free.take(rows, axis=0).take(order, axis=1)
+    else:
+        used = np.zeros((n, 4), dtype=np.int64)
+        from_table = np.flatnonzero(in_table)
+        if len(from_table):
+            free = table.free.take(rows.take(from_table), axis=0)
+            part = alloc.take(from_table, axis=0)
+            block = np.zeros((len(from_table), 4), dtype=np.int64)
+            block[:, slots] = part[:, slots] - free[:, columns]
+            if gpu_columns:
+                block[:, 2] = part[:, 2] - free[:, gpu_columns].sum(axis=1)
             used[from_table] = block
-    if len(from_table) < n:
         for i in np.flatnonzero(~in_table).tolist():
             pods = pods_by_node.get(nodes.names[at[i]], ())
             used[i] = _amounts(sum((p.requests for p in pods if not p.is_terminal()), Resources()))
-    used = np.maximum(used, 0)
-    share = np.empty((n, 3), dtype=np.int64)  # cpu, memory and milli-GPUs requested, over `total`
-    share[:, :2], share[:, 2] = used[:, :2], 1000 * used[:, 2] + used[:, 3]
-    ratios = _ratio(share, total)
-    numbers = np.empty((n, 6))
-    numbers[:, 0] = np.where(gpu_node, ratios[:, 2], np.maximum(ratios[:, 0], ratios[:, 1]))
-    numbers[:, 1] = np.where(gpu_node, policy.scale_down_gpu_utilization_threshold,
-                             policy.scale_down_utilization_threshold)
-    numbers[:, 2:5], numbers[:, 5] = ratios, gpu_node
-    return numbers
+    np.maximum(used, 0, out=used)
+    share = used.take(_SHARE_SLOTS, axis=1)  # cpu, memory and milli-GPUs requested, over `total`
+    share[:, 2] += 1000 * used[:, 2]
+    ratios = np.divide(share, nonzero)
+    if len(zeros):  # no denominator (no GPUs, say): 1 if any is used, else 0
+        np.put(ratios, zeros, share.take(zeros) > 0)
+    utilization = np.where(gpu_node, ratios[:, 2], np.maximum(ratios[:, 0], ratios[:, 1]))
+    threshold = np.where(gpu_node, policy.scale_down_gpu_utilization_threshold,
+                         policy.scale_down_utilization_threshold)
+    return utilization, threshold, ratios, gpu_node
 
 
 _Numbers = tuple[float, float, float, float, float, bool]
@@ -799,31 +821,34 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
     """Drainable candidates (strictly below threshold, known pool) with their table rows, and the underutilized nodes
     that cannot go."""
     at = _evaluated(nodes, policy, now)
-    found = _utilizations(nodes, at, rows[at], table, pods_by_node, policy)
-    below = np.flatnonzero(found[:, 0] < found[:, 1])
-    numbers = found[below]
+    utilization, threshold, ratios, gpu_node = _utilizations(nodes, at, rows.take(at), table, pods_by_node, policy)
+    below = np.flatnonzero(utilization < threshold)
+    numbers = np.empty((len(below), 6))  # `_Numbers` row by row, of the underutilized nodes only
+    numbers[:, 0], numbers[:, 1], numbers[:, 2:5] = utilization[below], threshold[below], ratios[below]
+    numbers[:, 5] = gpu_node[below]
     positions = at[below]
-    candidates: list[tuple[_Candidate, int | None]] = []
-    blocked: list[NodeVerdict] = []
-    for verdict, row in zip(judgements.judge(positions, numbers, pods_by_node, policy, budget, moved),
-                            rows[positions].tolist(), strict=True):
-        if isinstance(verdict, NodeVerdict):
-            blocked.append(verdict)
-        else:
-            candidates.append((verdict, row if row >= 0 else None))
+    verdicts = judgements.judge(positions, numbers, pods_by_node, policy, budget, moved)
+    candidates = [(verdict, row if row >= 0 else None)
+                  for verdict, row in zip(verdicts, rows.take(positions).tolist(), strict=True)
+                  if verdict.__class__ is _Candidate]
+    blocked = [verdict for verdict in verdicts if verdict.__class__ is NodeVerdict]
     return candidates, blocked
 
 
 # ------------------------------------------------------------------------------------------------------- simulation
 class _Simulation:
     """The running what-if of step 4: destinations and the pods moved so far. The table is forked only once some
-    candidate has pods to move (most decisions' candidates are empty nodes): until then the rows to disable wait."""
+    candidate's pods are placed (most decisions' candidates are empty nodes, or their first pod fits nowhere): until
+    then feasibility is asked of the table itself and narrowed to the rows enabled in the what-if (`_enabled`)."""
 
     def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray,
                  candidates: Sequence[tuple[_Candidate, int | None]]) -> None:
         self._table, self._nodes = table, nodes
         self._work: NodeTable | None = None
         self._disabled: list[int] = []
+        self._enabled: npt.NDArray[np.bool_] | None = None
+        """While `_work` is None: the rows it would have enabled (usable destinations, not disabled); made when first
+        asked."""
         self._base = nodes.ranks(rows, len(table))
         self._candidates = candidates
         self._rank: IntArray | None = None
@@ -831,8 +856,10 @@ class _Simulation:
         self._totals: list[tuple[str, int]] | None = None
         self._shares: dict[Resources, float] = {}
         self._masks: dict[tuple[Resources, SchedulingConstraints], npt.NDArray[np.bool_]] = {}
-        """Feasibility masks on `_work` by pod shape (requests, constraints), made since `_work` last changed other than
-        by rows disabled (which only narrow them): a shape's mask there is its mask here `&` the rows enabled now."""
+        """Feasibility masks on `_work` (or the table, while there is none) by pod shape (requests, constraints), made
+        since `_work` last changed other than by rows disabled (which only narrow them): a shape's mask there is its
+        mask here `&` the rows enabled now. (A mask is the rows' own verdicts `&` the rows enabled: the table's
+        enabled rows hold the what-if's.)"""
 
     @property
     def rank(self) -> IntArray:
@@ -850,11 +877,26 @@ class _Simulation:
     def work(self) -> NodeTable:
         """The table with the candidates accepted so far removed and their pods placed elsewhere."""
         if self._work is None:
-            self._work = self._table.fork()
-            self._work.enabled &= self._base != _FAR  # destinations: usable nodes only (as in `rank`)
-            for row in self._disabled:
-                self._work.disable(row)
+            self._work = self._fork()
         return self._work
+
+    def _fork(self) -> NodeTable:
+        """A copy of the running table (`work`), made from the table itself while no pod was placed yet."""
+        if self._work is not None:
+            return self._work.fork()
+        fork = self._table.fork()
+        fork.enabled &= self._base != _FAR  # destinations: usable nodes only (as in `rank`)
+        fork.enabled[self._disabled] = False
+        return fork
+
+    def _enabled_rows(self) -> npt.NDArray[np.bool_]:
+        """`work.enabled`, without forking while there is no `_work` (read-only to the caller)."""
+        if self._work is not None:
+            return self._work.enabled
+        if self._enabled is None:
+            self._enabled = self._table.enabled & (self._base != _FAR)
+            self._enabled[self._disabled] = False
+        return self._enabled
 
     def _share(self, requests: Resources) -> float:
         """Dominant share of the cluster's usable cpu, memory and GPU (in milli-GPUs); cached per request."""
@@ -873,14 +915,14 @@ class _Simulation:
         """`work.feasible(pod)` (a new array), from the mask of an earlier pod of its shape while the running table
         changed only by rows disabled since (candidates in one decision often lead with pods of one shape). Not with
         inter-pod affinity in the table, where feasibility reads more of the pod than its shape."""
-        work = self.work
-        if work.topology is not None:
-            return work.feasible(pod)
+        table = self._work if self._work is not None else self._table
+        if table.topology is not None:
+            return self.work.feasible(pod)
         shape = (pod.requests, pod.constraints)
         mask = self._masks.get(shape)
         if mask is None:
-            mask = self._masks[shape] = work.feasible(pod)
-        return mask & work.enabled
+            mask = self._masks[shape] = table.feasible(pod)
+        return mask & self._enabled_rows()
 
     def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
         """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
@@ -889,11 +931,13 @@ class _Simulation:
             if row is not None:
                 if self._work is None:
                     self._disabled.append(row)
+                    self._enabled = None  # (empty candidates come first: made after them, if at all)
                 else:
                     self._work.disable(row)
             return None
-        pods = sorted([*candidate.drain.move, *(received or ())],
-                      key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
+        pods = [*candidate.drain.move, *received] if received else list(candidate.drain.move)
+        if len(pods) > 1:  # (one pod, often: no share to work out)
+            pods.sort(key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
         # The first pod's mask on the running table without the node's row is the one on the fork below: a candidate
         # whose first pod fits nowhere (often) costs no fork.
         feasible = self._feasible(pods[0])
@@ -902,7 +946,7 @@ class _Simulation:
         if not feasible.any():
             return _nowhere(candidate, pods[0], len(pods))
         shape = (pods[0].requests, pods[0].constraints)
-        trial = self.work.fork()
+        trial = self._fork()
         if row is not None:
             trial.disable(row)
         placed: list[tuple[Pod, int]] = []
@@ -1010,7 +1054,7 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
     drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved)
     drainable.sort(key=lambda candidate: candidate[0].order)
     simulation = _Simulation(table, nodes, rows, drainable)
-    new_allowed = (cap or SimulationCap()).limit(len(nodes.names))
+    new_allowed = (cap or _DEFAULT_CAP).limit(len(nodes.names))
     unneeded: list[_Candidate] = []
     for c, row in drainable:
         is_new = c.name not in unneeded_since
