@@ -297,26 +297,31 @@ class SimCloud:
         """`cost_so_far` and the nodes holding capacity now, in one pass over the open timelines (the sampler's).
 
         Billing each open timeline as `_bill` does (`_charge`), in the same order: a timeline not acquired yet adds
-        its pool with nothing (`x + 0.0 == x`), as `_bill`'s (0.0, 0.0) did."""
+        its pool with nothing (`x + 0.0 == x`), as `_bill`'s (0.0, 0.0) did. `_charge` is written out in the loop
+        (the same operations: `max(held, 0.0)` keeps `held` unless it is below 0.0), with each pool's price and GPUs
+        read once per call: the sampler tallies ≈ 900 open timelines every five simulated minutes on a big day."""
         cost = dict(self.cost_by_pool)
         seconds = dict(self.gpu_seconds_by_pool)
         acquired: dict[str, int] = {}
         gpus = 0.0
-        pools = self.pools
+        rates = {name: (spec.pool.usd_per_hour, spec.pool.gpus_per_node) for name, spec in self.pools.items()}
         for t in self.open.values():
             name = t.pool
-            if t.acquired_s is None:
+            since = t.acquired_s
+            if since is None:
                 if name not in cost:
                     cost[name] = 0.0
                 if name not in seconds:
                     seconds[name] = 0.0
                 continue
-            pool = pools[name].pool
-            c, g = _charge(pool, t.acquired_s, now)
-            cost[name] = cost.get(name, 0.0) + c
-            seconds[name] = seconds.get(name, 0.0) + g
+            usd_per_hour, per_node = rates[name]
+            held = now - since
+            if held < 0.0:
+                held = 0.0
+            cost[name] = cost.get(name, 0.0) + held / 3600.0 * usd_per_hour
+            seconds[name] = seconds.get(name, 0.0) + held * per_node
             acquired[name] = acquired.get(name, 0) + 1
-            gpus += pool.gpus_per_node
+            gpus += per_node
         return Tally(cost=cost, gpu_seconds=seconds, acquired=acquired, gpus=gpus)
 
     def timeline_of(self, node: str) -> NodeTimeline | None:
