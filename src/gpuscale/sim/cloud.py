@@ -124,8 +124,10 @@ class SimCloud:
         """Registered, not deleted node → pool, in registration order, kept as nodes come and go."""
         self._node_pools: dict[str, str] | None = None
         """What `node_pools` hands out: a copy of `_live`, made again only after `_live` changed."""
-        self._starting: dict[str, NodeTimeline] = {}
-        """Requests not registered and not given back, in request order (`upcoming`)."""
+        self._starting: dict[str, UpcomingNode] = {}
+        """Requests not registered and not given back, in request order, each as the `UpcomingNode` made when it was
+        requested (its fields never change): `upcoming` gathers them instead of making one per starting node again
+        whenever a node registers (hundreds at a time while a big cluster ramps up)."""
         self._upcoming: tuple[UpcomingNode, ...] | None = None
         self.cost_usd_closed = 0.0
         self.cost_by_pool: dict[str, float] = {}
@@ -152,7 +154,8 @@ class SimCloud:
             self._seq += 1
             request_id = f"{pool}-{self._seq:05d}"
             timeline = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, ordinal=self._next(pool))
-            self.timelines[request_id] = self.open[request_id] = self._starting[request_id] = timeline
+            self.timelines[request_id] = self.open[request_id] = timeline
+            self._starting[request_id] = UpcomingNode(pool=pool, request_id=request_id, requested_s=now)
             self._upcoming = None
             self._step(timeline, spec.profile.acquire_s, self._acquired)
             ids.append(request_id)
@@ -175,8 +178,7 @@ class SimCloud:
 
     def upcoming(self) -> tuple[UpcomingNode, ...]:
         if self._upcoming is None:
-            self._upcoming = tuple(UpcomingNode(pool=t.pool, request_id=t.request_id, requested_s=t.requested_s)
-                                   for t in self._starting.values())
+            self._upcoming = tuple(self._starting.values())
         return self._upcoming
 
     def node_pools(self) -> Mapping[str, str]:
