@@ -230,17 +230,21 @@ class World:
         self.metrics.records.append(self.record(track))
 
     def record(self, track: _PodTrack) -> PodRecord:
-        started = track.times.get(Milestone.STARTED)
+        times = track.times
+        started = times.get(Milestone.STARTED)
         node_name = track.pod.node_name
         timeline = self.cloud.timeline_of(node_name) if node_name else None
-        if started is None:
-            times, new_node = dict(track.times), False
+        if started is not None:
+            # The node's milestones matter only on the long path (`with_node`: the node was requested at or after the
+            # pod's creation); on the short path `with_node` drops them unread, so they are not gathered then.
+            node_times = None if timeline is None or timeline.requested_s < times[Milestone.CREATED] else {
+                m: v for m, v in (
+                    (Milestone.REQUESTED, timeline.requested_s), (Milestone.ACQUIRED, timeline.acquired_s),
+                    (Milestone.RUNNING, timeline.running_s), (Milestone.REGISTERED, timeline.registered_s),
+                    (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)) if v is not None}
+            times, new_node = with_node(times, node_times)
         else:
-            node_times = None if timeline is None else {m: v for m, v in (
-                (Milestone.REQUESTED, timeline.requested_s), (Milestone.ACQUIRED, timeline.acquired_s),
-                (Milestone.RUNNING, timeline.running_s), (Milestone.REGISTERED, timeline.registered_s),
-                (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)) if v is not None}
-            times, new_node = with_node(track.times, node_times)
+            new_node = False  # `build_trace` only reads `times`
         blocked = track.blocked_s + ((self.now - track.blocked_since) if track.blocked_since is not None else 0.0)
         pool = timeline.pool if timeline is not None and started is not None else None
         # The trace is complete iff the pod started: its phases are the record's (computed once, shared, read-only).
