@@ -12,6 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuscale.engine.plan import UpcomingNode
 from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU
 from gpuscale.sim.cloud import CloudPool, SimCloud
@@ -140,3 +141,20 @@ def test_node_pools_handed_out_never_change_and_follow_the_live_nodes(steps: lis
         assert mapping == live and list(mapping) == list(cloud._live)
         handed.append((mapping, dict(mapping)))
     assert all(m == copy for m, copy in handed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(cloud_step, max_size=30), st.integers(0, 2))
+def test_upcoming_nodes_are_the_requests_still_starting(steps: list[tuple[str, str, int, float]], preload: int) -> None:
+    """`upcoming` hands out the `UpcomingNode` each request got when it was made (not one made again per call): they
+    must be, in request order, the open requests not registered yet, with their pool, id and request time."""
+    sim = Simulation()
+    pools = {"cpu": CloudPool(pool=CPU_POOL, profile=PROFILES["cpu"]),
+             "a100": CloudPool(pool=a100_pool("a100", "zone-a"), profile=PROFILES["gpu-large"])}
+    cloud = SimCloud(sim, SimCluster(), pools, np.random.default_rng(11))
+    cloud.preload("cpu", preload)
+    for op, pool, count, wait_s in steps:
+        _apply(sim, cloud, op, pool, count, wait_s)
+        fresh = tuple(UpcomingNode(pool=t.pool, request_id=t.request_id, requested_s=t.requested_s)
+                      for t in cloud.open.values() if t.node is None)
+        assert cloud.upcoming() == fresh

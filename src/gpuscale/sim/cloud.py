@@ -124,8 +124,10 @@ class SimCloud:
         """Registered, not deleted node → pool, in registration order, kept as nodes come and go."""
         self._node_pools: dict[str, str] | None = None
         """What `node_pools` hands out: a copy of `_live`, made again only after `_live` changed."""
-        self._starting: dict[str, NodeTimeline] = {}
-        """Requests not registered and not given back, in request order (`upcoming`)."""
+        self._starting: dict[str, UpcomingNode] = {}
+        """Requests not registered and not given back, in request order, each as the `UpcomingNode` made when it was
+        requested (its fields never change): `upcoming` gathers them instead of making one per starting node again
+        whenever a node registers (hundreds at a time while a big cluster ramps up)."""
         self._upcoming: tuple[UpcomingNode, ...] | None = None
         self.cost_usd_closed = 0.0
         self.cost_by_pool: dict[str, float] = {}
@@ -152,7 +154,8 @@ class SimCloud:
             self._seq += 1
             request_id = f"{pool}-{self._seq:05d}"
             timeline = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, ordinal=self._next(pool))
-            self.timelines[request_id] = self.open[request_id] = self._starting[request_id] = timeline
+            self.timelines[request_id] = self.open[request_id] = timeline
+            self._starting[request_id] = UpcomingNode(pool=pool, request_id=request_id, requested_s=now)
             self._upcoming = None
             self._step(timeline, spec.profile.acquire_s, self._acquired)
             ids.append(request_id)
@@ -175,8 +178,7 @@ class SimCloud:
 
     def upcoming(self) -> tuple[UpcomingNode, ...]:
         if self._upcoming is None:
-            self._upcoming = tuple(UpcomingNode(pool=t.pool, request_id=t.request_id, requested_s=t.requested_s)
-                                   for t in self._starting.values())
+            self._upcoming = tuple(self._starting.values())
         return self._upcoming
 
     def node_pools(self) -> Mapping[str, str]:
@@ -297,26 +299,31 @@ class SimCloud:
         """`cost_so_far` and the nodes holding capacity now, in one pass over the open timelines (the sampler's).
 
         Billing each open timeline as `_bill` does (`_charge`), in the same order: a timeline not acquired yet adds
-        its pool with nothing (`x + 0.0 == x`), as `_bill`'s (0.0, 0.0) did."""
+        its pool with nothing (`x + 0.0 == x`), as `_bill`'s (0.0, 0.0) did. `_charge` is written out in the loop
+        (the same operations: `max(held, 0.0)` keeps `held` unless it is below 0.0), with each pool's price and GPUs
+        read once per call: the sampler tallies ≈ 900 open timelines every five simulated minutes on a big day."""
         cost = dict(self.cost_by_pool)
         seconds = dict(self.gpu_seconds_by_pool)
         acquired: dict[str, int] = {}
         gpus = 0.0
-        pools = self.pools
+        rates = {name: (spec.pool.usd_per_hour, spec.pool.gpus_per_node) for name, spec in self.pools.items()}
         for t in self.open.values():
             name = t.pool
-            if t.acquired_s is None:
+            since = t.acquired_s
+            if since is None:
                 if name not in cost:
                     cost[name] = 0.0
                 if name not in seconds:
                     seconds[name] = 0.0
                 continue
-            pool = pools[name].pool
-            c, g = _charge(pool, t.acquired_s, now)
-            cost[name] = cost.get(name, 0.0) + c
-            seconds[name] = seconds.get(name, 0.0) + g
+            usd_per_hour, per_node = rates[name]
+            held = now - since
+            if held < 0.0:
+                held = 0.0
+            cost[name] = cost.get(name, 0.0) + held / 3600.0 * usd_per_hour
+            seconds[name] = seconds.get(name, 0.0) + held * per_node
             acquired[name] = acquired.get(name, 0) + 1
-            gpus += pool.gpus_per_node
+            gpus += per_node
         return Tally(cost=cost, gpu_seconds=seconds, acquired=acquired, gpus=gpus)
 
     def timeline_of(self, node: str) -> NodeTimeline | None:

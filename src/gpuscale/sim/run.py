@@ -22,7 +22,7 @@ from gpuscale.engine.policy import Policy
 from gpuscale.loop.ports import EventType
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
-from gpuscale.loop.trace import blocked_pods, decided_pods
+from gpuscale.loop.trace import decided_pods
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.resources import PODS
 from gpuscale.sim.cloud import CloudPool, SimCloud, Spell
@@ -193,8 +193,7 @@ class _Loop:
             return
         for key, _pool in decided_pods(report):
             self.world.metrics.decided(key, now)
-        for pod, reason in blocked_pods(plan):
-            self.world.metrics.blocked(pod, now, reason)
+        self.world.metrics.block_waiting(plan, now)
         for done_item in report.scaled_up:
             self.scale_ups += 1
             self.scale_ups_by_pool[done_item.pool] = self.scale_ups_by_pool.get(done_item.pool, 0) + done_item.nodes

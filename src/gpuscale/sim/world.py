@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import is_
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpuscale.engine.plan import Plan, PodVerdict
 from gpuscale.lifecycle.phases import Milestone, with_node
 from gpuscale.lifecycle.trace import build_trace
+from gpuscale.loop.trace import blocked_pods
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.sim.cloud import SimCloud
@@ -50,10 +53,35 @@ class Metrics:
         self.lost_gpu_seconds = 0.0
         self.allocated_gpu_seconds: dict[str, float] = {}
         self.stockouts = 0
+        self.created_count = 0
+        """Tracks made so far (`created`): a new track under a key `block_waiting` already walked is a new count."""
+        self._walked: tuple[PodVerdict, ...] | None = None
+        self._walked_at_count = -1
+        """The unplaceable verdicts `block_waiting` last walked (held, so their ids stay theirs) and `created_count`
+        then."""
 
     def created(self, pod: Pod, now: float) -> None:
         workload = pod.labels.get("gpuscale.io/workload", "other")
         self.tracks[pod.key] = _PodTrack(pod, workload, pod.namespace, {Milestone.CREATED: now})
+        self.created_count += 1
+
+    def block_waiting(self, plan: Plan, now: float) -> None:
+        """`blocked` for every pod `loop.trace.blocked_pods(plan)` names, with its reason; at once when that would
+        change nothing: the plan's unplaceable verdicts are the very objects the last call walked (late in the week
+        ≈ 26 pods wait at every tick with the verdicts the engine keeps per pod) and no track was made since.
+
+        Why nothing changes then: the same verdicts name the same pods with the same reasons, and the last walk left
+        each named pod's track absent, decided, or blocked. None of that is undone without a new track: a block ends
+        only when the pod is decided (`decided`, which also makes `blocked` a no-op for good), a track that left is
+        gone, and only `created` makes one (a pod re-created under the same key, which `created_count` shows)."""
+        verdicts = plan.unplaceable
+        walked = self._walked
+        if (walked is not None and self._walked_at_count == self.created_count and len(verdicts) == len(walked)
+                and all(map(is_, verdicts, walked))):
+            return
+        for key, reason in blocked_pods(plan):
+            self.blocked(key, now, reason)
+        self._walked, self._walked_at_count = verdicts, self.created_count
 
     def decided(self, key: str, now: float) -> None:
         track = self.tracks.get(key)
@@ -202,17 +230,21 @@ class World:
         self.metrics.records.append(self.record(track))
 
     def record(self, track: _PodTrack) -> PodRecord:
-        started = track.times.get(Milestone.STARTED)
+        times = track.times
+        started = times.get(Milestone.STARTED)
         node_name = track.pod.node_name
         timeline = self.cloud.timeline_of(node_name) if node_name else None
-        if started is None:
-            times, new_node = dict(track.times), False
+        if started is not None:
+            # The node's milestones matter only on the long path (`with_node`: the node was requested at or after the
+            # pod's creation); on the short path `with_node` drops them unread, so they are not gathered then.
+            node_times = None if timeline is None or timeline.requested_s < times[Milestone.CREATED] else {
+                m: v for m, v in (
+                    (Milestone.REQUESTED, timeline.requested_s), (Milestone.ACQUIRED, timeline.acquired_s),
+                    (Milestone.RUNNING, timeline.running_s), (Milestone.REGISTERED, timeline.registered_s),
+                    (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)) if v is not None}
+            times, new_node = with_node(times, node_times)
         else:
-            node_times = None if timeline is None else {m: v for m, v in (
-                (Milestone.REQUESTED, timeline.requested_s), (Milestone.ACQUIRED, timeline.acquired_s),
-                (Milestone.RUNNING, timeline.running_s), (Milestone.REGISTERED, timeline.registered_s),
-                (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)) if v is not None}
-            times, new_node = with_node(track.times, node_times)
+            new_node = False  # `build_trace` only reads `times`
         blocked = track.blocked_s + ((self.now - track.blocked_since) if track.blocked_since is not None else 0.0)
         pool = timeline.pool if timeline is not None and started is not None else None
         # The trace is complete iff the pod started: its phases are the record's (computed once, shared, read-only).
