@@ -574,8 +574,16 @@ class SimScheduler:
         if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
             cpu = self._col.get(CPU)
             cpu_free = free[:, cpu] if cpu is not None else np.zeros(len(self._names), dtype=np.int64)
-            chosen = self._chooser().choose(shape, cpu_free, devices, candidates,
-                                            lambda tied: self._kube_rank(pod, tied, free, candidates))
+
+            def rank(tied: IntArray) -> IntArray:
+                return self._kube_rank(pod, tied, free, candidates)
+
+            # a choice scores do not decide needs no chooser: its table (rebuilt at almost every choice) waits,
+            # `_workload_moved` still counting the classes it must move
+            chosen = (FragChooser.unscored(shape, cpu_free, devices, candidates, rank)
+                      if max(self._workload.values(), default=0) > 0 else None)
+            if chosen is None:
+                chosen = self._chooser().choose_by_scores(shape, cpu_free, devices, candidates, rank)
             if chosen is not None:
                 row = chosen[0]
                 if chosen[1]:
