@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from gpuscale.engine.placement.fgd import DEDUPE_ABOVE, FgdScorer
 from gpuscale.engine.placement.frag import ClassKey, FragTable, TypicalTables, class_key, typical_classes_of
@@ -41,6 +42,9 @@ from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.placement.state import BoolArray, ClusterState, IntArray
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources
+
+Ranks = npt.NDArray[np.int64] | npt.NDArray[np.float64]
+"""Ranks of tied rows (lowest first): `FragChooser.choose` takes the first minimum."""
 
 DEVICE_ANNOTATION = "gpuscale.io/gpu-index"
 """Devices a bound pod holds, comma-separated indices (`"2"`, `"0,1"`)."""
@@ -306,10 +310,11 @@ class FragChooser:
         return self.scorer.pick_gpus(view, shape, 0, _NO_DRAWS)
 
     def choose(self, shape: PodShape, cpu_free: IntArray, devices: GpuDevices, rows: IntArray,
-               rank: Callable[[IntArray], IntArray]) -> tuple[int, tuple[int, ...]] | None:
-        """The best of `rows` (all feasible) for `shape` and the devices to use there: highest score, then lowest
-        rank, `rank(tied)` giving the ranks of the tied rows (asked only when there is a tie). None when there is
-        no workload to measure against.
+               rank: Callable[[IntArray], Ranks]) -> tuple[int, tuple[int, ...]] | None:
+        """The best of `rows` (all feasible, in ascending order) for `shape` and the devices to use there: highest
+        score, then lowest rank, `rank(tied)` giving the ranks of the tied rows (asked only when there is a tie;
+        any keys whose first minimum is the row ranked first will do). None when there is no workload to measure
+        against.
 
         A choice that scores cannot decide (`unscored`: one row, or rows all alike) is made without scoring; the
         others are `choose_by_scores`."""
@@ -320,7 +325,7 @@ class FragChooser:
 
     @staticmethod
     def unscored(shape: PodShape, cpu_free: IntArray, devices: GpuDevices, rows: IntArray,
-                 rank: Callable[[IntArray], IntArray]) -> tuple[int, tuple[int, ...]] | None:
+                 rank: Callable[[IntArray], Ranks]) -> tuple[int, tuple[int, ...]] | None:
         """`choose`'s answer when scores do not decide it, else None; the same for every workload that is not empty,
         so a caller may ask before it builds a chooser (the twin's scheduler: ≈ 30 % of its choices).
 
@@ -351,7 +356,7 @@ class FragChooser:
         return row, tuple(int(g) for g in np.flatnonzero(devices.free[row] == MILLI)[:shape.gpu_count])
 
     def choose_by_scores(self, shape: PodShape, cpu_free: IntArray, devices: GpuDevices, rows: IntArray,
-                         rank: Callable[[IntArray], IntArray]) -> tuple[int, tuple[int, ...]] | None:
+                         rank: Callable[[IntArray], Ranks]) -> tuple[int, tuple[int, ...]] | None:
         """`choose` by scoring `rows`, whether or not scores decide (`unscored` may have answered before).
 
         A fractional pod on a few rows is scored by the scorer's device matrix directly: the chosen row's devices
@@ -370,7 +375,7 @@ class FragChooser:
         return row, self.pick(shape, cpu_free, devices, row)
 
 
-def _best(scores: IntArray, rows: IntArray, rank: Callable[[IntArray], IntArray]) -> int:
+def _best(scores: IntArray, rows: IntArray, rank: Callable[[IntArray], Ranks]) -> int:
     """Position of the highest score, ties to the lowest `rank` of the tied rows."""
     best = np.flatnonzero(scores == scores.max())
     return int(best[0]) if len(best) == 1 else int(best[np.argmin(rank(rows[best]))])
