@@ -363,6 +363,12 @@ class FragChooser:
         are read off its row of the matrix rather than scored again."""
         if self.scorer is None or not len(rows):
             return None
+        if devices.free.shape[1] == 1 and len(rows) <= DEDUPE_ABOVE:  # one device per row (the twin's T4 nodes)
+            keys = self.scorer.one_device_scores(cpu_free[rows], devices.free[rows, 0], devices.count[rows], shape)
+            row = int(rows[_best(keys, rows, rank)])
+            if shape.is_fractional:  # the matrix's only column
+                return row, (0,) if devices.count[row] else ()
+            return row, self.pick(shape, cpu_free, devices, row)
         if shape.is_fractional and len(rows) <= DEDUPE_ABOVE:
             view = ClusterState.view(cpu_free[rows], devices.free[rows], devices.count[rows])
             matrix = self.scorer.device_matrix(view, shape, np.arange(len(rows), dtype=np.int64))
