@@ -363,7 +363,7 @@ class FragChooser:
         are read off its row of the matrix rather than scored again."""
         if self.scorer is None or not len(rows):
             return None
-        if devices.free.shape[1] == 1 and len(rows) <= DEDUPE_ABOVE:  # one device per row (the twin's T4 nodes)
+        if devices.free.shape[1] == 1:  # one device per row (the twin's T4 nodes)
             keys = self.scorer.one_device_scores(cpu_free[rows], devices.free[rows, 0], devices.count[rows], shape)
             row = int(rows[_best(keys, rows, rank)])
             if shape.is_fractional:  # the matrix's only column

@@ -166,9 +166,14 @@ class FgdScorer:
     def one_device_scores(self, cpu: IntArray, gpu: IntArray, count: IntArray, pod: PodShape) -> IntArray:
         """`score` of nodes of one device at most (free CPU, the device's free milli, devices: 1, or 0 for a node
         without), one model, as arrays: the same values as a view of them scored, with the view, its indexing and
-        the (nodes × 1) device matrix left out (the twin's T4 nodes, ≈ 20 candidates per choice)."""
-        t = self.table
+        the (nodes × 1) device matrix left out (the twin's T4 nodes, ≈ 20 candidates per choice). Past
+        `DEDUPE_ABOVE` nodes, each distinct state is scored once, as `score` does."""
         n = len(cpu)
+        if n > DEDUPE_ABOVE:
+            first, inverse = _distinct_rows(np.column_stack((count, cpu, gpu)))
+            scores: IntArray = self.one_device_scores(cpu[first], gpu[first], count[first], pod)[inverse]
+            return scores
+        t = self.table
         if pod.is_fractional:
             fit = gpu >= pod.gpu_milli
             every = bool(fit.all())
