@@ -574,8 +574,16 @@ class SimScheduler:
         if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
             cpu = self._col.get(CPU)
             cpu_free = free[:, cpu] if cpu is not None else np.zeros(len(self._names), dtype=np.int64)
-            chosen = self._chooser().choose(shape, cpu_free, devices, candidates,
-                                            lambda tied: self._kube_rank(pod, tied, free, candidates))
+
+            def rank(tied: IntArray) -> npt.NDArray[np.float64]:
+                return self._kube_rank(pod, tied, free, candidates)
+
+            # a choice scores do not decide needs no chooser: its table (rebuilt at almost every choice) waits,
+            # `_workload_moved` still counting the classes it must move
+            chosen = (FragChooser.unscored(shape, cpu_free, devices, candidates, rank)
+                      if max(self._workload.values(), default=0) > 0 else None)
+            if chosen is None:
+                chosen = self._chooser().choose_by_scores(shape, cpu_free, devices, candidates, rank)
             if chosen is not None:
                 row = chosen[0]
                 if chosen[1]:
@@ -592,15 +600,13 @@ class SimScheduler:
         self._workload_moved.clear()
         return self._frag
 
-    def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray, feasible: IntArray) -> IntArray:
-        """Rank of each candidate under the configured scoring (0 = its choice), ties in name order. A row's score
-        depends on its own state and on the soft-taint counts of all `feasible` rows (TaintToleration normalises
-        over them), so ranks among a subset of candidates order it as among all of them."""
-        score = self._kube_scores(pod, candidates, free, feasible)
-        order = np.lexsort((candidates, -score))
-        rank = np.empty(len(candidates), dtype=np.int64)
-        rank[order] = np.arange(len(candidates))
-        return rank
+    def _kube_rank(self, pod: Pod, candidates: IntArray, free: IntArray,
+                   feasible: IntArray) -> npt.NDArray[np.float64]:
+        """A key of each candidate (in row order) under the configured scoring, lowest for its choice: the negated
+        score, whose first minimum is the highest score first in name order, as a rank would order them. A row's
+        score depends on its own state and on the soft-taint counts of all `feasible` rows (TaintToleration
+        normalises over them), so keys among a subset of candidates order it as among all of them."""
+        return -self._kube_scores(pod, candidates, free, feasible)
 
     def _score(self, pod: Pod, mask: BoolArray, free: IntArray) -> int:
         candidates = np.flatnonzero(mask)

@@ -112,3 +112,26 @@ def test_a_typical_class_asks_for_devices_exactly_when_it_asks_for_gpu_milli() -
     for milli, count in ((500, 0), (0, 1)):
         with pytest.raises(ValueError, match="gpu_count"):
             TypicalClass(cpu_milli=0, gpu_milli=milli, gpu_count=count, model_key="", pods=1, weight=1.0)
+
+
+@given(classes_st, st.lists(st.tuples(st.one_of(st.integers(0, 24_000), st.sampled_from([4000, 8000])),
+                                      st.lists(st.sampled_from([0, 100, 190, 500, 530, 810, 1000]), max_size=1)),
+                            min_size=1, max_size=8),
+       st.integers(1, 80), st.lists(st.integers(0, 7), min_size=80, max_size=80),
+       st.integers(0, 4000), st.sampled_from([(0, 0), (100, 1), (500, 1), (810, 1), (1000, 1), (1000, 2)]),
+       st.sampled_from([FgdScorer, GpuscaleScorer]), st.sampled_from([("",), ("", "T4")]))
+@settings(max_examples=300, deadline=None)
+def test_one_device_scores_equal_the_scores_of_a_view(classes: list[TypicalClass], states: list[tuple[int, list[int]]],
+                                                      n: int, of_row: list[int], cpu: int, gpu: tuple[int, int],
+                                                      scorer_type: type[FgdScorer], models: tuple[str, ...]) -> None:
+    """`one_device_scores` (arrays in, no view) gives what `score` gives on a view of nodes of one device at most:
+    fractional, whole-GPU and CPU-only pods, devices that cannot take the pod, nodes without a device; past
+    `DEDUPE_ABOVE` nodes (many alike), each distinct state scored once on both sides."""
+    scorer = scorer_type(FragTable(classes, models))
+    nodes = [states[i % len(states)] for i in of_row[:n]]  # up to eight states, repeated: up to 80 nodes
+    view = _view(1, nodes)
+    pod = PodShape(cpu_milli=cpu, memory_mib=0, gpu_milli=gpu[0], gpu_count=gpu[1])
+    expected = scorer.score(view, pod, np.arange(len(nodes), dtype=np.int64), None)  # type: ignore[arg-type]
+    got = scorer.one_device_scores(view.cpu_free.copy(), view.gpu_free[:, 0].copy(), view.gpu_count.copy(), pod)
+    assert got.dtype == expected.dtype
+    assert got.tolist() == expected.tolist()

@@ -7,10 +7,11 @@ the matrix that scored the rows, and asks for ranks only on ties) what scoring, 
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.placement.devices import FragChooser, GpuDevices
@@ -139,3 +140,45 @@ def test_choose_equals_scoring_ranking_and_picking(policy: str, counts: dict[Cla
         return
     assert got == _reference_choice(chooser, shape, cpu, devices, rows, rank)
     assert all(n > 1 for n in asked)
+
+
+@given(st.sampled_from(["fgd", "gpuscale"]), counts_st,
+       st.lists(st.tuples(st.sampled_from([2000, 8000]), st.lists(st.sampled_from([0, 250, 500, 1000]), min_size=0,
+                                                                  max_size=2)), min_size=1, max_size=3),
+       st.lists(st.integers(0, 2), min_size=1, max_size=60), st.sampled_from([(250, 1), (500, 1), (1000, 1),
+                                                                              (1000, 2)]),
+       st.randoms(use_true_random=False), st.sampled_from([1, 2]))
+@settings(max_examples=300, deadline=None)
+@example("gpuscale", {KEYS[0]: 3}, [(2000, [500]), (2000, [250])], [0, 1, 0], (250, 1), random.Random(0), 1)
+@example("fgd", {KEYS[0]: 3}, [(2000, [1000]), (2000, [])], [0, 1, 1], (1000, 1), random.Random(1), 1)
+@example("gpuscale", {KEYS[0]: 3}, [(2000, [1000, 1000]), (2000, [1000])], [0, 1], (1000, 1), random.Random(0), 2)
+def test_choices_scores_do_not_decide_are_the_scored_choices(
+        policy: str, counts: dict[ClassKey, int], states: list[tuple[int, list[int]]], of_row: list[int],
+        need: tuple[int, int], rnd: object, width: int) -> None:
+    """`FragChooser.unscored` (asked before a chooser is built) answers on one row or on rows all alike, and then
+    as scoring, ranking and picking do; rows repeat a few states, as the twin's empty and equally used nodes do."""
+    workload = Counter({PodShape(cpu_milli=k[0], memory_mib=0, gpu_milli=k[1], gpu_count=k[2]): n
+                        for k, n in counts.items() if not k[3]})
+    chooser = FragChooser(policy, workload)
+    nodes = [states[i % len(states)] for i in of_row]
+    nodes = [(c, d[:width]) for c, d in nodes]
+    devices = GpuDevices(np.array([len(d) for _, d in nodes], dtype=np.int64),
+                         np.array([d + [0] * (width - len(d)) for _, d in nodes], dtype=np.int64).reshape(-1, width))
+    cpu = np.array([c for c, _ in nodes], dtype=np.int64)
+    shape = PodShape(cpu_milli=1000, memory_mib=0, gpu_milli=need[0], gpu_count=need[1])
+    rows = np.arange(len(nodes), dtype=np.int64)
+    rank = np.array(rnd.sample(range(len(nodes)), len(nodes)), dtype=np.int64)  # type: ignore[attr-defined]
+    got = FragChooser.unscored(shape, cpu, devices, rows, lambda tied: rank[tied])
+    alike = len(set(map(repr, nodes))) == 1
+    if chooser.scorer is None:
+        assert chooser.choose(shape, cpu, devices, rows, lambda tied: rank[tied]) is None
+        return
+    reference = _reference_choice(chooser, shape, cpu, devices, rows, rank)
+    if shape.is_fractional and width > 1:
+        assert got is None
+    else:
+        assert (got is not None) == alike
+    if got is not None:
+        assert got == reference
+    assert chooser.choose(shape, cpu, devices, rows, lambda tied: rank[tied]) == reference
+    assert chooser.choose_by_scores(shape, cpu, devices, rows, lambda tied: rank[tied]) == reference

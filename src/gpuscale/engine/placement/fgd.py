@@ -162,3 +162,48 @@ class FgdScorer:
 
     def _whole_scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         return frag_score(*self.whole_frag(state, pod, nodes))
+
+    def one_device_scores(self, cpu: IntArray, gpu: IntArray, count: IntArray, pod: PodShape) -> IntArray:
+        """`score` of nodes of one device at most (free CPU, the device's free milli, devices: 1, or 0 for a node
+        without), one model, as arrays: the same values as a view of them scored, with the view, its indexing and
+        the (nodes × 1) device matrix left out (the twin's T4 nodes, ≈ 20 candidates per choice). Past
+        `DEDUPE_ABOVE` nodes, each distinct state is scored once, as `score` does."""
+        n = len(cpu)
+        if n > DEDUPE_ABOVE:
+            first, inverse = _distinct_rows(np.column_stack((count, cpu, gpu)))
+            scores: IntArray = self.one_device_scores(cpu[first], gpu[first], count[first], pod)[inverse]
+            return scores
+        t = self.table
+        if pod.is_fractional:
+            fit = gpu >= pod.gpu_milli
+            every = bool(fit.all())
+            row = None if every else np.flatnonzero(fit)
+            left = gpu - pod.gpu_milli if every else gpu[row] - pod.gpu_milli
+            cpu_after = cpu - pod.cpu_milli if every else cpu[row] - pod.cpu_milli
+        else:
+            row = None
+            left = gpu - np.minimum(gpu == MILLI, pod.gpu_count) * MILLI if pod.uses_gpu else gpu
+            cpu_after = cpu - pod.cpu_milli
+        states = np.concatenate((cpu, cpu_after))
+        both = t.frag_of_one_device(states, np.concatenate((gpu, left)),  # the model is read with several only
+                                    np.zeros(len(states), dtype=np.int64) if len(t.access) > 1 else states)
+        before, after = both[:n], both[n:]
+        if not pod.is_fractional:
+            return self._one_device_whole(frag_score(before, after), gpu, pod)
+        if row is None:
+            return self._one_device_landed(frag_score(before, after), left, count * MILLI - gpu)
+        scores = np.full(n, self._UNFIT, dtype=np.int64)
+        scores[row] = self._one_device_landed(frag_score(before[row], after), left, count[row] * MILLI - gpu[row])
+        return scores
+
+    _UNFIT = -1
+    """`one_device_scores` of a node whose device cannot take a fractional pod (the device matrix's fill)."""
+
+    def _one_device_landed(self, score: IntArray, left: IntArray, used: IntArray) -> IntArray:
+        """A fractional pod's score where it lands, from FGD's (`left`: milli left on the device, `used`: the node's
+        GPU milli in use before)."""
+        return score
+
+    def _one_device_whole(self, score: IntArray, gpu: IntArray, pod: PodShape) -> IntArray:
+        """A whole-GPU or CPU-only pod's score from FGD's (`gpu`: the device's free milli)."""
+        return score

@@ -207,7 +207,14 @@ class FragTable:
         self.access = np.array([[model_allows(c.models, m) for c in classes] for m in models], dtype=np.bool_)
         self._class_bits = (4 * self.access + 8 * self.gpu_class).astype(np.uint8)
         self._one_fit = _one_device_fit(self.milli, self.count)
-        self.weight_sum = float(self.weight.sum())
+        self._weight_sum: float | None = None
+
+    @property
+    def weight_sum(self) -> float:
+        """The weights' sum (the packing loop's idle milli reads it; the twin's choosers never do)."""
+        if self._weight_sum is None:
+            self._weight_sum = float(self.weight.sum())
+        return self._weight_sum
 
     @property
     def classes(self) -> tuple[TypicalClass, ...]:
@@ -236,7 +243,7 @@ class FragTable:
         table.cpu, table.milli, table.count, table.gpu_class = self.cpu, self.milli, self.count, self.gpu_class
         table.access, table._class_bits, table._one_fit = self.access, self._class_bits, self._one_fit
         table.weight = weights
-        table.weight_sum = float(weights.sum())
+        table._weight_sum = None
         return table
 
     def stats(self, gpu_free: IntArray) -> tuple[IntArray, IntArray]:
@@ -303,14 +310,17 @@ class TypicalTables:
         self.models = tuple(models)
         self._id: dict[ClassKey, int] = {}
         self._all = FragTable((), self.models)
-        self._of_keys: dict[tuple[ClassKey, ...], FragTable] = {}
-        """Tables by their typical classes (in order): a workload's table reweighs the one of its class list, which
-        changes far less often than the counts do."""
+        self._of_keys: dict[tuple[int, ...], FragTable] = {}
+        """Tables by their typical classes' numbers in `_id` (in order): a workload's table reweighs the one of its
+        class list, which changes far less often than the counts do."""
         self._ranked: list[tuple[int, ClassKey]] = []
         """(count, class) of the classes with pods at the last call, ascending: the ranking read backwards."""
         self._pods: list[int] = []
         self._keys: list[ClassKey] = []
         """`_ranked`'s counts and classes, as lists of their own (read backwards: the ranking's columns)."""
+        self._ids: list[int] = []
+        """`_keys`' numbers in `_id` (a class list is looked up by its numbers: ints hash and compare at once, class
+        keys field by field)."""
         self._counts: dict[ClassKey, int] | None = {}
         """The counts of `_ranked` by class (None: not made yet, after a ranking of all classes)."""
 
@@ -328,18 +338,16 @@ class TypicalTables:
         pods = self._pods[::-1]
         shares = _typical_shares(pods, 95, 1)
         taken = len(shares)
-        keys = tuple(self._keys[:-taken - 1:-1])
-        known = self._of_keys.get(keys)
+        ids = tuple(self._ids[:-taken - 1:-1])
+        known = self._of_keys.get(ids)
         if known is not None:
             return known.weighed(pods[:taken], shares)
-        if not self._id.keys() >= set(keys):
-            for k in keys:
-                self._id.setdefault(k, len(self._id))
+        if max(ids) >= len(self._all.cpu):  # a class without a column yet
             self._all = FragTable([TypicalClass(cpu_milli=k[0], gpu_milli=k[1], gpu_count=k[2], model_key=k[3], pods=0,
                                                 weight=0.0) for k in self._id], self.models)
         if len(self._of_keys) >= _KEPT_TABLES:
             self._of_keys.clear()
-        table = self._of_keys[keys] = self._all.subset(list(map(self._id.__getitem__, keys)), pods[:taken], shares)
+        table = self._of_keys[ids] = self._all.subset(ids, pods[:taken], shares)
         return table
 
     def _rank(self, counts: Mapping[ClassKey, int]) -> None:
@@ -357,11 +365,13 @@ class TypicalTables:
         self._ranked = ranked
         self._pods = [n for n, _ in ranked]
         self._keys = [k for _, k in ranked]
+        number = self._id.setdefault
+        self._ids = [number(k, len(self._id)) for k in self._keys]
         self._counts = None
 
     def _rerank(self, counts: Mapping[ClassKey, int], moved: Iterable[ClassKey]) -> None:
         """`_rank` by moving the entries of the classes in `moved` (each found by bisection) to their new places."""
-        ranked, pods, keys, kept = self._ranked, self._pods, self._keys, self._counts
+        ranked, pods, keys, ids, kept = self._ranked, self._pods, self._keys, self._ids, self._counts
         if kept is None:
             kept = self._counts = dict(zip(keys, pods, strict=True))
         for k in moved:
@@ -370,12 +380,13 @@ class TypicalTables:
                 continue
             if old > 0:
                 at = bisect_left(ranked, (old, k))
-                del ranked[at], pods[at], keys[at]
+                del ranked[at], pods[at], keys[at], ids[at]
             if new > 0:
                 at = bisect_left(ranked, (new, k))
                 ranked.insert(at, (new, k))
                 pods.insert(at, new)
                 keys.insert(at, k)
+                ids.insert(at, self._id.setdefault(k, len(self._id)))
                 kept[k] = new
             else:
                 del kept[k]

@@ -44,6 +44,19 @@ class GpuscaleScorer(FgdScorer):
     def device_matrix(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         return self.device_keys(state, pod, nodes)
 
+    _UNFIT = _NOT_FIT
+
+    def _one_device_landed(self, score: IntArray, left: IntArray, used: IntArray) -> IntArray:
+        keys: IntArray = score * _PRIMARY + (MILLI - left) * _SECONDARY + used  # as `device_keys`
+        return keys
+
+    def _one_device_whole(self, score: IntArray, gpu: IntArray, pod: PodShape) -> IntArray:
+        primary: IntArray = score * _PRIMARY  # as `_whole_scores`, whose `gpu_left` is the one device's free milli
+        if pod.uses_gpu:
+            return primary
+        keys: IntArray = primary + (_SECONDARY - 1 - gpu)
+        return keys
+
     def _whole_scores(self, state: ClusterState, pod: PodShape, nodes: IntArray) -> IntArray:
         primary: IntArray = super()._whole_scores(state, pod, nodes) * _PRIMARY
         if pod.uses_gpu:
