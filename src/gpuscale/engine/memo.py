@@ -148,12 +148,13 @@ def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, 
              gone: frozenset[str]) -> NodeRows:
     """`last` with the rows of the nodes `changed` (derived again, or new) redone from `facts` and those of the nodes
     `gone` taken out; every other node's facts are those `last` was made from. A node that gains its row is put in by
-    name: the facts hold the nodes of an arrangement, in name order."""
-    rows = NodeRows(facts=facts, expired=last.expired, position=last.position,
-                    names=list(last.names), nodes=list(last.nodes), capacity=list(last.capacity),
-                    row_pool=list(last.row_pool), upcoming=list(last.upcoming), group_keys=list(last.group_keys),
-                    gpus=list(last.gpus), upcoming_rows=last.upcoming_rows.copy(), gpu_rows=last.gpu_rows.copy(),
-                    pool_keys=list(last.pool_keys), counted=last.counted)
+    name: the facts hold the nodes of an arrangement, in name order. `last`'s lists and arrays are patched in place
+    (no copy of every row per decision): the memo holds them alone (`build_world` copies what it hands on) and drops
+    `last` for the result."""
+    rows = NodeRows(facts=facts, expired=last.expired, position=last.position, names=last.names, nodes=last.nodes,
+                    capacity=last.capacity, row_pool=last.row_pool, upcoming=last.upcoming,
+                    group_keys=last.group_keys, gpus=last.gpus, upcoming_rows=last.upcoming_rows,
+                    gpu_rows=last.gpu_rows, pool_keys=last.pool_keys, counted=last.counted)
     columns: tuple[list[Any], ...] = (rows.names, rows.nodes, rows.capacity, rows.row_pool, rows.upcoming,
                                       rows.group_keys, rows.gpus, rows.pool_keys)
     out = [i for name in gone if (i := last.position.get(name)) is not None]
