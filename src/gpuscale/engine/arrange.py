@@ -74,7 +74,7 @@ class Arranged:
 
 def _sorted_rest(cluster: Cluster, nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> Cluster:
     return replace(cluster, nodes=nodes, pods=pods, pdbs=tuple(sorted(cluster.pdbs, key=lambda b: b.key)),
-                   pod_groups=tuple(sorted(cluster.pod_groups, key=lambda g: g.key)))
+                   pod_groups=tuple(sorted(cluster.pod_groups, key=lambda g: g.key)), changes=None)
 
 
 def arrange(cluster: Cluster) -> Arranged:
@@ -102,12 +102,19 @@ class _Sorted(Generic[T]):
         """What the last `update` did to `items`, in order: (position, None) took the object there out, (position,
         object) put the object in there; None when it sorted afresh."""
 
-    def update(self, objects: Sequence[T]) -> tuple[list[T], list[T]] | None:
+    def update(self, objects: Sequence[T], told: tuple[Sequence[T], Sequence[T], Sequence[T]] | None = None,
+               ) -> tuple[list[T], list[T]] | None:
         """Bring the list to `objects`; the objects that left and came, or None if it was sorted afresh. `edits` then
-        says where in the list they left and came."""
+        says where in the list they left and came. `told`: the producer's word (`model.cluster.Changes`) that
+        `objects` are its tuple `told[0]` less the objects `told[1]` plus `told[2]`; taken, instead of a walk, when
+        `told[0]` is the very last input and it agrees with what is held (`_told`)."""
         given = tuple(objects)  # the input is compared with the next one position by position: kept as it is now
         last, self._last = self._last, given
         if not self._ties:
+            if told is not None and told[0] is last and last:
+                hinted = self._told(told[1], told[2], len(given))
+                if hinted is not None:
+                    return self._apply(*hinted, given)
             walked = self._walk(last, given)
             if walked is not None:
                 return self._apply(*walked, given)
@@ -126,6 +133,24 @@ class _Sorted(Generic[T]):
             return None
         new = {i for i in changed if i in fresh}
         return self._apply([held[i] for i in changed - new], [fresh[i] for i in new], objects)
+
+    def _told(self, left: Sequence[T], came: Sequence[T], size: int) -> tuple[list[T], list[T]] | None:
+        """The objects that left and came as the producer says, if that agrees with what is held: each that left is
+        held, each that came is not (nor given twice), and the counts add up to `size`; `_by_id` is brought up to
+        date. None (nothing changed yet) when it does not agree, or past `_FEW` changes (an eighth of the objects,
+        if more): the caller walks, and diffs or sorts as without a hint."""
+        if len(left) + len(came) > max(_FEW, size // 8):
+            return None
+        held = self._by_id
+        out = [o for o in left if id(o) in held]
+        into = {id(o): o for o in came}
+        if (len(out) != len(left) or len(into) != len(came) or not held.keys().isdisjoint(into)
+                or len({id(o) for o in out}) != len(out) or len(held) - len(out) + len(into) != size):
+            return None
+        for o in out:
+            del held[id(o)]
+        held.update(into)
+        return out, list(into.values())
 
     def _walk(self, last: tuple[T, ...], objects: tuple[T, ...]) -> tuple[list[T], list[T]] | None:
         """The objects that left and came, found by walking `last` and `objects` side by side, comparing identities in
@@ -250,9 +275,14 @@ class ArrangeMemo:
         """The last input's budgets and pod groups, and the same sorted (`_sorted_rest`)."""
 
     def arrange(self, cluster: Cluster) -> Arranged:
+        """The arrangement of `cluster`, from the last one; `cluster.changes` (the producer's hint), when it holds
+        against the last input, spares the walk that finds what changed."""
         self._generation += 1
-        node_change = self._nodes.update(cluster.nodes)
-        pod_change = self._pods.update(cluster.pods)
+        told = cluster.changes
+        node_change = self._nodes.update(cluster.nodes, None if told is None else (
+            told.nodes_before, told.nodes_left, told.nodes_came))
+        pod_change = self._pods.update(cluster.pods, None if told is None else (
+            told.pods_before, told.pods_left, told.pods_came))
         last = self.last
         ordered = self._ordered(cluster, last.cluster if last is not None else None, node_change == ([], []),
                                 pod_change == ([], []))
@@ -298,7 +328,7 @@ class ArrangeMemo:
         if (nodes is last.nodes and pods is last.pods and rest[2] is last.pdbs and rest[3] is last.pod_groups
                 and cluster.other_kinds == last.other_kinds):
             return last
-        return replace(cluster, nodes=nodes, pods=pods, pdbs=rest[2], pod_groups=rest[3])
+        return replace(cluster, nodes=nodes, pods=pods, pdbs=rest[2], pod_groups=rest[3], changes=None)
 
     def _move(self, pods: list[Pod], sign: int) -> list[str]:
         """Take out (`sign` −1) or put in (+1) these pods; the names of the nodes they are bound to."""

@@ -30,7 +30,7 @@ from gpuscale.engine.limits import Totals, totals_of
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
 from gpuscale.engine.scaleup import ScaleUpMemo, Verdicts
-from gpuscale.engine.table import GroupKey, RowMemo, node_group_key
+from gpuscale.engine.table import GroupKey, RowMemo, node_group_key, node_group_key_again
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
@@ -61,24 +61,41 @@ class NodeFacts:
 
 def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
            keys: dict[GroupKey, GroupKey] | None = None,
-           capacities: dict[Resources, Resources] | None = None) -> NodeFacts:
+           capacities: dict[Resources, Resources] | None = None, last: NodeFacts | None = None) -> NodeFacts:
     """The facts of one node; `keys` (canonical group keys) makes equal keys one object, `capacities` equal usable
-    capacities (nodes of a pool and shape then share one, which the table's by-identity paths count once)."""
+    capacities (nodes of a pool and shape then share one, which the table's by-identity paths count once). `last`:
+    the facts of the node this one replaced (same name), derived with the same `keys` and `capacities`: what
+    depends only on the allocatable (the very same object), the labels (the same mapping) and the pool is taken
+    from there (the usual change is a taint set or cleared)."""
     name = provider_pool or node.pool  # engine.nodes.pool_of: the provider's answer first
     pool = pools.get(name) if name else None
-    current = phase(node, pool)
+    if last is not None and (last.pool is not pool or last.node.allocatable is not node.allocatable):
+        last = None
+    current = phase(node, pool, last.phase if last is not None and last.phase in _GPU_PHASES else None)
     usable = current is NodePhase.USABLE
     row_node = node if usable else as_it_will_be(node)
-    capacity = node.allocatable if usable or pool is None else node.allocatable.max(pool.allocatable)
-    key = node_group_key(row_node)
-    if keys is not None:
-        key = keys.setdefault(key, key)
-    if capacities is not None:
-        capacity = capacities.setdefault(capacity, capacity)
+    if last is not None and usable == (last.phase is NodePhase.USABLE):
+        capacity, gpu_units = last.capacity, last.gpu_units
+    else:
+        capacity = node.allocatable if usable or pool is None else node.allocatable.max(pool.allocatable)
+        if capacities is not None:
+            capacity = capacities.setdefault(capacity, capacity)
+        gpu_units = capacity.gpu_count()
+    if last is not None:
+        key = node_group_key_again(row_node, last.row_node, last.group_key)
+        if key is not last.group_key and keys is not None:
+            key = keys.setdefault(key, key)
+    else:
+        key = node_group_key(row_node)
+        if keys is not None:
+            key = keys.setdefault(key, key)
     return NodeFacts(node=node, provider_pool=provider_pool, pool_name=name, pool=pool, phase=current,
-                     row_node=row_node, capacity=capacity, gpu_units=capacity.gpu_count(),
-                     group_key=key,
-                     amounts=allocatable_amounts(node))
+                     row_node=row_node, capacity=capacity, gpu_units=gpu_units, group_key=key,
+                     amounts=last.amounts if last is not None else allocatable_amounts(node))
+
+
+_GPU_PHASES = (NodePhase.READY, NodePhase.USABLE)
+"""The phases `engine.nodes.gpu_phase` gives (a node that had one kept it while its pool and allocatable did)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,12 +165,13 @@ def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, 
              gone: frozenset[str]) -> NodeRows:
     """`last` with the rows of the nodes `changed` (derived again, or new) redone from `facts` and those of the nodes
     `gone` taken out; every other node's facts are those `last` was made from. A node that gains its row is put in by
-    name: the facts hold the nodes of an arrangement, in name order."""
-    rows = NodeRows(facts=facts, expired=last.expired, position=last.position,
-                    names=list(last.names), nodes=list(last.nodes), capacity=list(last.capacity),
-                    row_pool=list(last.row_pool), upcoming=list(last.upcoming), group_keys=list(last.group_keys),
-                    gpus=list(last.gpus), upcoming_rows=last.upcoming_rows.copy(), gpu_rows=last.gpu_rows.copy(),
-                    pool_keys=list(last.pool_keys), counted=last.counted)
+    name: the facts hold the nodes of an arrangement, in name order. `last`'s lists and arrays are patched in place
+    (no copy of every row per decision): the memo holds them alone (`build_world` copies what it hands on) and drops
+    `last` for the result."""
+    rows = NodeRows(facts=facts, expired=last.expired, position=last.position, names=last.names, nodes=last.nodes,
+                    capacity=last.capacity, row_pool=last.row_pool, upcoming=last.upcoming,
+                    group_keys=last.group_keys, gpus=last.gpus, upcoming_rows=last.upcoming_rows,
+                    gpu_rows=last.gpu_rows, pool_keys=last.pool_keys, counted=last.counted)
     columns: tuple[list[Any], ...] = (rows.names, rows.nodes, rows.capacity, rows.row_pool, rows.upcoming,
                                       rows.group_keys, rows.gpus, rows.pool_keys)
     out = [i for name in gone if (i := last.position.get(name)) is not None]
@@ -265,7 +283,8 @@ class DecideMemo:
             patched = dict(self._facts)  # the same names in the same order, a few derived again
             starting = self._starting
             for name, node in replaced.items():
-                patched[name] = fact = derive(node, node_pools.get(name), pools, self._keys, self._capacities)
+                patched[name] = fact = derive(node, node_pools.get(name), pools, self._keys, self._capacities,
+                                              patched.get(name))
                 if not self._unique:
                     continue
                 if fact.phase in STARTING:
@@ -290,7 +309,7 @@ class DecideMemo:
             provider_pool = node_pools.get(node.name)
             known = old.get(node.name)
             if known is None or known.node is not node or known.provider_pool != provider_pool:
-                known = derive(node, provider_pool, pools, keys, self._capacities)
+                known = derive(node, provider_pool, pools, keys, self._capacities, known)
                 derived = True
             fresh[node.name] = known
         self._facts = fresh

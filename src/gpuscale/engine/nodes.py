@@ -72,11 +72,19 @@ def missing_gpus(node: Node, pool: NodePool | None) -> Resources:
     return Resources.of({n: a - have.get(n, 0) for n, a in _gpu_items(pool) if a > have.get(n, 0)})
 
 
-def phase(node: Node, pool: NodePool | None) -> NodePhase:
+def phase(node: Node, pool: NodePool | None, ready: NodePhase | None = None) -> NodePhase:
+    """`ready`: the phase `gpu_phase(node, pool)` gives, when the caller knows it (it depends on the pool and the
+    node's allocatable only)."""
     if node.deleting or any(t.key == TO_BE_DELETED_TAINT for t in node.taints):
         return NodePhase.DELETING
     if not node.ready:
         return NodePhase.REGISTERED
+    return ready if ready is not None else gpu_phase(node, pool)
+
+
+def gpu_phase(node: Node, pool: NodePool | None) -> NodePhase:
+    """The phase of a Ready node that is not being deleted: READY while GPUs the pool promises are missing from its
+    allocatable, else USABLE."""
     if pool is not None and pool.gpus_per_node:
         have = dict(node.allocatable.items)
         if any(a > have.get(n, 0) for n, a in _gpu_items(pool)):

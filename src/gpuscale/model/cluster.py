@@ -56,6 +56,21 @@ def group_member(pod: Pod) -> str | None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Changes:
+    """What a producer of snapshots (the twin's cluster) knows changed since its previous snapshot: which objects of
+    `nodes_before`/`pods_before` (that snapshot's very tuples) left and which objects came instead (a replaced object
+    is one of each). A hint only: a reader may use it to skip diffing the tuples (`engine.arrange`), and must get the
+    same result without it."""
+
+    nodes_before: tuple[Node, ...]
+    nodes_left: tuple[Node, ...]
+    nodes_came: tuple[Node, ...]
+    pods_before: tuple[Pod, ...]
+    pods_left: tuple[Pod, ...]
+    pods_came: tuple[Pod, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Cluster:
     nodes: tuple[Node, ...] = ()
     pods: tuple[Pod, ...] = ()
@@ -63,6 +78,8 @@ class Cluster:
     pod_groups: tuple[PodGroupSpec, ...] = ()
     other_kinds: Mapping[str, int] = field(default_factory=dict)
     """Objects of kinds gpuscale does not read, counted by kind: kept visible, never silently dropped."""
+    changes: Changes | None = field(default=None, compare=False, repr=False)
+    """How `nodes` and `pods` differ from the producer's previous snapshot, when it knows (a hint; see `Changes`)."""
 
     def index(self) -> PodIndex:
         """The pods sorted into pending, placed and placed-per-node in one pass (input order kept in each)."""

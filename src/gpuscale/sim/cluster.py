@@ -8,21 +8,23 @@ adds and removes nodes, workloads create and delete pods, each through the metho
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from enum import StrEnum
 from functools import cache
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from gpuscale.loop.ports import EvictionOutcome
-from gpuscale.model.cluster import Cluster
+from gpuscale.model.cluster import Changes, Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.sim.core import replaced
+
+T = TypeVar("T")
 
 
 class Termination(StrEnum):
@@ -76,13 +78,28 @@ class SimCluster:
         """Pod key → GPUs it holds (0.0 while not bound), in `pods`' order: what `allocated_gpus` sums."""
         self._bound = 0
         """How many pods are bound (hold a node name)."""
+        self._before: tuple[tuple[Node, ...], tuple[Pod, ...]] | None = None
+        """The last snapshot's node and pod tuples (None: no snapshot yet)."""
+        self._node_log: dict[str, Node | None] | None = None
+        """Each node put or removed since the last snapshot, with its object then (None: absent); None before the
+        first snapshot. What `Cluster.changes` tells the engine."""
+        self._pod_log: dict[str, Pod | None] | None = None
+        """`_node_log` for pods."""
 
     # ---------------------------------------------------------------------------------------------- ClusterReader
     def snapshot(self) -> Cluster:
         if self._snapshot is None or self._snapshot[0] != self.version:
             if self._nodes is None:
                 self._nodes = tuple(self.nodes.values())
-            cluster = Cluster(nodes=self._nodes, pods=tuple(self.pods.values()), pdbs=tuple(self._live_pdbs()))
+            pods = tuple(self.pods.values())
+            changes = None
+            if self._before is not None and self._node_log is not None and self._pod_log is not None:
+                nodes_left, nodes_came = _told(self._node_log, self.nodes)
+                pods_left, pods_came = _told(self._pod_log, self.pods)
+                changes = Changes(nodes_before=self._before[0], nodes_left=nodes_left, nodes_came=nodes_came,
+                                  pods_before=self._before[1], pods_left=pods_left, pods_came=pods_came)
+            self._before, self._node_log, self._pod_log = (self._nodes, pods), {}, {}
+            cluster = Cluster(nodes=self._nodes, pods=pods, pdbs=tuple(self._live_pdbs()), changes=changes)
             self._snapshot = (self.version, cluster)
         return self._snapshot[1]
 
@@ -106,6 +123,8 @@ class SimCluster:
 
     def put_node(self, node: Node) -> None:
         old = self.nodes.get(node.name)
+        if self._node_log is not None:
+            self._node_log.setdefault(node.name, old)
         self.nodes[node.name] = node
         self._nodes = None
         self.pods_on.setdefault(node.name, set())
@@ -125,6 +144,8 @@ class SimCluster:
             if pod is not None:
                 self.delete_pod(key)
                 self.on_terminated(pod, Termination.NODE_DELETED)
+        if self._node_log is not None:
+            self._node_log.setdefault(name, self.nodes[name])
         del self.nodes[name]
         self._nodes = None
         self.pods_on.pop(name, None)
@@ -160,6 +181,8 @@ class SimCluster:
         if moved or (old is not None and old.requests is not pod.requests):
             self._held[key] = pod_gpus(pod.requests) if node else 0.0
             self._bound += (1 if node else 0) - (1 if was else 0)
+        if self._pod_log is not None:
+            self._pod_log.setdefault(key, old)
         self.pods[key] = pod
         self.version += 1  # `_changed`, without the call (per pod event)
         self.on_changed()
@@ -168,6 +191,8 @@ class SimCluster:
         pod = self.pods.pop(key, None)
         if pod is None:
             return None
+        if self._pod_log is not None:
+            self._pod_log.setdefault(key, pod)
         self.pending.discard(key)
         del self._held[key]
         if pod.node_name:
@@ -216,6 +241,20 @@ class SimCluster:
         self.delete_pod(pod_key)
         self.on_terminated(pod, Termination.EVICTED)
         return EvictionOutcome.EVICTED
+
+
+def _told(log: Mapping[str, T | None], now: Mapping[str, T]) -> tuple[tuple[T, ...], tuple[T, ...]]:
+    """The objects that left and came since the last snapshot, from a change log (key → object then)."""
+    left: list[T] = []
+    came: list[T] = []
+    for key, old in log.items():
+        new = now.get(key)
+        if old is not new:
+            if old is not None:
+                left.append(old)
+            if new is not None:
+                came.append(new)
+    return tuple(left), tuple(came)
 
 
 @cache
