@@ -159,6 +159,9 @@ class _Candidate:
     """How long the node must stay unneeded before it goes (the policy's time for its readiness and kind)."""
     order: tuple[bool, float, int, str]
     """Its place in removal order: empty first, then least utilization, fewer pods to move, node name."""
+    wait_text: tuple[str, str]
+    """The message of its `UNNEEDED_TOO_SHORT` reason before and after the seconds waited (`_wait_reason`): what does
+    not depend on the clock, worded once per verdict rather than at every decision it waits."""
 
 
 # ------------------------------------------------------------------------------------------------------------ nodes
@@ -334,6 +337,12 @@ class _Columns:
         return columns
 
 
+def _column_sums(array: IntArray, rows: npt.NDArray[np.bool_]) -> IntArray:
+    """`array[rows].sum(axis=0)` for a narrow int64 array: NumPy reduces along axis 0 a few columns at a time (21 vs
+    5.6 us at 770 rows x 4 columns), so the rows are gathered into the transposed layout and summed along axis 1."""
+    return cast("IntArray", array.T.compress(rows, axis=1).sum(axis=1))
+
+
 class NodeSet:
     """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order, as
     arrays built without a Python pass per node. A `ScaleDownMemo` keeps one while the records are the very same
@@ -375,7 +384,7 @@ class NodeSet:
             self.usable = columns.phases == _PHASE_CODE[NodePhase.USABLE]
             self.usable_positions = np.flatnonzero(self.usable)
             self.registered = np.flatnonzero(columns.phases == _PHASE_CODE[NodePhase.REGISTERED]).tolist()
-            self.usable_total = self.alloc[self.usable].sum(axis=0)
+            self.usable_total = _column_sums(self.alloc, self.usable)
             self.live_count = len(records) - int(columns.deleting.sum())
             self._unready = np.flatnonzero(~columns.deleting & ~columns.ready)
         self._live: frozenset[str] | None = None
@@ -708,9 +717,11 @@ def _judge(record: NodeRecord, numbers: _Numbers, gpu_pool: bool, pods: Sequence
     required = policy.scale_down_unneeded_time_s if ready else policy.scale_down_unready_time_s
     if ready and gpu_pool and policy.scale_down_gpu_unneeded_time_s is not None:
         required = policy.scale_down_gpu_unneeded_time_s
+    what = "unneeded" if ready else "unready and unneeded"
     return _Candidate(name=node.name, pool=pool, pool_name=pool_name, ready=ready, utilization=value, reason=reason,
                       drain=drain, required_s=required,
-                      order=(not drain.empty, value, len(drain.move), node.name))
+                      order=(not drain.empty, value, len(drain.move), node.name),
+                      wait_text=(f"node {node.name} {what} for ", f"s of {required:g}s"))
 
 
 def _reads_the_same(one: NodeRecord, other: NodeRecord) -> bool:
@@ -984,14 +995,18 @@ def _nowhere(candidate: _Candidate, pod: Pod, pods: int) -> Reason:
 
 # -------------------------------------------------------------------------------------------------------- selection
 def _wait_reason(candidate: _Candidate, since: float, now: float) -> Reason | None:
+    """Why an unneeded node waits for its time, or `None` once it waited long enough ("node N [unready and] unneeded
+    for W s of R s": only W is worded here, the rest is the candidate's `wait_text`)."""
     required = candidate.required_s
     waited = max(now - since, 0.0)
     if waited >= required:
         return None
-    what = "unneeded" if candidate.ready else "unready and unneeded"
-    return Reason(ReasonCode.UNNEEDED_TOO_SHORT,
-                  f"node {candidate.name} {what} for {waited:g}s of {required:g}s",
+    before, after = candidate.wait_text
+    return Reason(_TOO_SHORT, f"{before}{waited:g}{after}",
                   {"unneeded_s": waited, "required_s": required, "remaining_s": required - waited})
+
+
+_TOO_SHORT = ReasonCode.UNNEEDED_TOO_SHORT
 
 
 def _pool_cooldown(pool: str, state: EngineState, policy: Policy, now: float) -> Reason | None:
