@@ -180,6 +180,18 @@ def test_node_with_scale_down_disabled_is_blocked() -> None:
     assert drain.blocked is not None and drain.blocked.code is ReasonCode.SCALE_DOWN_DISABLED
 
 
+def test_node_without_pods_drains_as_the_walk_over_them_does() -> None:
+    """No pods (a list, a tuple, or an iterator that yields none): nothing to move or evict, whatever the budget."""
+    budget = PdbBudget([pdb("zero", 0), pdb("one", 1)])
+    walked = drain_node(make_node("n1"), iter(()), policy=POLICY, budget=budget)
+    assert walked.blocked is None and walked.move == () and walked.evict == () and walked.node == "n1"
+    for pods in ([], (), iter([])):
+        assert drain_node(make_node("n1"), pods, policy=POLICY, budget=budget) == walked
+    disabled = replace(make_node("n1"), annotations={SCALE_DOWN_DISABLED: "true"})
+    blocked = drain_node(disabled, (), policy=POLICY, budget=NO_PDBS).blocked
+    assert blocked is not None and blocked.code is ReasonCode.SCALE_DOWN_DISABLED
+
+
 def test_node_drain_lists_moves_and_evictions_sorted() -> None:
     pods = [pod("b"), pod("a"), pod("ds", owner="DaemonSet"), pod("x", priority=-20)]
     drain = drain_node(make_node("n1"), pods, policy=POLICY, budget=NO_PDBS)

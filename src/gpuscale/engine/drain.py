@@ -206,6 +206,8 @@ def drain_node(node: Node, pods: Iterable[Pod], *, policy: Policy, budget: PdbBu
     if scale_down_disabled(node):
         return NodeDrain(node=node.name, blocked=Reason(
             ReasonCode.SCALE_DOWN_DISABLED, f'node {node.name} is annotated {SCALE_DOWN_DISABLED}: "true"'))
+    if not pods:  # an empty node (a sequence; an iterator takes the walk): nothing to evict, so no PDB shortfall
+        return NodeDrain(node=node.name)
     move: list[Pod] = []
     evict: list[Pod] = []
     for pod in sorted(pods, key=lambda p: (p.key, p.uid)):
