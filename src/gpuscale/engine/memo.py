@@ -219,7 +219,7 @@ STARTING = (NodePhase.REGISTERED, NodePhase.READY)
 class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_capacities", "_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_order",
+    __slots__ = ("_capacities", "_facts", "_facts_change", "_handed", "_keys", "_node_pools", "_node_rows", "_order",
                  "_pending_names", "_pools", "_rows_generation", "_seen", "_starting", "_templates", "_totals",
                  "_unique", "_upcoming", "_verdicts", "arrange", "rows", "scale_down", "scale_up")
 
@@ -228,6 +228,12 @@ class DecideMemo:
         """The snapshot in name order and its pod index (`engine.arrange`)."""
         self._facts: dict[str, NodeFacts] = {}
         self._node_pools: dict[str, str] = {}
+        self._handed: Mapping[str, str] | None = None
+        """The provider answers last handed in that equal `_node_pools` (held: compared by identity). A mapping handed
+        in is never changed afterwards (the contract of `loop.ports.Provider.node_pools`: a provider returns another
+        mapping, it never edits one it returned; the twin's cloud hands out the very same one until a node registers
+        or goes), so the very same object again needs no compare of its ~900 entries. A caller handing in a fresh
+        mapping each time (the kube providers) is compared as before."""
         self._seen = -1
         """The arrangement `_facts` was made for (its `generation`; -1: unknown)."""
         self._facts_change: tuple[int, frozenset[str], frozenset[str]] | None = None
@@ -276,7 +282,8 @@ class DecideMemo:
         if pools != self._pools:  # pools compare by value: a reloaded but equal config keeps the memo
             self._facts, self._pools, self._verdicts = {}, dict(pools), {}
         elif (replaced is not None and generation >= 0 and seen == generation - 1
-              and node_pools == self._node_pools):
+              and (node_pools is self._handed or node_pools == self._node_pools)):
+            self._handed = node_pools
             self._facts_change = (generation, frozenset(replaced), frozenset())
             if not replaced:
                 return self._facts
@@ -300,7 +307,7 @@ class DecideMemo:
             edited = self._edited(nodes, node_pools, pools, generation)
             if edited is not None:
                 return edited
-        self._node_pools = dict(node_pools)
+        self._node_pools, self._handed = dict(node_pools), node_pools
         old = self._facts
         keys = self._keys
         fresh: dict[str, NodeFacts] = {}
@@ -361,7 +368,7 @@ class DecideMemo:
         facts = dict(zip(names, every, strict=True))
         if len(facts) != len(names):
             return None
-        self._node_pools, self._facts, self._order = answers, facts, None
+        self._node_pools, self._handed, self._facts, self._order = answers, node_pools, facts, None
         starting = {name for name in self._starting if name not in left}
         starting.update(name for name in came if facts[name].phase in STARTING)
         self._starting = {name: bisect_left(names, name) for name in starting}  # names in order, as arranged
