@@ -1,8 +1,11 @@
 """The decision memo's node facts and node rows when nodes come and go: carried from the last decision by the
 arrangement's node edits (`Arranged.node_edits`: taken out and put in where the arrangement says) they equal facts
 and rows made afresh, whatever came, left or changed in between (nodes in every phase, of either pool or none, the
-provider's answer changing, nodes expired), and so do the nodes still starting. Equal usable capacities (a pool's
-nodes, or starting nodes raised to their template: new objects each time) are one object in the carried facts."""
+provider's answer changing, nodes expired), and so do the nodes still starting. The provider's answers are handed
+in as the twin's cloud hands them out: the very same mapping until an answer changes, then another one (the memo
+skips comparing the very same mapping again), or now and then a fresh one as the kube providers do. Equal usable
+capacities (a pool's nodes, or starting nodes raised to their template: new objects each time) are one object in the
+carried facts."""
 
 from __future__ import annotations
 
@@ -57,17 +60,23 @@ def test_facts_and_rows_carried_through_node_edits_equal_fresh_ones(ops: list[tu
     shuffle = random.Random(seed)
     nodes = {f"n{i:03}": node(f"n{i:03}", ("cpu", "gpu")[i % 2], i % 6) for i in range(size)}
     answers: dict[str, str] = {}
+    handed: list[dict[str, str]] = []  # the mapping handed out until an answer changes (none yet: make one)
     expired: frozenset[str] = frozenset()
     memo = DecideMemo()
 
     def decide() -> None:
+        if shuffle.random() < 0.3:  # a kube provider: a fresh mapping each time, equal or not
+            handed.clear()
+        if not handed:
+            handed.append(dict(answers))
+        answers_now = handed[0]
         given = list(nodes.values())
         if shuffle.random() < 0.3:  # else in dict order, as the twin's snapshots keep it
             shuffle.shuffle(given)
         arranged = memo.arrange.arrange(Cluster(nodes=tuple(given)))
         ordered = arranged.cluster.nodes
-        facts = memo.facts(ordered, answers, POOLS, (arranged.generation, arranged.replaced))
-        fresh = facts_of(ordered, answers, POOLS, None)
+        facts = memo.facts(ordered, answers_now, POOLS, (arranged.generation, arranged.replaced))
+        fresh = facts_of(ordered, answers_now, POOLS, None)
         assert list(facts.items()) == list(fresh.items())
         assert all(facts[n].node is nodes[n] for n in nodes)
         canonical = {f.capacity: f.capacity for f in facts.values()}  # equal capacities are one object (`derive`)
@@ -84,6 +93,7 @@ def test_facts_and_rows_carried_through_node_edits_equal_fresh_ones(ops: list[tu
             nodes[name] = node(name, pool, state)
             if i % 3 == 0:  # the provider places it in another pool than its label says
                 answers[name] = "gpu" if pool == "cpu" else "cpu"
+                handed.clear()
         elif op == "drop" and names:
             del nodes[names[i % len(names)]]
         elif op == "drop-run" and names:
@@ -98,6 +108,7 @@ def test_facts_and_rows_carried_through_node_edits_equal_fresh_ones(ops: list[tu
                 answers.pop(name, None)
             else:
                 answers[name] = pool
+            handed.clear()
         elif op == "expire" and names:
             expired = frozenset(names[i % len(names)::state + 2])
         else:

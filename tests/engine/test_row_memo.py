@@ -107,6 +107,8 @@ OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "add", "remove", "ta
 @example([("pend", 0, 1, False), ("start", 0, 0, True), ("bind", 0, 0, False)])  # as many pods pending, others
 @example([("bind", 1, 1, False)] * 3 + [("finish", 0, 0, True), ("finish", 0, 0, False)])  # two of three leave
 @example([("bind", 0, 1, False), ("finish", 0, 0, True), ("bind", 0, 3, False)])  # a node's pods ask other names
+@example([("bind", 0, 2, False)] + [("bind", 1, 0, False)] * 3 + [("bind", 0, 2, False), ("finish", 0, 0, False)])
+# two pods asking the very same on one node (p1, p5), one leaves: its row is redone, both its pods counted out
 def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str, int, int, bool]]) -> None:
     nodes = [node(f"n{i}", i % len(SHAPES)) for i in range(6)]
     pods: list[Pod] = []

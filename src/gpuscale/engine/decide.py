@@ -141,7 +141,7 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=pods.pod_affinity,
                             placement=gpu_placement, workload=pods.pending, group_keys=group_keys,
                             by_node=pods.by_node, memo=memo.rows if memo is not None else None, moved=moved,
-                            names=names)
+                            names=names, node_edits=memo.world_edits(templates) if memo is not None else None)
     return _World(table=table, rows=tuple(nodes), row_pool=row_pool, upcoming_rows=upcoming, totals=totals,
                   free_pods_before=table.free_pods.copy(), gpu_capacity=gpus)
 

@@ -19,7 +19,8 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from operator import is_
+from itertools import compress, count
+from operator import is_, is_not
 from typing import Any
 
 import numpy as np
@@ -162,12 +163,13 @@ def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Ma
 
 
 def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts], changed: frozenset[str],
-             gone: frozenset[str]) -> NodeRows:
+             gone: frozenset[str]) -> tuple[NodeRows, list[int] | None]:
     """`last` with the rows of the nodes `changed` (derived again, or new) redone from `facts` and those of the nodes
     `gone` taken out; every other node's facts are those `last` was made from. A node that gains its row is put in by
     name: the facts hold the nodes of an arrangement, in name order. `last`'s lists and arrays are patched in place
     (no copy of every row per decision): the memo holds them alone (`build_world` copies what it hands on) and drops
-    `last` for the result."""
+    `last` for the result. Also: the rows redone in place when no row was put in or taken out (every other row's
+    node is the very same object as in `last`), else None."""
     rows = NodeRows(facts=facts, expired=last.expired, position=last.position, names=last.names, nodes=last.nodes,
                     capacity=last.capacity, row_pool=last.row_pool, upcoming=last.upcoming,
                     group_keys=last.group_keys, gpus=last.gpus, upcoming_rows=last.upcoming_rows,
@@ -176,6 +178,7 @@ def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, 
                                       rows.group_keys, rows.gpus, rows.pool_keys)
     out = [i for name in gone if (i := last.position.get(name)) is not None]
     into: list[NodeFacts] = []
+    redone: list[int] = []
     for name in changed:
         after = facts[name]
         i = last.position.get(name)
@@ -185,13 +188,14 @@ def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, 
             rows.upcoming[i] = rows.upcoming_rows[i] = after.phase is not NodePhase.USABLE
             rows.group_keys[i] = after.group_key
             rows.gpus[i] = rows.gpu_rows[i] = after.gpu_units
+            redone.append(i)
             continue
         if i is not None:
             out.append(i)
         if has:
             into.append(after)
     if not out and not into:
-        return rows
+        return rows, redone
     for i in sorted(out, reverse=True):
         for column in columns:
             del column[i]
@@ -203,7 +207,8 @@ def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, 
             column.insert(at, value)
     names = rows.names
     return replace(rows, position=_positions(names), counted=_counted(rows.pool_keys, pools),
-                   upcoming_rows=np.array(rows.upcoming, dtype=bool), gpu_rows=np.array(rows.gpus, dtype=np.int64))
+                   upcoming_rows=np.array(rows.upcoming, dtype=bool),
+                   gpu_rows=np.array(rows.gpus, dtype=np.int64)), None
 
 
 def request_names(pods: Sequence[Pod]) -> set[str]:
@@ -212,6 +217,8 @@ def request_names(pods: Sequence[Pod]) -> set[str]:
 
 
 VERDICTS_KEPT = 10_000
+_WORLDS = count()
+"""Numbers of the worlds (`DecideMemo.world_edits`), unique across memos."""
 STARTING = (NodePhase.REGISTERED, NodePhase.READY)
 """The phases in which a node can time out (`engine.decide.find_timeouts`)."""
 
@@ -219,15 +226,22 @@ STARTING = (NodePhase.REGISTERED, NodePhase.READY)
 class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_capacities", "_facts", "_facts_change", "_keys", "_node_pools", "_node_rows", "_order",
-                 "_pending_names", "_pools", "_rows_generation", "_seen", "_starting", "_templates", "_totals",
-                 "_unique", "_upcoming", "_verdicts", "arrange", "rows", "scale_down", "scale_up")
+    __slots__ = ("_capacities", "_facts", "_facts_change", "_handed", "_keys", "_node_pools", "_node_rows", "_order",
+                 "_pending_names", "_pools", "_rows_edit", "_rows_generation", "_rows_told", "_seen", "_starting",
+                 "_templates", "_totals", "_unique", "_upcoming", "_verdicts", "_world", "_world_templates", "arrange",
+                 "rows", "scale_down", "scale_up")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
         """The snapshot in name order and its pod index (`engine.arrange`)."""
         self._facts: dict[str, NodeFacts] = {}
         self._node_pools: dict[str, str] = {}
+        self._handed: Mapping[str, str] | None = None
+        """The provider answers last handed in that equal `_node_pools` (held: compared by identity). A mapping handed
+        in is never changed afterwards (the contract of `loop.ports.Provider.node_pools`: a provider returns another
+        mapping, it never edits one it returned; the twin's cloud hands out the very same one until a node registers
+        or goes), so the very same object again needs no compare of its ~900 entries. A caller handing in a fresh
+        mapping each time (the kube providers) is compared as before."""
         self._seen = -1
         """The arrangement `_facts` was made for (its `generation`; -1: unknown)."""
         self._facts_change: tuple[int, frozenset[str], frozenset[str]] | None = None
@@ -249,6 +263,15 @@ class DecideMemo:
         self._node_rows: NodeRows | None = None
         self._rows_generation = -1
         """The arrangement `_node_rows` were last handed out for (-1: unknown)."""
+        self._rows_edit: list[int] | None = None
+        """The rows of the last `node_rows` call whose node may not be the very object of the call before (None:
+        rows came, went or were made afresh, or the call before was not told to a world)."""
+        self._rows_told = True
+        """`_rows_edit` was handed to a world (`world_edits`), or there was none yet."""
+        self._world = -1
+        """The number of the last world (`world_edits`; -1: none yet)."""
+        self._world_templates: list[Node] = []
+        """The last world's upcoming template nodes."""
         self._unique = False
         """No two nodes of the last full pass shared a name (else `_starting` is not kept)."""
         self._order: dict[str, int] | None = None
@@ -276,7 +299,8 @@ class DecideMemo:
         if pools != self._pools:  # pools compare by value: a reloaded but equal config keeps the memo
             self._facts, self._pools, self._verdicts = {}, dict(pools), {}
         elif (replaced is not None and generation >= 0 and seen == generation - 1
-              and node_pools == self._node_pools):
+              and (node_pools is self._handed or node_pools == self._node_pools)):
+            self._handed = node_pools
             self._facts_change = (generation, frozenset(replaced), frozenset())
             if not replaced:
                 return self._facts
@@ -300,7 +324,7 @@ class DecideMemo:
             edited = self._edited(nodes, node_pools, pools, generation)
             if edited is not None:
                 return edited
-        self._node_pools = dict(node_pools)
+        self._node_pools, self._handed = dict(node_pools), node_pools
         old = self._facts
         keys = self._keys
         fresh: dict[str, NodeFacts] = {}
@@ -361,7 +385,7 @@ class DecideMemo:
         facts = dict(zip(names, every, strict=True))
         if len(facts) != len(names):
             return None
-        self._node_pools, self._facts, self._order = answers, facts, None
+        self._node_pools, self._handed, self._facts, self._order = answers, node_pools, facts, None
         starting = {name for name in self._starting if name not in left}
         starting.update(name for name in came if facts[name].phase in STARTING)
         self._starting = {name: bisect_left(names, name) for name in starting}  # names in order, as arranged
@@ -390,13 +414,29 @@ class DecideMemo:
         last, change = self._node_rows, self._facts_change
         made_for, self._rows_generation = self._rows_generation, generation
         rows: NodeRows | None = None
+        told, self._rows_told, self._rows_edit = self._rows_told, False, None
         if last is not None and last.expired == expired:
             if last.facts is facts:
-                rows = last
+                rows, self._rows_edit = last, [] if told else None
             elif change is not None and change[0] == generation >= 0 and made_for == generation - 1:
-                rows = _patched(last, pools, facts, change[1], change[2])
+                rows, edit = _patched(last, pools, facts, change[1], change[2])
+                self._rows_edit = edit if told else None
         self._node_rows = rows = rows or node_rows_of(nodes, pools, facts, expired)
         return rows
+
+    def world_edits(self, templates: list[Node]) -> tuple[int, int, list[int] | None]:
+        """For the table `engine.decide.build_world` makes next, right after `node_rows` (its rows, then one per
+        `templates`): the number of the last world, this world's (unique across memos), and the rows whose node may
+        not be the very object the last world's row held (None: not known, rows came or went). Scale-up's normalizer
+        then looks at those rows only (`engine.scaleup.ScaleUpMemo`)."""
+        edit, last, rows = None if self._rows_told else self._rows_edit, self._world_templates, self._node_rows
+        self._rows_told = True
+        before, self._world, self._world_templates = self._world, next(_WORLDS), templates
+        if edit is None or rows is None or len(templates) != len(last):
+            return before, self._world, None
+        known = len(rows.nodes)
+        moved = compress(count(known), map(is_not, templates, last))  # the same number of templates
+        return before, self._world, [*edit, *moved]
 
     def verdicts(self) -> Verdicts:
         """Pool verdicts per pod shape (`engine.scaleup.verdict_of`) for the pools of the last `facts` call: pods that

@@ -43,7 +43,7 @@ from gpuscale.engine.plan import PodVerdict, ScaleUp
 from gpuscale.engine.policy import Limits, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
-from gpuscale.engine.table import NodeTable, node_group_key
+from gpuscale.engine.table import NodeEdits, NodeTable, node_group_key
 from gpuscale.model.cluster import Cluster, PodGroupSpec, PodIndex
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
@@ -526,7 +526,7 @@ class ScaleUpMemo:
     waiting every decision of the twin's week, most of scale-up's work was judging, ordering and placing them again."""
 
     __slots__ = ("_allocatables", "_counts", "_fits", "_gather_inputs", "_gathered", "_hopeless", "_nodes",
-                 "_normalizer", "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw")
+                 "_nodes_table", "_normalizer", "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw")
 
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
@@ -534,6 +534,8 @@ class ScaleUpMemo:
         """The table's node allocatables the normalizer was made from."""
         self._nodes: list[Node] = []
         """The table's nodes `_allocatables` were read from (held: compared by identity)."""
+        self._nodes_table = -1
+        """The number of the table `_nodes` are those of (`NodeTable.node_edits`; -1: not known)."""
         self._normalizer: tuple[tuple[Resources, ...], Resources] | None = None
         self._counts: dict[Resources, int] = {}
         """How many of `_allocatables` have each value."""
@@ -618,7 +620,7 @@ class ScaleUpMemo:
     def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
         """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
         left out — and the shares already worked out against it (`order_units` fills them in)."""
-        changed = self._allocatables_changed(table.nodes)
+        changed = self._allocatables_changed(table.nodes, table.node_edits)
         key = tuple(p.allocatable for p in pools)
         last = self._normalizer
         if last is None or last[0] != key or changed:
@@ -633,20 +635,26 @@ class ScaleUpMemo:
             self._shares = {}
         return last[1], self._shares
 
-    def _allocatables_changed(self, nodes: list[Node]) -> bool:
+    def _allocatables_changed(self, nodes: list[Node], edits: NodeEdits | None = None) -> bool:
         """Whether the distinct values of the nodes' allocatables differ from the last ones; the allocatables are kept
         with how many nodes have each value (`_counts`). Many nodes, each keeping its object while it is unchanged and
         its allocatable object while that is: the nodes are compared with the last ones position by position by
         identity (in C), and only the allocatables at the positions that differ are counted out and in. When nodes
         came or went, the allocatables are read again (in C) and only the run between the longest common head and tail
-        (by identity) is counted out and in: a node or two, mostly."""
-        last_nodes, allocatables = self._nodes, self._allocatables
-        self._nodes = list(nodes)
-        if nodes and last_nodes and nodes[-1] is last_nodes[-1] and nodes == last_nodes:
+        (by identity) is counted out and in: a node or two, mostly. `edits`: what the table's builder said of its nodes
+        (`NodeEdits`); when it speaks of the table `_nodes` are those of and knows the rows that may differ, only
+        those are looked at."""
+        last_nodes, allocatables, told = self._nodes, self._allocatables, self._nodes_table
+        self._nodes, self._nodes_table = list(nodes), edits[1] if edits is not None else -1
+        changed: list[int] | None = None
+        if edits is not None and edits[0] == told >= 0 and edits[2] is not None and len(nodes) == len(last_nodes):
+            changed = [i for i in edits[2] if nodes[i].allocatable is not allocatables[i]]
+        elif nodes and last_nodes and nodes[-1] is last_nodes[-1] and nodes == last_nodes:
             return False  # the usual late-week decision: the same nodes (one pass in C; equal nodes read the same)
-        if len(nodes) == len(last_nodes):
+        elif len(nodes) == len(last_nodes):
             changed = [i for i in compress(range(len(nodes)), map(is_not, nodes, last_nodes))
                        if nodes[i].allocatable is not allocatables[i]]
+        if changed is not None:
             if not changed:
                 return False
             fresh = list(allocatables)

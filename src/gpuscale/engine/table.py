@@ -47,6 +47,10 @@ from gpuscale.model.taints import Taint
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
+NodeEdits = tuple[int, int, list[int] | None]
+"""Said by a table's builder of its nodes (`engine.memo.DecideMemo.world_edits`): the number of the table before,
+this table's number, and the rows whose node may not be the very object the table before held at that row (None: not
+known, rows came or went); a reader holding the table before (by number) need look at those rows only."""
 
 _NO_RANK = np.iinfo(np.int64).max
 """What `NodeTable.choose` ranks rows outside the mask at."""
@@ -137,6 +141,8 @@ class _Shared:
 
     tables: TypicalTables | None = None
     """Fragmentation tables by class list, carried from one decision to the next (`RowMemo`); None: none kept."""
+    node_edits: NodeEdits | None = None
+    """What the builder said of `nodes` (`NodeEdits`); None: nothing (a table extended by rows says nothing)."""
 
     def make_chooser(self, placement: str) -> FragChooser:
         """`FragChooser(placement, self.workload)`, its table from `tables` (equal: `TypicalTables.table`) if kept."""
@@ -220,7 +226,7 @@ class NodeTable:
               workload: Iterable[Pod] = (), group_keys: Sequence[GroupKey] | None = None,
               by_node: Mapping[str, Sequence[Pod]] | None = None, memo: RowMemo | None = None,
               moved: tuple[int, frozenset[str] | None] | None = None,
-              names: Sequence[str] | None = None) -> NodeTable:
+              names: Sequence[str] | None = None, node_edits: NodeEdits | None = None) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
@@ -228,7 +234,7 @@ class NodeTable:
         `placed` pods per node name, if the caller has them already; `memo` carries rows from one build to the next
         (same table, less work: see `RowMemo`), and `moved` says which nodes' entries in `by_node` may differ from
         the last build's (`engine.arrange.Arranged`: its generation and `moved`); `names[i]` is `nodes[i].name`, if
-        the caller has them already."""
+        the caller has them already; `node_edits` is kept for the table's readers (`NodeTable.node_edits`)."""
         if by_node is None or with_topology:
             placed = list(placed)
         if by_node is None:
@@ -239,7 +245,7 @@ class NodeTable:
             by_node = grouped
         table = (memo if memo is not None else RowMemo()).build(
             nodes, capacity, by_node, extra_names, placement, workload,
-            group_keys if group_keys is not None else [node_group_key(n) for n in nodes], moved, names)
+            group_keys if group_keys is not None else [node_group_key(n) for n in nodes], moved, names, node_edits)
         if with_topology:
             table.topology = Topology(nodes, placed)
         return table
@@ -252,6 +258,11 @@ class NodeTable:
     @property
     def columns(self) -> list[str]:
         return self._s.columns
+
+    @property
+    def node_edits(self) -> NodeEdits | None:
+        """What the builder said of `nodes` (`NodeEdits`), if anything."""
+        return self._s.node_edits
 
     def __len__(self) -> int:
         return len(self._s.nodes)
@@ -650,7 +661,7 @@ class RowMemo:
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
               extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
               group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None,
-              known_names: Sequence[str] | None = None) -> NodeTable:
+              known_names: Sequence[str] | None = None, node_edits: NodeEdits | None = None) -> NodeTable:
         """The table of `NodeTable.build` (which see), from the rows that changed since the last build."""
         offered, template, has_devices, same_capacity = self._capacity_of(capacity)
         columns, changed = self._columns_of(by_node, offered, extra_names, moved)
@@ -700,7 +711,8 @@ class RowMemo:
             rows[names[i]] = (capacity[i], held)
         group_of, members, group_index, masks = self._groups_of(group_keys)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, group_index, {}, {},
-                         placement=placement, kinds=kinds, group_masks=masks, tables=self._tables)
+                         placement=placement, kinds=kinds, group_masks=masks, tables=self._tables,
+                         node_edits=node_edits)
         if placement is not None and has_devices:
             pending = self._pending_shapes(workload)
             last = self._chooser
