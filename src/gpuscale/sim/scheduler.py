@@ -272,18 +272,23 @@ class SimScheduler:
         if row is None:
             return
         alloc = self._alloc[row].tolist()
-        kept = {}
-        for kind, priority in self._still_failing.items():
+        static = self._static
+        dropped = []
+        for kind in self._still_failing:
             request, constraints, _ = self._kind_keys[kind]
             wanted = request.wanted
-            if wanted is None or not self._static_mask(constraints)[row]:
-                kept[kind] = priority
+            if wanted is None:
                 continue
-            for col, amount in wanted:
+            mask = static.get(constraints)  # the kind's constraints are the one object of their value
+            if not (self._static_mask(constraints) if mask is None else mask)[row]:
+                continue
+            for col, amount in wanted:  # a plain loop: no generator per kind
                 if alloc[col] < amount:
-                    kept[kind] = priority
                     break
-        self._still_failing = kept
+            else:
+                dropped.append(kind)
+        for kind in dropped:
+            del self._still_failing[kind]
 
     def _room_changed(self, name: str) -> None:
         if self._no_fit:
