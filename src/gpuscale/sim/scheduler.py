@@ -279,14 +279,13 @@ class SimScheduler:
             wanted = request.wanted
             if wanted is None:
                 continue
-            mask = static.get(constraints)  # the kind's constraints are the one object of their value
-            if not (self._static_mask(constraints) if mask is None else mask)[row]:
-                continue
             for col, amount in wanted:  # a plain loop: no generator per kind
                 if alloc[col] < amount:
                     break
-            else:
-                dropped.append(kind)
+            else:  # the allocatable suffices (most kinds kept fail here first): do the filters reject it?
+                mask = static.get(constraints)  # the kind's constraints are the one object of their value
+                if (self._static_mask(constraints) if mask is None else mask)[row]:
+                    dropped.append(kind)
         for kind in dropped:
             del self._still_failing[kind]
 
