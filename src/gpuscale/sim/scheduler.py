@@ -132,6 +132,8 @@ class SimScheduler:
         self.attempts = 0
         self._kind_ids: dict[tuple[_Request, SchedulingConstraints, int], int] = {}
         """Pod kinds (requests, constraints, priority) by a small number, so a pass hashes each pod's kind once."""
+        self._kind_keys: list[tuple[_Request, SchedulingConstraints, int]] = []
+        """The kinds by their number (`_kind_ids` the other way)."""
         self._queued: dict[str, _Entry] = {}
         """Per pending pod: its queue position (priority, creation, key), the pod object, and its kind's number; kept
         as pods join, change in and leave the pending pods (`pending_changed`)."""
@@ -150,9 +152,11 @@ class SimScheduler:
         """Pod kinds (their numbers in `_kind_ids`) that fit nowhere, even by preemption, and nothing they depend on
         (nodes, their labels and taints, the pods bound) changed since, each with its priority: another attempt
         would fail the same way, so a pass marks such pods at once — kube-scheduler's queueing hints, which retry a
-        pod only after an event that may make it schedulable. Cleared by every such change, except that a pod bound
-        at a priority only keeps the kinds of that priority or lower: binding takes room (so `_place` still fails),
-        and the pod is no preemption victim for them (victims run below the preemptor's priority)."""
+        pod only after an event that may make it schedulable. A pod bound at a priority only keeps the kinds of that
+        priority or lower: binding takes room (so `_place` still fails), and the pod is no preemption victim for them
+        (victims run below the preemptor's priority). A change on one node (a pod left it; it came, went, or its
+        allocatable, readiness, taints, labels or cordon changed) keeps the kinds that node's row cannot take even
+        empty (`_failing_despite`); any other change clears them all."""
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
         self._inexact: set[str] = set()
@@ -179,7 +183,6 @@ class SimScheduler:
             self._still_failing.clear()
 
     def pod_removed(self, pod: Pod) -> None:
-        self._still_failing.clear()
         self._room_changed(pod.node_name or "")
         left = self._bound_priorities.get(pod.priority, 0) - 1
         if left > 0:
@@ -195,6 +198,7 @@ class SimScheduler:
                     self._free[row] += request.vec
                 self._free_pods[row] += 1
                 self._hold(row, pod, request.need, take=False)
+        self._failing_despite(pod.node_name or "")
         self.request_pass()
 
     def pod_pending(self, pod: Pod) -> None:
@@ -214,7 +218,10 @@ class SimScheduler:
 
     def _enqueue(self, pod: Pod) -> _Entry:
         key = (self._request(pod.requests), self._constraint(pod.constraints), pod.priority)  # one object per value
-        kind = self._kind_ids.setdefault(key, len(self._kind_ids))
+        kind = self._kind_ids.get(key)
+        if kind is None:
+            kind = self._kind_ids[key] = len(self._kind_keys)
+            self._kind_keys.append(key)
         entry = self._queued[pod.key] = ((-pod.priority, pod.created_s or 0.0, pod.key), pod, kind)
         return entry
 
@@ -222,7 +229,6 @@ class SimScheduler:
         """A node came, went, or changed readiness or allocatable: redo that node's row only. Rows stay in name
         order, so every array is what a rebuild from scratch would give and ties still go to the first name. Only
         that row can have become feasible for a pod (`_no_fit`): the others keep their values."""
-        self._still_failing.clear()
         self._room_changed(name)
         if not self._stale:
             row = self._row.get(name)
@@ -236,17 +242,52 @@ class SimScheduler:
                     self._delete_row(row)
                 if node is not None and schedulable:
                     self._insert_row(bisect.bisect_left(self._names, name), node)
+        self._failing_despite(name)
         self.request_pass()
 
     def node_relabelled(self, node: Node) -> None:
         """Taints, labels or cordon changed (deletion-candidate marks, mostly): recompute that node's row of the
         cached filter masks instead of rebuilding every array."""
-        self._still_failing.clear()
         self._room_changed(node.name)
         row = self._row.get(node.name)
         if not self._stale and row is not None:
             self._redo_filters(row, node)
+        self._failing_despite(node.name)
         self.request_pass()
+
+    def _failing_despite(self, name: str) -> None:
+        """Keep in `_still_failing` only the kinds that still fail after a change on node `name` alone (its row
+        already updated): those its row cannot take even empty — the kind asks for a resource no node has, the
+        node's filters reject it, or its allocatable is short of a request. Both ways to place a pod need the row to
+        take it: `_place` needs the free capacity, `_preempt` the capacity freed by evicting victims, and either is
+        at most the allocatable. Every other row is as it was when the kind failed there, so the kind fails there
+        still. A node without a row (gone, not Ready, being deleted) takes no pod: every kind is kept. Arrays marked
+        stale are rebuilt at the next pass, which tries every kind again."""
+        if not self._still_failing:
+            return
+        if self._stale:
+            self._still_failing.clear()
+            return
+        row = self._row.get(name)
+        if row is None:
+            return
+        alloc = self._alloc[row].tolist()
+        static = self._static
+        dropped = []
+        for kind in self._still_failing:
+            request, constraints, _ = self._kind_keys[kind]
+            wanted = request.wanted
+            if wanted is None:
+                continue
+            for col, amount in wanted:  # a plain loop: no generator per kind
+                if alloc[col] < amount:
+                    break
+            else:  # the allocatable suffices (most kinds kept fail here first): do the filters reject it?
+                mask = static.get(constraints)  # the kind's constraints are the one object of their value
+                if (self._static_mask(constraints) if mask is None else mask)[row]:
+                    dropped.append(kind)
+        for kind in dropped:
+            del self._still_failing[kind]
 
     def _room_changed(self, name: str) -> None:
         if self._no_fit:
