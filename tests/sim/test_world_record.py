@@ -9,9 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.lifecycle.phases import Milestone, with_node
-from gpuscale.lifecycle.trace import build_trace
 from gpuscale.sim.cloud import CloudPool, NodeTimeline, SimCloud
-from gpuscale.sim.cluster import SimCluster, pod_gpus
+from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Simulation
 from gpuscale.sim.profiles import PROFILES
 from gpuscale.sim.result import PodRecord
@@ -34,19 +33,9 @@ def reference(world: World, track: _PodTrack) -> PodRecord:
     if started is None:
         times, new_node = dict(track.times), False
     else:
-        node_times = None if timeline is None else {m: v for m, v in (
-            (Milestone.REQUESTED, timeline.requested_s), (Milestone.ACQUIRED, timeline.acquired_s),
-            (Milestone.RUNNING, timeline.running_s), (Milestone.REGISTERED, timeline.registered_s),
-            (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)) if v is not None}
+        node_times = None if timeline is None else timeline.milestones()
         times, new_node = with_node(track.times, node_times)
-    blocked = track.blocked_s + ((world.now - track.blocked_since) if track.blocked_since is not None else 0.0)
-    pool = timeline.pool if timeline is not None and started is not None else None
-    trace = build_trace(pod=track.pod.key, source="twin", times=times, new_node=new_node, pool=pool,
-                        node=node_name if started is not None else None, blocked_s=blocked,
-                        reason=track.blocked_reason if blocked > 0 else None)
-    return PodRecord(key=track.pod.key, workload=track.workload, team=track.team, pool=pool,
-                     gpus=pod_gpus(track.pod.requests), created_s=times[Milestone.CREATED],
-                     running_s=started, new_node=new_node, phases=trace.phases, trace=trace)
+    return world.record_with(track, times, new_node, timeline)
 
 
 @settings(max_examples=200, deadline=None)

@@ -17,6 +17,7 @@ import numpy as np
 
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.engine.state import FailureKind
+from gpuscale.lifecycle.phases import Milestone
 from gpuscale.loop.ports import ProviderError
 from gpuscale.model.node import HOSTNAME_LABEL, POOL_LABEL, ZONE_LABEL, Node
 from gpuscale.model.pool import NodePool
@@ -100,6 +101,13 @@ class NodeTimeline:
     pending: list[Handle] = field(default_factory=list)
     ordinal: int = 0
     """This node is the pool's n-th request of the run: the key of its random draws (and its zone)."""
+
+    def milestones(self) -> dict[Milestone, float]:
+        """The start-up steps that happened so far, as the pod tracer's milestones (what `with_node` reads)."""
+        return {m: v for m, v in (
+            (Milestone.REQUESTED, self.requested_s), (Milestone.ACQUIRED, self.acquired_s),
+            (Milestone.RUNNING, self.running_s), (Milestone.REGISTERED, self.registered_s),
+            (Milestone.READY, self.ready_s), (Milestone.GPU_REGISTERED, self.gpu_s)) if v is not None}
 
 
 class SimCloud:

@@ -21,7 +21,7 @@ from gpuscale.lifecycle.trace import build_trace
 from gpuscale.loop.trace import blocked_pods
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodPhase
-from gpuscale.sim.cloud import SimCloud
+from gpuscale.sim.cloud import NodeTimeline, SimCloud
 from gpuscale.sim.cluster import SimCluster, Termination, pod_gpus
 from gpuscale.sim.core import Priority, Simulation, replaced
 from gpuscale.sim.result import PodRecord
@@ -237,14 +237,19 @@ class World:
         if started is not None:
             # The node's milestones matter only on the long path (`with_node`: the node was requested at or after the
             # pod's creation); on the short path `with_node` drops them unread, so they are not gathered then.
-            node_times = None if timeline is None or timeline.requested_s < times[Milestone.CREATED] else {
-                m: v for m, v in (
-                    (Milestone.REQUESTED, timeline.requested_s), (Milestone.ACQUIRED, timeline.acquired_s),
-                    (Milestone.RUNNING, timeline.running_s), (Milestone.REGISTERED, timeline.registered_s),
-                    (Milestone.READY, timeline.ready_s), (Milestone.GPU_REGISTERED, timeline.gpu_s)) if v is not None}
+            node_times = (None if timeline is None or timeline.requested_s < times[Milestone.CREATED]
+                          else timeline.milestones())
             times, new_node = with_node(times, node_times)
         else:
             new_node = False  # `build_trace` only reads `times`
+        return self.record_with(track, times, new_node, timeline)
+
+    def record_with(self, track: _PodTrack, times: Mapping[Milestone, float], new_node: bool,
+                    timeline: NodeTimeline | None) -> PodRecord:
+        """The record of a pod with its milestones `times` (the node's start-up merged in, when it waited for one) and
+        its node's start-up `timeline`."""
+        started = times.get(Milestone.STARTED)
+        node_name = track.pod.node_name
         blocked = track.blocked_s + ((self.now - track.blocked_since) if track.blocked_since is not None else 0.0)
         pool = timeline.pool if timeline is not None and started is not None else None
         # The trace is complete iff the pod started: its phases are the record's (computed once, shared, read-only).

@@ -108,6 +108,22 @@ def _reference_choice(chooser: FragChooser, shape: PodShape, cpu: np.ndarray, de
     return row, chooser.pick(shape, cpu, devices, row)
 
 
+def _chooser(policy: str, counts: dict[ClassKey, int]) -> FragChooser:
+    return FragChooser(policy, Counter({PodShape(cpu_milli=k[0], memory_mib=0, gpu_milli=k[1], gpu_count=k[2]): n
+                                        for k, n in counts.items() if not k[3]}))
+
+
+def _rows(nodes: list[tuple[int, list[int]]], width: int, need: tuple[int, int],
+          rnd: object) -> tuple[np.ndarray, GpuDevices, PodShape, np.ndarray, np.ndarray]:
+    """Free CPU and devices of rows (CPU, free milli per device), the pod shape asked and a random rank of the rows."""
+    devices = GpuDevices(np.array([len(d) for _, d in nodes], dtype=np.int64),
+                         np.array([d + [0] * (width - len(d)) for _, d in nodes], dtype=np.int64).reshape(-1, width))
+    cpu = np.array([c for c, _ in nodes], dtype=np.int64)
+    shape = PodShape(cpu_milli=1000, memory_mib=0, gpu_milli=need[0], gpu_count=need[1])
+    rank = np.array(rnd.sample(range(len(nodes)), len(nodes)), dtype=np.int64)  # type: ignore[attr-defined]
+    return cpu, devices, shape, np.arange(len(nodes), dtype=np.int64), rank
+
+
 @given(st.sampled_from(["fgd", "gpuscale"]), counts_st,
        st.lists(st.tuples(st.integers(0, 16000), st.lists(st.sampled_from([0, 190, 250, 500, 750, 1000]),
                                                           min_size=0, max_size=4)), min_size=1, max_size=60),
@@ -118,16 +134,8 @@ def test_choose_equals_scoring_ranking_and_picking(policy: str, counts: dict[Cla
                                                    nodes: list[tuple[int, list[int]]], need: tuple[int, int],
                                                    rnd: object, width: int) -> None:
     """On rows of up to four devices or of one (the twin's nodes), one row or many."""
-    nodes = [(c, d[:width]) for c, d in nodes]
-    workload = Counter({PodShape(cpu_milli=k[0], memory_mib=0, gpu_milli=k[1], gpu_count=k[2]): n
-                        for k, n in counts.items() if not k[3]})
-    chooser = FragChooser(policy, workload)
-    devices = GpuDevices(np.array([len(d) for _, d in nodes], dtype=np.int64),
-                         np.array([d + [0] * (width - len(d)) for _, d in nodes], dtype=np.int64).reshape(-1, width))
-    cpu = np.array([c for c, _ in nodes], dtype=np.int64)
-    shape = PodShape(cpu_milli=1000, memory_mib=0, gpu_milli=need[0], gpu_count=need[1])
-    rows = np.arange(len(nodes), dtype=np.int64)
-    rank = np.array(rnd.sample(range(len(nodes)), len(nodes)), dtype=np.int64)  # type: ignore[attr-defined]
+    chooser = _chooser(policy, counts)
+    cpu, devices, shape, rows, rank = _rows([(c, d[:width]) for c, d in nodes], width, need, rnd)
     asked: list[int] = []
 
     def ranks(tied: np.ndarray) -> np.ndarray:
@@ -157,17 +165,9 @@ def test_choices_scores_do_not_decide_are_the_scored_choices(
         need: tuple[int, int], rnd: object, width: int) -> None:
     """`FragChooser.unscored` (asked before a chooser is built) answers on one row or on rows all alike, and then
     as scoring, ranking and picking do; rows repeat a few states, as the twin's empty and equally used nodes do."""
-    workload = Counter({PodShape(cpu_milli=k[0], memory_mib=0, gpu_milli=k[1], gpu_count=k[2]): n
-                        for k, n in counts.items() if not k[3]})
-    chooser = FragChooser(policy, workload)
-    nodes = [states[i % len(states)] for i in of_row]
-    nodes = [(c, d[:width]) for c, d in nodes]
-    devices = GpuDevices(np.array([len(d) for _, d in nodes], dtype=np.int64),
-                         np.array([d + [0] * (width - len(d)) for _, d in nodes], dtype=np.int64).reshape(-1, width))
-    cpu = np.array([c for c, _ in nodes], dtype=np.int64)
-    shape = PodShape(cpu_milli=1000, memory_mib=0, gpu_milli=need[0], gpu_count=need[1])
-    rows = np.arange(len(nodes), dtype=np.int64)
-    rank = np.array(rnd.sample(range(len(nodes)), len(nodes)), dtype=np.int64)  # type: ignore[attr-defined]
+    chooser = _chooser(policy, counts)
+    nodes = [(c, d[:width]) for c, d in (states[i % len(states)] for i in of_row)]
+    cpu, devices, shape, rows, rank = _rows(nodes, width, need, rnd)
     got = FragChooser.unscored(shape, cpu, devices, rows, lambda tied: rank[tied])
     alike = len(set(map(repr, nodes))) == 1
     if chooser.scorer is None:
