@@ -100,7 +100,9 @@ class EventLimiter:
         The usual call repeats the last one's keys (the same pods wait, tick after tick) before any is due again:
         then nothing is forgotten (every remembered key is among them) and nothing is allowed (each was allowed
         before, at or after the oldest time remembered, and `now - t` only grows as `t` falls), so the call returns
-        at once instead of walking the keys."""
+        at once instead of walking the keys. So does a call with no keys when none is remembered (no pod waits)."""
+        if not keys and not self._last:
+            return []
         if keys == self._keys:
             if now - self._oldest < self.interval_s:
                 return []

@@ -145,13 +145,13 @@ class Autoscaler:
         if not self._synced_once and self.settings.clean_orphaned_taints:
             self._unmark_orphans(snapshot, acts)
         self._synced_once = True
-        # Most ticks have nothing to time out, scale up, mark or clear: those steps are not entered then.
+        # Most ticks have nothing to time out, scale up, mark or clear: those steps are not entered then (the
+        # NotTriggerScaleUp limiter returns at once by itself when no pod waits and none is remembered).
         if plan.timed_out:
             self._time_out(plan.timed_out, now, acts)
         if plan.scale_up:
             self._scale_up(plan.scale_up, snapshot, now, acts)
-        if plan.unplaceable or len(self._not_triggered):
-            self._report_unplaceable(plan, now, acts)
+        self._report_unplaceable(plan, now, acts)
         if plan.mark_unneeded or plan.clear_unneeded:
             self._write_unneeded(plan, acts)
         if len(self.drains):
