@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, repeat
 from operator import attrgetter
-from typing import Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -306,35 +306,32 @@ class _Columns:
             return all(map(operator.eq, map(column.item, at), values))
 
         same_pools = all(map(operator.is_, map(self.pools.item, at), pools))  # then the GPU-pool flags are too
-        columns = _Columns(
-            nodes=self.nodes.copy(), names=self.names,
-            pools=self.pools if same_pools else self.pools.copy(),
-            pool_names=self.pool_names if same(self.pool_names, pool_names) else self.pool_names.copy(),
-            since=self.since if same(self.since, since) else self.since.copy(),
-            phases=self.phases if same(self.phases, phases) else self.phases.copy(),
-            alloc=self.alloc if all(self.alloc[i].tolist() == a for i, a in zip(at, alloc, strict=True))
-            else self.alloc.copy(),
-            gpu_pool=self.gpu_pool if same_pools else self.gpu_pool.copy(),
-            deleting=self.deleting if same(self.deleting, deleting) else self.deleting.copy(),
-            ready=self.ready if same(self.ready, ready) else self.ready.copy())
-        for k, i in enumerate(at):
-            columns.nodes[i] = nodes[k]
-            if columns.pools is not self.pools:
-                columns.pools[i] = pools[k]
-                columns.gpu_pool[i] = pools[k] is not None and pools[k].is_gpu_pool()
-            if columns.pool_names is not self.pool_names:
-                columns.pool_names[i] = pool_names[k]
-            if columns.since is not self.since:
-                columns.since[i] = since[k]
-            if columns.phases is not self.phases:
-                columns.phases[i] = phases[k]
-            if columns.alloc is not self.alloc:
-                columns.alloc[i] = alloc[k]
-            if columns.deleting is not self.deleting:
-                columns.deleting[i] = deleting[k]
-            if columns.ready is not self.ready:
-                columns.ready[i] = ready[k]
-        return columns
+        gpu_pool = () if same_pools else [pool is not None and pool.is_gpu_pool() for pool in pools]
+        return _Columns(
+            nodes=_written(self.nodes, at, nodes, False), names=self.names,
+            pools=_written(self.pools, at, pools, same_pools),
+            pool_names=_written(self.pool_names, at, pool_names, same(self.pool_names, pool_names)),
+            since=_written(self.since, at, since, same(self.since, since)),
+            phases=_written(self.phases, at, phases, same(self.phases, phases)),
+            alloc=_written(self.alloc, at, alloc,
+                           all(self.alloc[i].tolist() == a for i, a in zip(at, alloc, strict=True))),
+            gpu_pool=_written(self.gpu_pool, at, gpu_pool, same_pools),
+            deleting=_written(self.deleting, at, deleting, same(self.deleting, deleting)),
+            ready=_written(self.ready, at, ready, same(self.ready, ready)))
+
+
+_Column = TypeVar("_Column", bound="npt.NDArray[Any]")
+
+
+def _written(column: _Column, at: Sequence[int], values: Sequence[object], unchanged: bool) -> _Column:
+    """`column` itself when it already holds `values` at `at` (`unchanged`: shared, never written), else a copy with
+    them written there."""
+    if unchanged:
+        return column
+    copy = column.copy()
+    for i, value in zip(at, values, strict=True):
+        copy[i] = value
+    return copy
 
 
 def _column_sums(array: IntArray, rows: npt.NDArray[np.bool_]) -> IntArray:
