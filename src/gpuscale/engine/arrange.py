@@ -41,6 +41,8 @@ from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod
 
 T = TypeVar("T")
+K = TypeVar("K", PodDisruptionBudget, PodGroupSpec)
+_KEY = attrgetter("key")
 
 _POD_ORDER: Callable[[Pod], tuple[str, str]] = attrgetter("namespace", "name")
 _NODE_ORDER: Callable[[Node], str] = attrgetter("name")
@@ -73,8 +75,12 @@ class Arranged:
 
 
 def _sorted_rest(cluster: Cluster, nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> Cluster:
-    return replace(cluster, nodes=nodes, pods=pods, pdbs=tuple(sorted(cluster.pdbs, key=lambda b: b.key)),
-                   pod_groups=tuple(sorted(cluster.pod_groups, key=lambda g: g.key)), changes=None)
+    return replace(cluster, nodes=nodes, pods=pods, pdbs=_by_key(cluster.pdbs), pod_groups=_by_key(cluster.pod_groups),
+                   changes=None)
+
+
+def _by_key(items: Sequence[K]) -> tuple[K, ...]:
+    return tuple(sorted(items, key=_KEY))
 
 
 def arrange(cluster: Cluster) -> Arranged:
@@ -322,9 +328,7 @@ class ArrangeMemo:
         pods = last.pods if same_pods else tuple(self._pods.items)
         rest = self._rest
         if rest is None or not _same(rest[0], cluster.pdbs) or not _same(rest[1], cluster.pod_groups):
-            rest = self._rest = (cluster.pdbs, cluster.pod_groups,
-                                 tuple(sorted(cluster.pdbs, key=lambda b: b.key)),
-                                 tuple(sorted(cluster.pod_groups, key=lambda g: g.key)))
+            rest = self._rest = (cluster.pdbs, cluster.pod_groups, _by_key(cluster.pdbs), _by_key(cluster.pod_groups))
         if (nodes is last.nodes and pods is last.pods and rest[2] is last.pdbs and rest[3] is last.pod_groups
                 and cluster.other_kinds == last.other_kinds):
             return last

@@ -80,10 +80,10 @@ class SimCluster:
         """How many pods are bound (hold a node name)."""
         self._before: tuple[tuple[Node, ...], tuple[Pod, ...]] | None = None
         """The last snapshot's node and pod tuples (None: no snapshot yet)."""
-        self._node_log: dict[str, Node | None] | None = None
-        """Each node put or removed since the last snapshot, with its object then (None: absent); None before the
-        first snapshot. What `Cluster.changes` tells the engine."""
-        self._pod_log: dict[str, Pod | None] | None = None
+        self._node_log: dict[str, Node | None] = {}
+        """Each node put or removed since the last snapshot, with its object then (None: absent). What
+        `Cluster.changes` tells the engine (from the second snapshot on)."""
+        self._pod_log: dict[str, Pod | None] = {}
         """`_node_log` for pods."""
 
     # ---------------------------------------------------------------------------------------------- ClusterReader
@@ -93,7 +93,7 @@ class SimCluster:
                 self._nodes = tuple(self.nodes.values())
             pods = tuple(self.pods.values())
             changes = None
-            if self._before is not None and self._node_log is not None and self._pod_log is not None:
+            if self._before is not None:
                 nodes_left, nodes_came = _told(self._node_log, self.nodes)
                 pods_left, pods_came = _told(self._pod_log, self.pods)
                 changes = Changes(nodes_before=self._before[0], nodes_left=nodes_left, nodes_came=nodes_came,
@@ -123,8 +123,7 @@ class SimCluster:
 
     def put_node(self, node: Node) -> None:
         old = self.nodes.get(node.name)
-        if self._node_log is not None:
-            self._node_log.setdefault(node.name, old)
+        self._node_log.setdefault(node.name, old)
         self.nodes[node.name] = node
         self._nodes = None
         self.pods_on.setdefault(node.name, set())
@@ -144,8 +143,7 @@ class SimCluster:
             if pod is not None:
                 self.delete_pod(key)
                 self.on_terminated(pod, Termination.NODE_DELETED)
-        if self._node_log is not None:
-            self._node_log.setdefault(name, self.nodes[name])
+        self._node_log.setdefault(name, self.nodes[name])
         del self.nodes[name]
         self._nodes = None
         self.pods_on.pop(name, None)
@@ -181,8 +179,7 @@ class SimCluster:
         if moved or (old is not None and old.requests is not pod.requests):
             self._held[key] = pod_gpus(pod.requests) if node else 0.0
             self._bound += (1 if node else 0) - (1 if was else 0)
-        if self._pod_log is not None:
-            self._pod_log.setdefault(key, old)
+        self._pod_log.setdefault(key, old)
         self.pods[key] = pod
         self.version += 1  # `_changed`, without the call (per pod event)
         self.on_changed()
@@ -191,8 +188,7 @@ class SimCluster:
         pod = self.pods.pop(key, None)
         if pod is None:
             return None
-        if self._pod_log is not None:
-            self._pod_log.setdefault(key, pod)
+        self._pod_log.setdefault(key, pod)
         self.pending.discard(key)
         del self._held[key]
         if pod.node_name:
