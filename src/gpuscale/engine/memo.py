@@ -82,14 +82,10 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
         if capacities is not None:
             capacity = capacities.setdefault(capacity, capacity)
         gpu_units = capacity.gpu_count()
-    if last is not None:
-        key = node_group_key_again(row_node, last.row_node, last.group_key)
-        if key is not last.group_key and keys is not None:
-            key = keys.setdefault(key, key)
-    else:
-        key = node_group_key(row_node)
-        if keys is not None:
-            key = keys.setdefault(key, key)
+    key = (node_group_key(row_node) if last is None
+           else node_group_key_again(row_node, last.row_node, last.group_key))
+    if keys is not None and (last is None or key is not last.group_key):  # a kept key is canonical already
+        key = keys.setdefault(key, key)
     return NodeFacts(node=node, provider_pool=provider_pool, pool_name=name, pool=pool, phase=current,
                      row_node=row_node, capacity=capacity, gpu_units=gpu_units, group_key=key,
                      amounts=last.amounts if last is not None else allocatable_amounts(node))
