@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gpuscale.engine.policy import ExpanderName, Policy
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
-from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, is_gpu_resource
+from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources, asks_gpu, is_gpu_resource
 
 EPSILON = 1e-9
 
@@ -33,10 +33,6 @@ class Option:
     @property
     def requested(self) -> Resources:
         return sum((p.requests for p in self.pods), Resources())
-
-
-def _requests_gpu(pod: Pod) -> bool:
-    return any(is_gpu_resource(n) or n == GPU_MILLI for n in pod.requests.names())
 
 
 def _keep_min(options: Sequence[Option], key: Callable[[Option], float]) -> list[Option]:
@@ -71,7 +67,7 @@ def _priority(policy: Policy) -> Callable[[Option], float]:
 
 
 def _price(options: Sequence[Option]) -> list[Option]:
-    cpu_only = all(not _requests_gpu(p) for o in options for p in o.pods)
+    cpu_only = all(not asks_gpu(p.requests) for o in options for p in o.pods)
     if cpu_only and any(not o.pool.is_gpu_pool() for o in options):
         # A GPU pool is never chosen for CPU-only pods while a CPU pool can take them.
         options = [o for o in options if not o.pool.is_gpu_pool()]

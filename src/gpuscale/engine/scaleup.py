@@ -48,7 +48,7 @@ from gpuscale.model.cluster import Cluster, PodGroupSpec, PodIndex
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.pool import NodePool
-from gpuscale.model.resources import GPU_MILLI, PODS, Resources, is_gpu_resource
+from gpuscale.model.resources import PODS, Resources, asks_gpu
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -71,10 +71,6 @@ class Unit:
 class Candidates:
     units: list[Unit] = field(default_factory=list)
     waiting: list[PodVerdict] = field(default_factory=list)
-
-
-def _requests_gpu(pod: Pod) -> bool:
-    return any(is_gpu_resource(n) or n == GPU_MILLI for n in pod.requests.names())
 
 
 def _verdict(pod: Pod, code: ReasonCode, message: str, **numbers: float) -> PodVerdict:
@@ -144,7 +140,7 @@ def _batched(gathered: _Gathered, policy: Policy, now: float) -> Candidates:
     units, oldest = gathered.units, gathered.oldest
     if units and oldest is not None and now - oldest < max(policy.new_gpu_pod_delay_s, policy.new_pod_delay_s):
         if gathered.gpu is None:  # only then: the oldest is older than both
-            gathered.gpu = any(_requests_gpu(p) for u in units for p in u.pods)
+            gathered.gpu = any(asks_gpu(p.requests) for u in units for p in u.pods)
         delay = policy.new_gpu_pod_delay_s if gathered.gpu else policy.new_pod_delay_s
         if now - oldest < delay:
             return Candidates(waiting=[*gathered.waiting, *(_verdict(

@@ -26,6 +26,11 @@ def is_gpu_resource(name: str) -> bool:
     return name.startswith(GPU_RESOURCE_PREFIXES)
 
 
+def asks_gpu(requests: Resources) -> bool:
+    """Whether requests ask for GPUs in any form: whole, shared, MIG or by fraction (`GPU_MILLI`)."""
+    return any(is_gpu_resource(n) or n == GPU_MILLI for n in requests.names())
+
+
 @dataclass(frozen=True, slots=True)
 class Resources:
     """An immutable resource vector; `items` is sorted by name and holds no zero amounts."""
