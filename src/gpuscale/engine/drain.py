@@ -101,7 +101,10 @@ class PdbBudget:
         return Counter(pdb.key for pod in pods for pdb in self.covering(pod))
 
     def shortfall(self, pods: Sequence[Pod]) -> Reason | None:
-        """Why evicting all `pods` together would break a budget, or `None` if it would not."""
+        """Why evicting all `pods` together would break a budget, or `None` if it would not (at once for none: most
+        candidates evict nothing)."""
+        if not pods:
+            return None
         needed = self._needed(pods)
         for key in sorted(needed):
             if needed[key] > self._left[key]:
@@ -112,7 +115,10 @@ class PdbBudget:
                               {"needed": needed[key], "allowed": self._left[key]})
         return None
 
-    def spend(self, pods: Iterable[Pod]) -> PdbBudget:
+    def spend(self, pods: Sequence[Pod]) -> PdbBudget:
+        """The budget left after evicting `pods`: this one itself when there are none (a budget is never changed)."""
+        if not pods:
+            return self
         other = PdbBudget(())
         other._by_namespace = self._by_namespace
         other._cache = self._cache
