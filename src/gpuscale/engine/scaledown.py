@@ -730,6 +730,11 @@ def _reads_the_same(one: NodeRecord, other: NodeRecord) -> bool:
             and one.node.annotations.get(SCALE_DOWN_DISABLED) == other.node.annotations.get(SCALE_DOWN_DISABLED))
 
 
+_FEW_STIRRED = 8
+"""Stirred nodes (`_Judgements.judge`) up to 1/this of the underutilized ones are found by bisection, one by one; more
+are looked up name by name in one C-level pass."""
+
+
 class _Judgements:
     """The verdicts of the last decision's underutilized nodes, by position in one `NodeSet`, carried to the next
     decision (in a `ScaleDownMemo`; a fresh one judges every node). A verdict reads only the node record, its
@@ -793,9 +798,8 @@ class _Judgements:
         generation, hint = moved if moved is not None else (-1, None)
         seen, self._generation = self._generation, generation
         held = np.minimum(np.searchsorted(self.at, at), max(len(self.at) - 1, 0))
-        same = np.zeros(len(at), dtype=bool)
-        if len(self.at):
-            same = (self.at[held] == at) & (self.numbers[held] == numbers).all(axis=1)
+        same = ((self.at[held] == at) & (self.numbers[held] == numbers).all(axis=1) if len(self.at)
+                else np.zeros(len(at), dtype=bool))
         names = nodes.names[at].tolist()
         # the nodes whose pods may differ from the last decision's (None: any may)
         stirred = hint if hint is not None and generation >= 0 and seen == generation - 1 else None
@@ -805,8 +809,13 @@ class _Judgements:
                 kept, pods = old_pods[held[i]], pods_by_node.get(names[i], ())
                 if not (len(kept) == len(pods) and all(map(operator.is_, kept, pods))):
                     same[i] = False
-        elif stirred:
+        elif len(stirred) * _FEW_STIRRED > len(names):
             same &= ~np.fromiter(map(stirred.__contains__, names), dtype=bool, count=len(names))
+        else:  # a few stirred nodes (the usual): found among the names (in name order) by bisection
+            for name in stirred:
+                i = bisect_left(names, name)
+                if i < len(names) and names[i] == name:
+                    same[i] = False
         reused = held.tolist()  # where `same`, the verdict to take; the others are overwritten below
         verdicts = list(map(old_verdicts.__getitem__, reused)) if old_verdicts else \
             cast("list[_Candidate | NodeVerdict]", [None] * len(at))
@@ -931,6 +940,14 @@ class _Simulation:
         if mask is None:
             mask = self._masks[shape] = table.feasible(pod)
         return mask & self._enabled_rows()
+
+    def remove_empty(self, rows: list[int]) -> None:
+        """Accept candidates with nothing to move (table rows `rows`) before any pod was placed: `try_remove` of
+        each, at once."""
+        assert self._work is None and not self.received
+        if rows:
+            self._disabled.extend(rows)
+            self._enabled = None
 
     def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
         """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
@@ -1067,8 +1084,12 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
     drainable.sort(key=lambda candidate: candidate[0].order)
     simulation = _Simulation(table, nodes, rows, drainable)
     new_allowed = (cap or _DEFAULT_CAP).limit(len(nodes.names))
-    unneeded: list[_Candidate] = []
-    for c, row in drainable:
+    # Empty candidates come first (removal order) and nothing is placed before them: each is accepted (`try_remove`)
+    # with no cap to spend, so they are taken in one step.
+    empties = next((k for k, (c, _) in enumerate(drainable) if c.drain.move), len(drainable))
+    unneeded: list[_Candidate] = [c for c, _ in drainable[:empties]]
+    simulation.remove_empty([row for _, row in drainable[:empties] if row is not None])
+    for c, row in drainable[empties:]:
         is_new = c.name not in unneeded_since
         if is_new and not c.drain.empty:
             if new_allowed <= 0:
