@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscale.engine.placement.devices import (
+    DEVICE_ANNOTATION,
     FragChooser,
     GpuDevices,
     GpuNeed,
@@ -503,6 +504,14 @@ FEW_ROWS = 64
 NAMES_KEPT = 4096
 """Distinct requests whose resource names a `RowMemo` keeps at most."""
 
+LOADS_KEPT = 4096
+"""Distinct device loads (`RowMemo._load`) a `RowMemo` keeps at most."""
+
+_LoadKey = tuple[int, int, tuple[int, ...], tuple[str | None, ...]]
+"""A row's device load as `RowMemo._load` keys it: device count, table width, its GPU pods' needs (the `id` of the
+memo's own `GpuNeed` objects: `RequestKinds` keeps each for good, so an id stands for one value while the memo
+lives, and hashes in C) and device annotations, in order."""
+
 
 def _common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
     """How many leading items `a` and `b` share (equal), by comparing slices in C (halving the length)."""
@@ -534,8 +543,9 @@ class RowMemo:
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_column_of", "_columns", "_devices", "_free", "_free_pods",
-                 "_gpu_shapes", "_groups", "_kinds", "_name_count", "_names", "_names_by_request", "_names_of",
-                 "_pending", "_position", "_recounted", "_rows", "_seen", "_shapes_version", "_tables", "_union_of")
+                 "_gpu_shapes", "_groups", "_kinds", "_loads", "_name_count", "_names", "_names_by_request",
+                 "_names_of", "_pending", "_position", "_recounted", "_rows", "_seen", "_shapes_version", "_tables",
+                 "_union_of")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -544,6 +554,8 @@ class RowMemo:
         """How many entries of `_names_of` request each resource."""
         self._names_by_request: dict[Resources, frozenset[str]] = {}
         """The resource names of each distinct request seen (bounded: cleared past `NAMES_KEPT`)."""
+        self._loads: dict[_LoadKey, list[int]] = {}
+        """Each distinct row load's devices (`_load`; bounded: cleared past `LOADS_KEPT`)."""
         self._rows: dict[str, _RowEntry] = {}
         self._position: dict[str, int] = {}
         self._names: list[str] | None = None
@@ -796,8 +808,8 @@ class RowMemo:
         gpu_kind = np.array([need is not None for need in needs], dtype=bool)
         if devices:
             loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
-            devices.load(rows[loaded], [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None],
-                         [bound[i] for i in loaded])
+            self._load(devices, rows[loaded].tolist(),
+                       [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None], [bound[i] for i in loaded])
         counts = np.bincount(of_kind, minlength=len(kinds)).tolist()
         return {requests: counts[kind] for requests, kind in kinds.items() if gpu_kind[kind] and counts[kind]}
 
@@ -841,8 +853,47 @@ class RowMemo:
         free[at] = np.array(rows_free, dtype=np.int64).reshape(len(miss), width)
         free_pods[at] = slots
         if gpu_rows:
-            devices.load(np.array(gpu_rows, dtype=np.int64), gpu_needs, gpu_pods)
+            self._load(devices, gpu_rows, gpu_needs, gpu_pods)
         return {requests: n for requests, n in counts.items() if kinds.need(requests) is not None}
+
+    def _load(self, devices: GpuDevices, rows: list[int], needs: list[GpuNeed], pods: list[Pod]) -> None:
+        """`devices.load(rows, needs, pods)` on rows whose devices are all free, each row's pods consecutive, `needs`
+        those of the memo's `RequestKinds` (see `_LoadKey`). Load
+        rebuilds each row on its own, from all free: the result depends only on the row's device count, the table's
+        width and its GPU pods' needs and device annotations, in order (annotated pods are taken in order; whole and
+        fractional pods by amount). Each distinct such load is done once and kept (rows repeat a few loads: the
+        twin's one-device nodes hold a handful of fraction mixes); a kept one is written, not reconstructed."""
+        kept = self._loads
+        if len(kept) > LOADS_KEPT:
+            kept.clear()
+        width = int(devices.free.shape[1])
+        counts = devices.count
+        hit_rows: list[int] = []
+        hit_free: list[list[int]] = []
+        miss_keys: list[tuple[int, _LoadKey]] = []
+        miss_at: list[int] = []
+        n, i = len(rows), 0
+        while i < n:
+            row, j = rows[i], i + 1
+            while j < n and rows[j] == row:
+                j += 1
+            key = (int(counts[row]), width, tuple(map(id, needs[i:j])),
+                   tuple([p.annotations.get(DEVICE_ANNOTATION) for p in pods[i:j]]))
+            known = kept.get(key)
+            if known is None:
+                miss_keys.append((row, key))
+                miss_at.extend(range(i, j))
+            else:
+                hit_rows.append(row)
+                hit_free.append(known)
+            i = j
+        if hit_rows:
+            devices.free[hit_rows] = hit_free
+        if miss_keys:
+            devices.load(np.array([rows[k] for k in miss_at], dtype=np.int64), [needs[k] for k in miss_at],
+                         [pods[k] for k in miss_at])
+            for (_, key), free in zip(miss_keys, devices.free[[row for row, _ in miss_keys]].tolist(), strict=True):
+                kept[key] = free
 
     def _pending_shapes(self, workload: Iterable[Pod]) -> Counter[PodShape]:
         """The GPU shapes of the pending pods, counted in first-seen order; kept while the pods are the same (the
