@@ -502,7 +502,7 @@ FEW_ROWS = 64
 """Up to this many rows to compute, `RowMemo._compute` sums in Python (NumPy's fixed cost per call outweighs it)."""
 
 NAMES_KEPT = 4096
-"""Distinct requests whose resource names a `RowMemo` keeps at most."""
+"""Request objects whose resource names a `RowMemo` keeps at most."""
 
 LOADS_KEPT = 4096
 """Distinct device loads (`RowMemo._load`) a `RowMemo` keeps at most."""
@@ -552,8 +552,8 @@ class RowMemo:
         self._names_of: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
         self._name_count: Counter[str] = Counter()
         """How many entries of `_names_of` request each resource."""
-        self._names_by_request: dict[Resources, frozenset[str]] = {}
-        """The resource names of each distinct request seen (bounded: cleared past `NAMES_KEPT`)."""
+        self._names_by_request: dict[int, tuple[Resources, frozenset[str]]] = {}
+        """The resource names of each request object seen, by its id (bounded: cleared past `NAMES_KEPT`)."""
         self._loads: dict[_LoadKey, list[int]] = {}
         """Each distinct row load's devices (`_load`; bounded: cleared past `LOADS_KEPT`)."""
         self._rows: dict[str, _RowEntry] = {}
@@ -638,11 +638,14 @@ class RowMemo:
         if len(known) > NAMES_KEPT:
             known.clear()
         union: frozenset[str] | None = None
-        for requests in {p.requests for p in pods}:
-            names = known.get(requests)
-            if names is None:
-                names = known[requests] = frozenset(requests.names())
-            union = names if union is None or union == names else union | names
+        for pod in pods:  # kept by request object id, hashed in C (the entry holds the object: its id is not reused)
+            requests = pod.requests
+            hit = known.get(id(requests))
+            if hit is None:
+                hit = known[id(requests)] = (requests, frozenset(requests.names()))
+            names = hit[1]
+            if names is not union:
+                union = names if union is None or union == names else union | names
         return union if union is not None else frozenset()
 
     def _union(self, offered: frozenset[str], extra_names: Iterable[str]) -> list[str]:
@@ -684,8 +687,9 @@ class RowMemo:
             index = self._position
             miss = sorted(i for name in changed if (i := index.get(name)) is not None)
             rows, gone = self._rows, []
-            free, free_pods = self._free.copy(), self._free_pods.copy()
-            devices = GpuDevices(template.count, self._devices.copy())
+            # The memo's own arrays, patched in place (it hands the table copies): only the rows redone change.
+            free, free_pods = self._free, self._free_pods
+            devices = GpuDevices(template.count, self._devices)
             if miss:
                 devices.free[miss] = template.free[miss]
         else:
@@ -741,10 +745,9 @@ class RowMemo:
         self._columns, self._column_of, self._rows, self._position = columns, column_of, rows, index
         self._caps = list(capacity)
         self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
-        self._free, self._free_pods = free.copy(), free_pods.copy()
-        self._devices = devices.free.copy()
-        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), None,
-                         devices if has_devices else None)
+        self._free, self._free_pods, self._devices = free, free_pods, devices.free
+        return NodeTable(shared, free.copy(), free_pods.copy(), np.ones(len(nodes), dtype=bool), None,
+                         devices.copy() if has_devices else None)
 
     def _carry(self, names: list[str], capacity: Sequence[Resources], index: dict[str, int], changed: list[str],
                width: int, template: GpuDevices) -> tuple[list[int], IntArray, IntArray, GpuDevices]:
