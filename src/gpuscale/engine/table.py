@@ -545,7 +545,7 @@ class RowMemo:
     __slots__ = ("_capacity", "_caps", "_chooser", "_column_of", "_columns", "_devices", "_free", "_free_pods",
                  "_gpu_shapes", "_groups", "_kinds", "_loads", "_name_count", "_names", "_names_by_request",
                  "_names_of", "_pending", "_position", "_recounted", "_rows", "_seen", "_shapes_version", "_tables",
-                 "_union_of")
+                 "_union_of", "_world")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -589,6 +589,8 @@ class RowMemo:
         """Fragmentation tables by class list, for the tables' choosers (`_Shared.make_chooser`)."""
         self._pending: tuple[tuple[Pod, ...], Counter[PodShape]] | None = None
         """The last pending pods and their GPU shapes (`_pending_shapes`)."""
+        self._world = -1
+        """The number its builder gave the last table (`NodeEdits`; -1: none)."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
                     extra_names: Iterable[str], moved: tuple[int, frozenset[str] | None] | None,
@@ -663,11 +665,30 @@ class RowMemo:
         self._union_of, self._recounted = (extra, offered, columns), False
         return columns
 
-    def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices, bool, bool]:
+    def _same_rows(self, node_edits: NodeEdits | None, last_world: int, nodes: Sequence[Node],
+                   capacity: Sequence[Resources], keys: Sequence[GroupKey],
+                   known_names: Sequence[str] | None) -> list[str] | None:
+        """The last build's names when `node_edits` say which rows' nodes may differ from the table this memo built
+        last (`last_world`) and those rows have the last build's names, capacity objects and group keys (every other
+        row's node is the very same object, so are they: they follow from the node); else None (compare in full)."""
+        names = self._names
+        if (node_edits is None or node_edits[2] is None or node_edits[0] != last_world or last_world < 0
+                or names is None or len(names) != len(nodes) or self._groups is None
+                or len(self._caps) != len(nodes) or len(self._groups[0]) != len(nodes)):
+            return None
+        caps, last_keys = self._caps, self._groups[0]
+        for i in node_edits[2]:
+            name = known_names[i] if known_names is not None else nodes[i].name
+            if name != names[i] or capacity[i] is not caps[i] or keys[i] != last_keys[i]:
+                return None
+        return names
+
+    def _capacity_of(self, capacity: Sequence[Resources], same_rows: object = None,
+                     ) -> tuple[frozenset[str], GpuDevices, bool, bool]:
         """The resources the rows offer, their devices all free, whether any row has devices, and whether the
-        capacities are those of the last build (kept while they are)."""
+        capacities are those of the last build (kept while they are). `same_rows` (not None): they are."""
         base = self._capacity
-        same = base is not None and base[0] == capacity
+        same = base is not None and (same_rows is not None or base[0] == capacity)
         if base is None or not same:
             offered, devices = _offered(capacity)
             base = self._capacity = (list(capacity), offered, devices, bool(devices))
@@ -677,12 +698,20 @@ class RowMemo:
               extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
               group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None,
               known_names: Sequence[str] | None = None, node_edits: NodeEdits | None = None) -> NodeTable:
-        """The table of `NodeTable.build` (which see), from the rows that changed since the last build."""
-        offered, template, has_devices, same_capacity = self._capacity_of(capacity)
+        """The table of `NodeTable.build` (which see), from the rows that changed since the last build. `node_edits`
+        about the table this memo built last: only the rows it names are compared with the last build's (name,
+        capacity object, group key), not every row."""
+        last_world, self._world = self._world, node_edits[1] if node_edits is not None else -1
+        kept = self._same_rows(node_edits, last_world, nodes, capacity, group_keys, known_names)
+        offered, template, has_devices, same_capacity = self._capacity_of(capacity, kept)
         columns, changed = self._columns_of(by_node, offered, extra_names, moved)
         column_of = self._column_of if columns is self._columns else {n: i for i, n in enumerate(columns)}
-        names = list(known_names) if known_names is not None else list(map(attrgetter("name"), nodes))
-        if same_capacity and columns == self._columns and names == self._names:
+        names: list[str]
+        if kept is not None:
+            names = kept
+        else:
+            names = list(known_names) if known_names is not None else list(map(attrgetter("name"), nodes))
+        if same_capacity and columns == self._columns and (kept is not None or names == self._names):
             # The same rows as last time (the common case): only rows whose pods changed are computed.
             index = self._position
             miss = sorted(i for name in changed if (i := index.get(name)) is not None)
@@ -725,7 +754,7 @@ class RowMemo:
             self._shapes_version += 1
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
-        group_of, members, group_index, masks = self._groups_of(group_keys)
+        group_of, members, group_index, masks = self._groups_of(group_keys, kept is not None)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, group_index, {}, {},
                          placement=placement, kinds=kinds, group_masks=masks, tables=self._tables,
                          node_edits=node_edits)
@@ -743,8 +772,9 @@ class RowMemo:
                     shared.chooser = last[1].chooser
             self._chooser = (placement, shared, self._shapes_version, pending)
         self._columns, self._column_of, self._rows, self._position = columns, column_of, rows, index
-        self._caps = list(capacity)
-        self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
+        if kept is None:
+            self._caps = list(capacity)
+            self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
         self._free, self._free_pods, self._devices = free, free_pods, devices.free
         return NodeTable(shared, free.copy(), free_pods.copy(), np.ones(len(nodes), dtype=bool), None,
                          devices.copy() if has_devices else None)
@@ -913,13 +943,13 @@ class RowMemo:
         self._pending = (pods, counts)
         return counts
 
-    def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]], dict[GroupKey, int],
-                                                          dict[SchedulingConstraints, BoolArray]]:
+    def _groups_of(self, keys: Sequence[GroupKey], same: bool = False,
+                   ) -> tuple[list[int], list[list[int]], dict[GroupKey, int], dict[SchedulingConstraints, BoolArray]]:
         """Rows grouped by node-group key (in first-seen order), each key's group, and the static masks decided per
-        group so far (see `_Shared.group_masks`): kept while the keys are equal row by row (bounded: cleared past
-        `MASKS_KEPT`)."""
+        group so far (see `_Shared.group_masks`): kept while the keys are equal row by row (`same`: known to be;
+        bounded: cleared past `MASKS_KEPT`)."""
         cached = self._groups
-        if cached is not None and cached[0] == keys:
+        if cached is not None and (same or cached[0] == keys):
             if len(cached[3]) > MASKS_KEPT:
                 cached[3].clear()
             return cached[1], cached[2], cached[4], cached[3]
