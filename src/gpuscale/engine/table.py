@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscale.engine.placement.devices import (
+    DEVICE_ANNOTATION,
     FragChooser,
     GpuDevices,
     GpuNeed,
@@ -501,7 +502,15 @@ FEW_ROWS = 64
 """Up to this many rows to compute, `RowMemo._compute` sums in Python (NumPy's fixed cost per call outweighs it)."""
 
 NAMES_KEPT = 4096
-"""Distinct requests whose resource names a `RowMemo` keeps at most."""
+"""Request objects whose resource names a `RowMemo` keeps at most."""
+
+LOADS_KEPT = 4096
+"""Distinct device loads (`RowMemo._load`) a `RowMemo` keeps at most."""
+
+_LoadKey = tuple[int, int, tuple[int, ...], tuple[str | None, ...]]
+"""A row's device load as `RowMemo._load` keys it: device count, table width, its GPU pods' needs (the `id` of the
+memo's own `GpuNeed` objects: `RequestKinds` keeps each for good, so an id stands for one value while the memo
+lives, and hashes in C) and device annotations, in order."""
 
 
 def _common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
@@ -534,16 +543,19 @@ class RowMemo:
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_column_of", "_columns", "_devices", "_free", "_free_pods",
-                 "_gpu_shapes", "_groups", "_kinds", "_name_count", "_names", "_names_by_request", "_names_of",
-                 "_pending", "_position", "_recounted", "_rows", "_seen", "_shapes_version", "_tables", "_union_of")
+                 "_gpu_shapes", "_groups", "_kinds", "_loads", "_name_count", "_names", "_names_by_request",
+                 "_names_of", "_pending", "_position", "_recounted", "_rows", "_seen", "_shapes_version", "_tables",
+                 "_union_of", "_world")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
         self._names_of: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
         self._name_count: Counter[str] = Counter()
         """How many entries of `_names_of` request each resource."""
-        self._names_by_request: dict[Resources, frozenset[str]] = {}
-        """The resource names of each distinct request seen (bounded: cleared past `NAMES_KEPT`)."""
+        self._names_by_request: dict[int, tuple[Resources, frozenset[str]]] = {}
+        """The resource names of each request object seen, by its id (bounded: cleared past `NAMES_KEPT`)."""
+        self._loads: dict[_LoadKey, list[int]] = {}
+        """Each distinct row load's devices (`_load`; bounded: cleared past `LOADS_KEPT`)."""
         self._rows: dict[str, _RowEntry] = {}
         self._position: dict[str, int] = {}
         self._names: list[str] | None = None
@@ -577,6 +589,8 @@ class RowMemo:
         """Fragmentation tables by class list, for the tables' choosers (`_Shared.make_chooser`)."""
         self._pending: tuple[tuple[Pod, ...], Counter[PodShape]] | None = None
         """The last pending pods and their GPU shapes (`_pending_shapes`)."""
+        self._world = -1
+        """The number its builder gave the last table (`NodeEdits`; -1: none)."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
                     extra_names: Iterable[str], moved: tuple[int, frozenset[str] | None] | None,
@@ -626,11 +640,14 @@ class RowMemo:
         if len(known) > NAMES_KEPT:
             known.clear()
         union: frozenset[str] | None = None
-        for requests in {p.requests for p in pods}:
-            names = known.get(requests)
-            if names is None:
-                names = known[requests] = frozenset(requests.names())
-            union = names if union is None or union == names else union | names
+        for pod in pods:  # kept by request object id, hashed in C (the entry holds the object: its id is not reused)
+            requests = pod.requests
+            hit = known.get(id(requests))
+            if hit is None:
+                hit = known[id(requests)] = (requests, frozenset(requests.names()))
+            names = hit[1]
+            if names is not union:
+                union = names if union is None or union == names else union | names
         return union if union is not None else frozenset()
 
     def _union(self, offered: frozenset[str], extra_names: Iterable[str]) -> list[str]:
@@ -648,11 +665,30 @@ class RowMemo:
         self._union_of, self._recounted = (extra, offered, columns), False
         return columns
 
-    def _capacity_of(self, capacity: Sequence[Resources]) -> tuple[frozenset[str], GpuDevices, bool, bool]:
+    def _same_rows(self, node_edits: NodeEdits | None, last_world: int, nodes: Sequence[Node],
+                   capacity: Sequence[Resources], keys: Sequence[GroupKey],
+                   known_names: Sequence[str] | None) -> list[str] | None:
+        """The last build's names when `node_edits` say which rows' nodes may differ from the table this memo built
+        last (`last_world`) and those rows have the last build's names, capacity objects and group keys (every other
+        row's node is the very same object, so are they: they follow from the node); else None (compare in full)."""
+        names = self._names
+        if (node_edits is None or node_edits[2] is None or node_edits[0] != last_world or last_world < 0
+                or names is None or len(names) != len(nodes) or self._groups is None
+                or len(self._caps) != len(nodes) or len(self._groups[0]) != len(nodes)):
+            return None
+        caps, last_keys = self._caps, self._groups[0]
+        for i in node_edits[2]:
+            name = known_names[i] if known_names is not None else nodes[i].name
+            if name != names[i] or capacity[i] is not caps[i] or keys[i] != last_keys[i]:
+                return None
+        return names
+
+    def _capacity_of(self, capacity: Sequence[Resources], same_rows: object = None,
+                     ) -> tuple[frozenset[str], GpuDevices, bool, bool]:
         """The resources the rows offer, their devices all free, whether any row has devices, and whether the
-        capacities are those of the last build (kept while they are)."""
+        capacities are those of the last build (kept while they are). `same_rows` (not None): they are."""
         base = self._capacity
-        same = base is not None and base[0] == capacity
+        same = base is not None and (same_rows is not None or base[0] == capacity)
         if base is None or not same:
             offered, devices = _offered(capacity)
             base = self._capacity = (list(capacity), offered, devices, bool(devices))
@@ -662,18 +698,27 @@ class RowMemo:
               extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
               group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None,
               known_names: Sequence[str] | None = None, node_edits: NodeEdits | None = None) -> NodeTable:
-        """The table of `NodeTable.build` (which see), from the rows that changed since the last build."""
-        offered, template, has_devices, same_capacity = self._capacity_of(capacity)
+        """The table of `NodeTable.build` (which see), from the rows that changed since the last build. `node_edits`
+        about the table this memo built last: only the rows it names are compared with the last build's (name,
+        capacity object, group key), not every row."""
+        last_world, self._world = self._world, node_edits[1] if node_edits is not None else -1
+        kept = self._same_rows(node_edits, last_world, nodes, capacity, group_keys, known_names)
+        offered, template, has_devices, same_capacity = self._capacity_of(capacity, kept)
         columns, changed = self._columns_of(by_node, offered, extra_names, moved)
         column_of = self._column_of if columns is self._columns else {n: i for i, n in enumerate(columns)}
-        names = list(known_names) if known_names is not None else list(map(attrgetter("name"), nodes))
-        if same_capacity and columns == self._columns and names == self._names:
+        names: list[str]
+        if kept is not None:
+            names = kept
+        else:
+            names = list(known_names) if known_names is not None else list(map(attrgetter("name"), nodes))
+        if same_capacity and columns == self._columns and (kept is not None or names == self._names):
             # The same rows as last time (the common case): only rows whose pods changed are computed.
             index = self._position
             miss = sorted(i for name in changed if (i := index.get(name)) is not None)
             rows, gone = self._rows, []
-            free, free_pods = self._free.copy(), self._free_pods.copy()
-            devices = GpuDevices(template.count, self._devices.copy())
+            # The memo's own arrays, patched in place (it hands the table copies): only the rows redone change.
+            free, free_pods = self._free, self._free_pods
+            devices = GpuDevices(template.count, self._devices)
             if miss:
                 devices.free[miss] = template.free[miss]
         else:
@@ -709,7 +754,7 @@ class RowMemo:
             self._shapes_version += 1
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
-        group_of, members, group_index, masks = self._groups_of(group_keys)
+        group_of, members, group_index, masks = self._groups_of(group_keys, kept is not None)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, group_index, {}, {},
                          placement=placement, kinds=kinds, group_masks=masks, tables=self._tables,
                          node_edits=node_edits)
@@ -727,12 +772,12 @@ class RowMemo:
                     shared.chooser = last[1].chooser
             self._chooser = (placement, shared, self._shapes_version, pending)
         self._columns, self._column_of, self._rows, self._position = columns, column_of, rows, index
-        self._caps = list(capacity)
-        self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
-        self._free, self._free_pods = free.copy(), free_pods.copy()
-        self._devices = devices.free.copy()
-        return NodeTable(shared, free, free_pods, np.ones(len(nodes), dtype=bool), None,
-                         devices if has_devices else None)
+        if kept is None:
+            self._caps = list(capacity)
+            self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
+        self._free, self._free_pods, self._devices = free, free_pods, devices.free
+        return NodeTable(shared, free.copy(), free_pods.copy(), np.ones(len(nodes), dtype=bool), None,
+                         devices.copy() if has_devices else None)
 
     def _carry(self, names: list[str], capacity: Sequence[Resources], index: dict[str, int], changed: list[str],
                width: int, template: GpuDevices) -> tuple[list[int], IntArray, IntArray, GpuDevices]:
@@ -796,8 +841,8 @@ class RowMemo:
         gpu_kind = np.array([need is not None for need in needs], dtype=bool)
         if devices:
             loaded = np.flatnonzero(gpu_kind[of_kind] & (devices.count[rows] > 0)).tolist()
-            devices.load(rows[loaded], [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None],
-                         [bound[i] for i in loaded])
+            self._load(devices, rows[loaded].tolist(),
+                       [gn for i in loaded if (gn := needs[bound_kinds[i]]) is not None], [bound[i] for i in loaded])
         counts = np.bincount(of_kind, minlength=len(kinds)).tolist()
         return {requests: counts[kind] for requests, kind in kinds.items() if gpu_kind[kind] and counts[kind]}
 
@@ -841,8 +886,47 @@ class RowMemo:
         free[at] = np.array(rows_free, dtype=np.int64).reshape(len(miss), width)
         free_pods[at] = slots
         if gpu_rows:
-            devices.load(np.array(gpu_rows, dtype=np.int64), gpu_needs, gpu_pods)
+            self._load(devices, gpu_rows, gpu_needs, gpu_pods)
         return {requests: n for requests, n in counts.items() if kinds.need(requests) is not None}
+
+    def _load(self, devices: GpuDevices, rows: list[int], needs: list[GpuNeed], pods: list[Pod]) -> None:
+        """`devices.load(rows, needs, pods)` on rows whose devices are all free, each row's pods consecutive, `needs`
+        those of the memo's `RequestKinds` (see `_LoadKey`). Load
+        rebuilds each row on its own, from all free: the result depends only on the row's device count, the table's
+        width and its GPU pods' needs and device annotations, in order (annotated pods are taken in order; whole and
+        fractional pods by amount). Each distinct such load is done once and kept (rows repeat a few loads: the
+        twin's one-device nodes hold a handful of fraction mixes); a kept one is written, not reconstructed."""
+        kept = self._loads
+        if len(kept) > LOADS_KEPT:
+            kept.clear()
+        width = int(devices.free.shape[1])
+        counts = devices.count
+        hit_rows: list[int] = []
+        hit_free: list[list[int]] = []
+        miss_keys: list[tuple[int, _LoadKey]] = []
+        miss_at: list[int] = []
+        n, i = len(rows), 0
+        while i < n:
+            row, j = rows[i], i + 1
+            while j < n and rows[j] == row:
+                j += 1
+            key = (int(counts[row]), width, tuple(map(id, needs[i:j])),
+                   tuple([p.annotations.get(DEVICE_ANNOTATION) for p in pods[i:j]]))
+            known = kept.get(key)
+            if known is None:
+                miss_keys.append((row, key))
+                miss_at.extend(range(i, j))
+            else:
+                hit_rows.append(row)
+                hit_free.append(known)
+            i = j
+        if hit_rows:
+            devices.free[hit_rows] = hit_free
+        if miss_keys:
+            devices.load(np.array([rows[k] for k in miss_at], dtype=np.int64), [needs[k] for k in miss_at],
+                         [pods[k] for k in miss_at])
+            for (_, key), free in zip(miss_keys, devices.free[[row for row, _ in miss_keys]].tolist(), strict=True):
+                kept[key] = free
 
     def _pending_shapes(self, workload: Iterable[Pod]) -> Counter[PodShape]:
         """The GPU shapes of the pending pods, counted in first-seen order; kept while the pods are the same (the
@@ -859,13 +943,13 @@ class RowMemo:
         self._pending = (pods, counts)
         return counts
 
-    def _groups_of(self, keys: Sequence[GroupKey]) -> tuple[list[int], list[list[int]], dict[GroupKey, int],
-                                                          dict[SchedulingConstraints, BoolArray]]:
+    def _groups_of(self, keys: Sequence[GroupKey], same: bool = False,
+                   ) -> tuple[list[int], list[list[int]], dict[GroupKey, int], dict[SchedulingConstraints, BoolArray]]:
         """Rows grouped by node-group key (in first-seen order), each key's group, and the static masks decided per
-        group so far (see `_Shared.group_masks`): kept while the keys are equal row by row (bounded: cleared past
-        `MASKS_KEPT`)."""
+        group so far (see `_Shared.group_masks`): kept while the keys are equal row by row (`same`: known to be;
+        bounded: cleared past `MASKS_KEPT`)."""
         cached = self._groups
-        if cached is not None and cached[0] == keys:
+        if cached is not None and (same or cached[0] == keys):
             if len(cached[3]) > MASKS_KEPT:
                 cached[3].clear()
             return cached[1], cached[2], cached[4], cached[3]
