@@ -40,7 +40,7 @@ ASKED = (
     resources("1", "1Gi", gpus=2),
     resources("1", "1Gi", gpus=3),
     resources(0, "1Gi", extra={"example.com/fpga": 1}),
-    resources("1", "1Gi", extra={"example.com/other": 1}),  # a resource no node offers
+    resources("1", "1Gi", extra={"example.com/other": 1}),  # a resource no node offers (no column either)
     resources(0, 0),
 )
 
@@ -61,8 +61,10 @@ def fresh(asked: list[Resources], table: NodeTable) -> frozenset[Resources]:
 @example([("node", 1, 0), ("bind", 0, 1), ("same", 0, 0), ("unbind", 0, 0), ("same", 0, 0)], [4, 6])
 # The pod slots run out, then one frees up.
 @example([("node", 3, 0), ("bind", 0, 0), ("same", 0, 0), ("unbind", 0, 0), ("same", 0, 0)], [7])
-# A node with a resource of its own comes: the columns are reordered under the kept column numbers.
+# A node with a resource of its own comes: the columns are reordered under the kept column numbers; a request naming a
+# resource without a column stays hopeless while the columns are the same.
 @example([("node", 0, 0), ("ask", 0, 0), ("node", 3, 0), ("ask", 0, 0), ("drop", 1, 0), ("ask", 0, 0)], [2, 7])
+@example([("node", 0, 0), ("same", 0, 0), ("same", 0, 0)], [8, 2])
 def test_kept_hopeless_requests_equal_the_fresh_rule(ops: list[tuple[str, int, int]], picks: list[int]) -> None:
     memo = ScaleUpMemo()
     nodes: list[Node] = []
@@ -82,8 +84,8 @@ def test_kept_hopeless_requests_equal_the_fresh_rule(ops: list[tuple[str, int, i
             bound.pop(a % len(bound))
         elif op == "ask":
             asked = list(dict.fromkeys([*asked[1:], ASKED[a % len(ASKED)]]))
-        table = NodeTable.build(nodes, [n.allocatable for n in nodes], bound,
-                                {name for r in asked for name in r.names()})
+        table = NodeTable.build(nodes, [n.allocatable for n in nodes], bound,  # no column for the one no node offers
+                                {name for r in asked for name in r.names()} - {"example.com/other"})
         hopeless, ceiling = memo._hopeless_of(asked, table)
         assert hopeless == fresh(asked, table)
         if ceiling is not None:

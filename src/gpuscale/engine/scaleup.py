@@ -14,13 +14,13 @@ Steps, each a function below:
    demand (CPU pods and GPU pods) is served in one decision.
 5. whatever is left is unplaceable, with each pool's reason.
 Identical pods form equivalence classes: once one pod of a class fails to fit somewhere, the rest of the class is not
-tried again there (capacity only shrinks during a decision), a class asking more than any row has free is not tried at
-all, and the rows a class fits are found once per placement pass, then kept up to date by the rows placed on. What
-depends only on inputs that rarely change — which pools host which pod, the share normalizer, why units no pool takes
-wait, the units gathered from the pending pods and their order — is carried from one decision to the next by a
-`ScaleUpMemo`, which never changes a result. Pods that no pool hosts and that ask more than any row has free ("dead")
-are set apart with their verdicts while the table leaves them so: placement and estimation walk only the others, so
-a decision whose waiting pods did not change costs what the changed ones cost, not what every waiting pod does.
+tried again there (capacity only shrinks during a decision), and the rows a class fits are found once per placement
+pass, then kept up to date by the rows placed on. What depends only on inputs that rarely change — which pools host
+which pod, the share normalizer, why units no pool takes wait, the units gathered from the pending pods and their
+order — is carried from one decision to the next by a `ScaleUpMemo`, which never changes a result. Pods that no pool
+hosts and that ask more than any row has free ("dead") are set apart with their verdicts while the table leaves them
+so (each such request kept with the column that shows it): placement and estimation walk only the others, so a
+decision whose waiting pods did not change costs what the changed ones cost, not what every waiting pod does.
 """
 
 from __future__ import annotations
@@ -373,6 +373,10 @@ def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
     return verdict
 
 
+_NO_SLOT = -1
+"""`ScaleUpMemo._hopeless_of`'s column of a request found hopeless because no row had a pod slot."""
+_NO_COLUMN = -2
+"""`ScaleUpMemo._hopeless_of`'s column of a request that names a resource no row offers."""
 KEPT = 10_000
 """Bound on each cache a `ScaleUpMemo` keeps: past it the cache starts over (it only ever costs recomputation)."""
 _RECOUNT = 64
@@ -555,8 +559,9 @@ class ScaleUpMemo:
         """The rest of what `_gathered` read: the expendable cutoff, the declared gangs, their members (a copy)."""
         self._gathered: _Gathered | None = None
         self._order: _Order | None = None
-        self._witness: dict[Resources, int] = {}
-        """Per request found hopeless: a column it asks more of than any row had free (-1: no row had a pod slot)."""
+        self._witness: dict[Resources, tuple[int, int]] = {}
+        """Per request found hopeless: a column it asks more of than any row had free, and its amount there
+        (`_hopeless_of`)."""
         self._witness_columns: list[str] = []
         """The table columns `_witness` refers to."""
 
@@ -603,9 +608,10 @@ class ScaleUpMemo:
                      table: NodeTable) -> tuple[frozenset[Resources], tuple[IntArray, int] | None]:
         """Which of `asked` ask more than any row of `table` has free (not `_below` its `_ceiling`), and the ceiling if
         it was worked out (None: not needed). A request found so is kept with a column it asks more of than any row
-        had free (-1: no row had a pod slot): while the table's columns are the same and no row has that much free
-        now — one column's maximum, not the whole ceiling — it is still found so. Late in the week the requests of
-        the ~26 pods no pool hosts stay hopeless decision after decision for the same reason (GPUs no node has)."""
+        had free and its amount there (`_NO_SLOT`: no row had a pod slot; `_NO_COLUMN`: it names a resource no row
+        offers): while the table's columns are the same and no row has that much free now — one column's maximum,
+        not the whole ceiling — it is still found so. Late in the week the requests of the ~26 pods no pool hosts stay
+        hopeless decision after decision for the same reason (GPUs no node has)."""
         if not asked:
             return frozenset(), None
         if self._witness_columns != table.columns or len(self._witness) >= KEPT:
@@ -615,24 +621,30 @@ class ScaleUpMemo:
         ceiling: tuple[IntArray, int] | None = None
         hopeless: list[Resources] = []
         for requests in asked:
+            kept = witness.get(requests)
+            if kept is not None:
+                column, amount = kept
+                if column == _NO_COLUMN:  # the columns decide it alone
+                    hopeless.append(requests)
+                    continue
+                peak = peaks.get(column)
+                if peak is None:
+                    peak = peaks[column] = int(table.free_pods.max(initial=0) if column == _NO_SLOT else
+                                               table.free[:, column].max(initial=0))
+                if peak < 1 if column == _NO_SLOT else amount > peak:
+                    hopeless.append(requests)
+                    continue
             vector = table.request_vector(requests)
             if vector is None:  # a resource no row offers
                 hopeless.append(requests)
+                witness[requests] = (_NO_COLUMN, 0)
                 continue
-            column = witness.get(requests)
-            if column is not None:
-                peak = peaks.get(column)
-                if peak is None:
-                    peak = peaks[column] = int(table.free_pods.max(initial=0) if column < 0 else
-                                               table.free[:, column].max(initial=0))
-                if peak < 1 if column < 0 else vector[column] > peak:
-                    hopeless.append(requests)
-                    continue
             if ceiling is None:
                 ceiling = _ceiling(table)
             if not _below(vector, ceiling):
                 hopeless.append(requests)
-                witness[requests] = -1 if ceiling[1] < 1 else int(np.flatnonzero(vector > ceiling[0])[0])
+                column = _NO_SLOT if ceiling[1] < 1 else int(np.flatnonzero(vector > ceiling[0])[0])
+                witness[requests] = (column, 0 if column == _NO_SLOT else int(vector[column]))
         return frozenset(hopeless), ceiling
 
     def fits(self, pools: Sequence[NodePool], verdicts: Verdicts) -> PoolFits:
