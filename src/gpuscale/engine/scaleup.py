@@ -14,13 +14,13 @@ Steps, each a function below:
    demand (CPU pods and GPU pods) is served in one decision.
 5. whatever is left is unplaceable, with each pool's reason.
 Identical pods form equivalence classes: once one pod of a class fails to fit somewhere, the rest of the class is not
-tried again there (capacity only shrinks during a decision), a class asking more than any row has free is not tried at
-all, and the rows a class fits are found once per placement pass, then kept up to date by the rows placed on. What
-depends only on inputs that rarely change — which pools host which pod, the share normalizer, why units no pool takes
-wait, the units gathered from the pending pods and their order — is carried from one decision to the next by a
-`ScaleUpMemo`, which never changes a result. Pods that no pool hosts and that ask more than any row has free ("dead")
-are set apart with their verdicts while the table leaves them so: placement and estimation walk only the others, so
-a decision whose waiting pods did not change costs what the changed ones cost, not what every waiting pod does.
+tried again there (capacity only shrinks during a decision), and the rows a class fits are found once per placement
+pass, then kept up to date by the rows placed on. What depends only on inputs that rarely change — which pools host
+which pod, the share normalizer, why units no pool takes wait, the units gathered from the pending pods and their
+order — is carried from one decision to the next by a `ScaleUpMemo`, which never changes a result. Pods that no pool
+hosts and that ask more than any row has free ("dead") are set apart with their verdicts while the table leaves them
+so (each such request kept with the column that shows it): placement and estimation walk only the others, so a
+decision whose waiting pods did not change costs what the changed ones cost, not what every waiting pod does.
 """
 
 from __future__ import annotations
@@ -196,7 +196,9 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
     Estimation on new template rows uses it — how a pool's nodes pack the pods decides how many are needed — while
     covering pods with existing capacity does not: the scheduler decides where they go, and scoring every existing
     node for every pending pod would double a decision's cost for no change in what is ordered.
-    `ceiling`: `_ceiling(table)` if the caller has it (by default worked out when first needed).
+    `ceiling`: `_ceiling(table)` if the caller has it: the first pod of a class asking more than it is set aside
+    without a feasibility pass. Without it, that pass finds no row, which is all the ceiling would have said: it is not
+    worked out here (almost every class placed fits under it, so it would cost a pass over every row for nothing).
     """
     result = Placement(table)
     with_labels = table.topology is not None
@@ -214,9 +216,7 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
                     result.leftover.append(unit)
                     continue
             else:  # the first pod of its class: more than any row has free (nor will have) fits nowhere
-                if ceiling is None:
-                    ceiling = _ceiling(table)
-                if not _below(result.table.request_vector(pod.requests), ceiling):
+                if ceiling is not None and not _below(result.table.request_vector(pod.requests), ceiling):
                     classes[key] = None
                     result.leftover.append(unit)
                     continue
@@ -233,9 +233,9 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
                     result.leftover.append(unit)
                     continue
                 row, gpus = result.table.choose(pod, mask, aware=True)
-            else:  # `choose` without `aware`: the first row of the mask
-                row, gpus = int(mask.argmax()), None
-                if not mask[row]:
+            else:  # `choose` without `aware`: the first row of the mask (a table without rows has none)
+                row, gpus = int(mask.argmax()) if len(mask) else -1, None
+                if row < 0 or not mask[row]:
                     classes[key] = None
                     result.leftover.append(unit)
                     continue
@@ -373,6 +373,10 @@ def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
     return verdict
 
 
+_NO_SLOT = -1
+"""`ScaleUpMemo._hopeless_of`'s column of a request found hopeless because no row had a pod slot."""
+_NO_COLUMN = -2
+"""`ScaleUpMemo._hopeless_of`'s column of a request that names a resource no row offers."""
 KEPT = 10_000
 """Bound on each cache a `ScaleUpMemo` keeps: past it the cache starts over (it only ever costs recomputation)."""
 _RECOUNT = 64
@@ -485,7 +489,7 @@ class _Split:
 
     fits: PoolFits
     hopeless: frozenset[Resources]
-    """The single pods' requests more than any row has free."""
+    """The requests of the single pods no pool hosts that ask more than any row has free (the split reads no other)."""
     live: list[Unit]
     dead: list[tuple[int, tuple[PodVerdict]]]
     """Each dead pod's position in the order and its verdict."""
@@ -496,15 +500,24 @@ class _Split:
 @dataclass(slots=True)
 class _Order:
     """The units of one `_Gathered` in first-fit-decreasing order (`order_units`) against one normalizer, each unit's
-    position in it (by identity: the units are held), and the distinct requests of its single pods; with the last
-    split of them (kept while the table leaves the same requests hopeless and the pools are the same)."""
+    position in it (by identity: the units are held); with the distinct requests of its single pods that no pool
+    hosts, and the last split of them (kept while the table leaves the same requests hopeless and the pools are the
+    same)."""
 
     gathered: _Gathered
     normalizer: Resources
     units: list[Unit]
     position: dict[int, int]
-    requests: list[Resources]
     split: _Split | None = None
+    unhosted: tuple[PoolFits, list[Resources]] | None = None
+
+    def unhosted_requests(self, fits: PoolFits) -> list[Resources]:
+        """The distinct requests of the single pods no pool of `fits` hosts (only those may be dead)."""
+        kept = self.unhosted
+        if kept is None or kept[0] is not fits:
+            kept = self.unhosted = (fits, list(dict.fromkeys(
+                u.pods[0].requests for u in self.units if u.group is None and len(u.pods) == 1 and not fits.hosts(u))))
+        return kept[1]
 
 
 WhyInputs = tuple[tuple[NodePool, ...], tuple[str | None, ...], tuple[tuple[bool, str], ...]]
@@ -521,8 +534,9 @@ class ScaleUpMemo:
     fresh memo (tests/engine/test_scaleup_memo.py, test_scaleup_carry.py); with 20 to 25 pods that no pool can take
     waiting every decision of the twin's week, most of scale-up's work was judging, ordering and placing them again."""
 
-    __slots__ = ("_allocatables", "_counts", "_fits", "_gather_inputs", "_gathered", "_hopeless", "_nodes",
-                 "_nodes_table", "_normalizer", "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw")
+    __slots__ = ("_allocatables", "_counts", "_fits", "_gather_inputs", "_gathered", "_nodes", "_nodes_table",
+                 "_normalizer", "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw", "_witness",
+                 "_witness_columns")
 
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
@@ -545,8 +559,11 @@ class ScaleUpMemo:
         """The rest of what `_gathered` read: the expendable cutoff, the declared gangs, their members (a copy)."""
         self._gathered: _Gathered | None = None
         self._order: _Order | None = None
-        self._hopeless: tuple[_Order, list[str], tuple[IntArray, int], frozenset[Resources]] | None = None
-        """The last order's hopeless requests, with the table columns and ceiling they were found under."""
+        self._witness: dict[Resources, tuple[int, int]] = {}
+        """Per request found hopeless: a column it asks more of than any row had free, and its amount there
+        (`_hopeless_of`)."""
+        self._witness_columns: list[str] = []
+        """The table columns `_witness` refers to."""
 
     def gathered(self, cluster: Cluster, policy: Policy, index: PodIndex) -> _Gathered:
         """Step 1 up to the batching delay (`_gather`): the last one while the pending pods are the very same objects
@@ -565,17 +582,15 @@ class ScaleUpMemo:
         order = self._order
         if order is None or order.gathered is not gathered or order.normalizer != normalizer:
             units = order_units(gathered.units, normalizer, shares)
-            order = self._order = _Order(
-                gathered, normalizer, units, {id(u): i for i, u in enumerate(units)},
-                list(dict.fromkeys(u.pods[0].requests for u in units if u.group is None and len(u.pods) == 1)))
+            order = self._order = _Order(gathered, normalizer, units, {id(u): i for i, u in enumerate(units)})
         return order
 
     def split(self, order: _Order, table: NodeTable, fits: PoolFits, totals: Totals,
               policy: Policy) -> tuple[_Split, tuple[IntArray, int] | None]:
         """The order split into live and dead units for this table and these pools (`_Split`): the last split while
-        the same requests are hopeless and the pools are the same; with `_ceiling(table)` if it was worked out (the
-        order has single pods)."""
-        hopeless, ceiling = self._hopeless_of(order, table)
+        the same requests are hopeless and the pools are the same; with `_ceiling(table)` if it was worked out (some
+        single pod no pool hosts was not known hopeless for the same reason as at the last decision)."""
+        hopeless, ceiling = self._hopeless_of(order.unhosted_requests(fits), table)
         split = order.split
         if split is None or split.fits is not fits or split.hopeless != hopeless:
             live: list[Unit] = []
@@ -589,21 +604,48 @@ class ScaleUpMemo:
             split = order.split = _Split(fits, hopeless, live, dead, tuple(v for _, (v,) in dead))
         return split, ceiling
 
-    def _hopeless_of(self, order: _Order,
+    def _hopeless_of(self, asked: list[Resources],
                      table: NodeTable) -> tuple[frozenset[Resources], tuple[IntArray, int] | None]:
-        """The order's single-pod requests more than any row of `table` has free (`_ceiling`): the last ones while
-        the table's columns and ceiling are equal (equal columns: the ceilings have one length, so equal bytes are
-        equal values); and the ceiling (None: the order has no single pod, so none was needed)."""
-        if not order.requests:
+        """Which of `asked` ask more than any row of `table` has free (not `_below` its `_ceiling`), and the ceiling if
+        it was worked out (None: not needed). A request found so is kept with a column it asks more of than any row
+        had free and its amount there (`_NO_SLOT`: no row had a pod slot; `_NO_COLUMN`: it names a resource no row
+        offers): while the table's columns are the same and no row has that much free now — one column's maximum,
+        not the whole ceiling — it is still found so. Late in the week the requests of the ~26 pods no pool hosts stay
+        hopeless decision after decision for the same reason (GPUs no node has)."""
+        if not asked:
             return frozenset(), None
-        ceiling = _ceiling(table)
-        last = self._hopeless
-        if (last is not None and last[0] is order and last[1] == table.columns and last[2][1] == ceiling[1]
-                and last[2][0].tobytes() == ceiling[0].tobytes()):
-            return last[3], ceiling
-        hopeless = frozenset(r for r in order.requests if not _below(table.request_vector(r), ceiling))
-        self._hopeless = (order, list(table.columns), ceiling, hopeless)
-        return hopeless, ceiling
+        if self._witness_columns != table.columns or len(self._witness) >= KEPT:
+            self._witness, self._witness_columns = {}, list(table.columns)
+        witness = self._witness
+        peaks: dict[int, int] = {}
+        ceiling: tuple[IntArray, int] | None = None
+        hopeless: list[Resources] = []
+        for requests in asked:
+            kept = witness.get(requests)
+            if kept is not None:
+                column, amount = kept
+                if column == _NO_COLUMN:  # the columns decide it alone
+                    hopeless.append(requests)
+                    continue
+                peak = peaks.get(column)
+                if peak is None:
+                    peak = peaks[column] = int(table.free_pods.max(initial=0) if column == _NO_SLOT else
+                                               table.free[:, column].max(initial=0))
+                if peak < 1 if column == _NO_SLOT else amount > peak:
+                    hopeless.append(requests)
+                    continue
+            vector = table.request_vector(requests)
+            if vector is None:  # a resource no row offers
+                hopeless.append(requests)
+                witness[requests] = (_NO_COLUMN, 0)
+                continue
+            if ceiling is None:
+                ceiling = _ceiling(table)
+            if not _below(vector, ceiling):
+                hopeless.append(requests)
+                column = _NO_SLOT if ceiling[1] < 1 else int(np.flatnonzero(vector > ceiling[0])[0])
+                witness[requests] = (column, 0 if column == _NO_SLOT else int(vector[column]))
+        return frozenset(hopeless), ceiling
 
     def fits(self, pools: Sequence[NodePool], verdicts: Verdicts) -> PoolFits:
         """The pool verdicts per unit for `pools`: the last ones while the pools are equal."""
