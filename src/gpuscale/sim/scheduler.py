@@ -99,6 +99,9 @@ class SimScheduler:
         self._free = self._alloc.copy()
         self._free_pods = np.zeros(0, dtype=np.int64)
         self._static: dict[SchedulingConstraints, BoolArray] = {}
+        self._filtered: dict[str, Node] = {}
+        """Per row (by node name): the node its row of the filter masks and soft-taint counts was computed from. A
+        relabel that leaves everything the filters read as it was there redoes the soft-taint counts only."""
         self._soft: dict[tuple[Toleration, ...], IntArray] = {}
         """Per toleration set: each row's `PreferNoSchedule` taints it does not tolerate (TaintToleration's score)."""
         self._requests: dict[Resources, _Request] = {}
@@ -115,8 +118,15 @@ class SimScheduler:
         self._fit_cols = (self._gpu_cols if scoring is Scoring.GPU_BINPACK and self._gpu_cols
                           else [self._col[c] for c in (CPU, MEMORY) if c in self._col])
         """The columns NodeResourcesFit's score averages: GPUs for gpu-binpack, else CPU and memory."""
+        self._fit_alloc: list[IntArray] = [np.zeros(0, dtype=np.int64) for _ in self._fit_cols]
+        """The allocatable of the columns NodeResourcesFit reads (`_fit_cols`), one contiguous array per column, kept
+        with `_alloc`'s rows."""
+        self._fit_zero_rows = 0
+        """Rows with no allocatable in one of those columns (while none has, the fit scores divide without a mask)."""
         self._devices: GpuDevices | None = None
         self._all_devices = GpuDevices.of([])
+        self._deviceless: BoolArray = np.zeros(0, dtype=bool)
+        """The rows without devices (`_all_devices.count == 0`), kept with it."""
         self._kinds = RequestKinds()
         self._gpu_placement = gpu_placement
         self._workload: Counter[ClassKey] = Counter()
@@ -251,7 +261,10 @@ class SimScheduler:
         self._room_changed(node.name)
         row = self._row.get(node.name)
         if not self._stale and row is not None:
-            self._redo_filters(row, node)
+            if _filters_alike(self._filtered[node.name], node):  # mostly a `PreferNoSchedule` mark set or cleared
+                self._redo_soft(row, node)
+            else:
+                self._redo_filters(row, node)
         self._failing_despite(node.name)
         self.request_pass()
 
@@ -377,9 +390,9 @@ class SimScheduler:
         self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
         self._free_pods = np.zeros(0, dtype=np.int64)
-        self._all_devices = GpuDevices.of([])
-        self._devices = None
-        self._static, self._soft = {}, {}
+        self._set_devices(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64))
+        self._fit_alloc, self._fit_zero_rows = [np.zeros(0, dtype=np.int64) for _ in self._fit_cols], 0
+        self._static, self._soft, self._filtered = {}, {}, {}
         for node in sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting),
                            key=lambda n: n.name):
             self._insert_row(len(self._names), node)
@@ -420,6 +433,9 @@ class SimScheduler:
         self._names.insert(row, node.name)
         self._row.update(zip(self._names[row:], range(row, len(self._names)), strict=True))
         self._alloc = _inserted(self._alloc, row, alloc)
+        self._fit_alloc = [_inserted(column, row, alloc[col]) for column, col in zip(self._fit_alloc, self._fit_cols,
+                                                                                     strict=True)]
+        self._fit_zero_rows += self._fit_zero(alloc)
         self._free = _inserted(self._free, row, free)
         self._free_pods = _inserted(self._free_pods, row, free_pods)
         old = self._all_devices
@@ -429,6 +445,7 @@ class SimScheduler:
         new_free = np.zeros(width, dtype=np.int64)
         new_free[:devices.free.shape[1]] = devices.free[0]
         self._set_devices(_inserted(old.count, row, devices.count[0]), _inserted(old_free, row, new_free))
+        self._filtered[node.name] = node
         for constraints, mask in self._static.items():
             self._static[constraints] = _inserted(mask, row, not static_failures(constraints, node))
         for tolerations, soft in self._soft.items():
@@ -437,6 +454,9 @@ class SimScheduler:
     def _replace_row(self, row: int, node: Node) -> None:
         """Redo one row in place: what deleting and inserting it again would give, without moving every row."""
         alloc, free, free_pods, devices = self._node_row(node)
+        self._fit_zero_rows += self._fit_zero(alloc) - self._fit_zero(self._alloc[row])
+        for column, col in zip(self._fit_alloc, self._fit_cols, strict=True):
+            column[row] = alloc[col]
         self._alloc[row], self._free[row], self._free_pods[row] = alloc, free, free_pods
         count = self._all_devices.count.copy()
         count[row] = devices.count[0]
@@ -450,9 +470,12 @@ class SimScheduler:
 
     def _delete_row(self, row: int) -> None:
         self._inexact.discard(self._names[row])
+        del self._filtered[self._names[row]]
         del self._row[self._names.pop(row)]
         self._row.update(zip(self._names[row:], range(row, len(self._names)), strict=True))
+        self._fit_zero_rows -= self._fit_zero(self._alloc[row])
         self._alloc = _deleted(self._alloc, row)
+        self._fit_alloc = [_deleted(column, row) for column in self._fit_alloc]
         self._free = _deleted(self._free, row)
         self._free_pods = _deleted(self._free_pods, row)
         count = _deleted(self._all_devices.count, row)
@@ -466,6 +489,11 @@ class SimScheduler:
         """One row of the cached filter masks and soft-taint counts, after the node's taints or labels changed."""
         for constraints, mask in self._static.items():
             mask[row] = not static_failures(constraints, node)
+        self._redo_soft(row, node)
+
+    def _redo_soft(self, row: int, node: Node) -> None:
+        """One row of the soft-taint counts (the filter masks already hold `node`'s verdicts)."""
+        self._filtered[node.name] = node
         for tolerations, soft in self._soft.items():
             soft[row] = soft_taint_count(node.taints, tolerations)
 
@@ -473,6 +501,7 @@ class SimScheduler:
         """Per-device state of every row, as wide as the node with most devices (`GpuDevices.of`); kept as None
         while no node has devices, so device checks are skipped."""
         self._all_devices = GpuDevices(count, free)
+        self._deviceless = count == 0
         self._devices = self._all_devices if self._all_devices else None
 
     def _static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
@@ -592,9 +621,14 @@ class SimScheduler:
             mask &= free[:, col] >= amount
         devices = devices or self._devices
         if devices is not None and (need := request.need) is not None:
-            fit = mask.nonzero()[0]
-            if len(fit):
-                mask[fit] = devices.fits(need, fit)
+            if need.count == 1 and devices.free.shape[1] == 1:  # one device per row (the twin's T4 nodes)
+                # `fits` on every row at once (no gather of the rows left): the device has the milli, or no device
+                deviceless = self._deviceless if devices.count is self._all_devices.count else devices.count == 0
+                mask &= (devices.free[:, 0] >= need.milli) | deviceless
+            else:
+                fit = mask.nonzero()[0]
+                if len(fit):
+                    mask[fit] = devices.fits(need, fit)
         return mask
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
@@ -670,17 +704,34 @@ class SimScheduler:
 
     def _fit_scores(self, pod: Pod, candidates: IntArray, free: IntArray) -> npt.NDArray[np.float64]:
         """NodeResourcesFit's score, 0–100: the mean share of CPU and memory left free (least-allocated) or used
-        (most-allocated), or of GPUs used (gpu-binpack)."""
+        (most-allocated), or of GPUs used (gpu-binpack).
+
+        With two columns (the usual), each column is gathered on its own from the kept allocatable columns
+        (`_fit_alloc`), without a mask while no row has a zero there: no (candidates × every column) copies, the
+        same floats (int64 true division in float64)."""
         vec = self._request(pod.requests).vec
         assert vec is not None
         cols = self._fit_cols
-        alloc = self._alloc[candidates][:, cols]
-        after = free[candidates][:, cols] - vec[cols]
-        # after / alloc where alloc > 0, else 0.0 (true division of int64 in float64, as after casting both)
-        share_free = np.divide(after, alloc, out=np.zeros(alloc.shape), where=alloc > 0)
-        score: npt.NDArray[np.float64] = (
-            (share_free[:, 0] + share_free[:, 1]) / 2.0 if len(cols) == 2 else share_free.mean(axis=1))  # = mean
-        return 100.0 * (score if self._scoring is Scoring.LEAST_ALLOCATED else 1.0 - score)
+        if len(cols) == 2:
+            (first, second), positive = self._fit_alloc, not self._fit_zero_rows
+            (one, other), rows = cols, free[candidates]
+            after, alloc = rows[:, one] - vec[one], first[candidates]
+            share = after / alloc if positive else np.divide(after, alloc, out=np.zeros(len(alloc)), where=alloc > 0)
+            after, alloc = rows[:, other] - vec[other], second[candidates]
+            share = share + (after / alloc if positive
+                             else np.divide(after, alloc, out=np.zeros(len(alloc)), where=alloc > 0))
+            mean: npt.NDArray[np.float64] = share / 2.0
+        else:
+            alloc_all = self._alloc[candidates][:, cols]
+            after_all = free[candidates][:, cols] - vec[cols]
+            # after / alloc where alloc > 0, else 0.0 (true division of int64 in float64, as after casting both)
+            share_free = np.divide(after_all, alloc_all, out=np.zeros(alloc_all.shape), where=alloc_all > 0)
+            mean = share_free.mean(axis=1)
+        return 100.0 * (mean if self._scoring is Scoring.LEAST_ALLOCATED else 1.0 - mean)
+
+    def _fit_zero(self, alloc: IntArray) -> int:
+        """1 if a row of allocatable `alloc` has none of a column NodeResourcesFit reads, else 0."""
+        return int(any(alloc[col] <= 0 for col in self._fit_cols))
 
     def _place(self, pod: Pod) -> bool:
         mask = self._feasible(pod, self._free, self._free_pods)
@@ -815,6 +866,15 @@ def _inserted(a: npt.NDArray[_T], row: int, value: object) -> npt.NDArray[_T]:
 def _deleted(a: npt.NDArray[_T], row: int) -> npt.NDArray[_T]:
     """`np.delete(a, row, axis=0)` (a new array) as one concatenation."""
     return np.concatenate((a[:row], a[row + 1:]))
+
+
+def _filters_alike(before: Node, after: Node) -> bool:
+    """Whether every filter of `engine.scheduling.static_failures` judges `after` as `before`: the same name, cordon,
+    labels and taints that block scheduling (in order; `PreferNoSchedule` taints only score)."""
+    return (before.name == after.name and before.unschedulable == after.unschedulable
+            and (before.labels is after.labels or before.labels == after.labels)
+            and [t for t in before.taints if t.blocks_scheduling()] == [t for t in after.taints
+                                                                        if t.blocks_scheduling()])
 
 
 def _as_annotated(devices: GpuDevices, needs: Sequence[GpuNeed], pods: Sequence[Pod]) -> bool:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.placement import ClusterState, FragTable, TypicalClass, node_frag, typical_classes
-from gpuscale.engine.placement.frag import _FRAG_BUCKETS, _sum_by_category
+from gpuscale.engine.placement.frag import _FRAG_BUCKETS, _SKIPPED, _sum_by_category, _summed
 from gpuscale.sim.openb import bundled, read_nodes, read_pods
 from gpuscale.sim.pack import node_spec, pod_shape
 from tests.engine.placement.helpers import pod
@@ -136,3 +136,28 @@ def test_sum_by_category_adds_in_gos_order(classes: int, states: int, seed: int)
     got = _sum_by_category(column, terms)
     assert got.dtype == np.float64
     assert got.tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 40), st.integers(0, 5), st.integers(0, 2**32 - 1))
+def test_summed_past_the_categories_leaves_the_skipped_terms_out(classes: int, states: int, seed: int) -> None:
+    """The one-device F books the terms of classes that fit entirely (0 in Go's sum, any value here) to a bin past the
+    categories: the sums equal Go's order over the other terms alone, with the skipped terms wherever they fall."""
+    rng = np.random.default_rng(seed)
+    terms = rng.random((states, classes)) * 10.0 ** rng.integers(-6, 7, (states, classes))
+    column = rng.integers(0, _SKIPPED + 1, (states, classes))
+    expected = []
+    for s in range(states):
+        data = [0.0] * len(_FRAG_BUCKETS)
+        for c in range(classes):
+            if column[s, c] != _SKIPPED:
+                data[column[s, c]] += float(terms[s, c])
+        out = 0.0
+        for value in data:
+            out += value
+        expected.append(out)
+    got = _summed(column, terms, _SKIPPED + 1)
+    assert got.dtype == np.float64
+    assert got.tolist() == expected
+    kept = np.where(column == _SKIPPED, 0.0, terms)  # as Go adds them: a 0 into a category
+    assert _sum_by_category(np.where(column == _SKIPPED, 1, column), kept).tolist() == expected

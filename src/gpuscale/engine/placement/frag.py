@@ -52,6 +52,10 @@ _CASE_USABLE = np.array([case == 0b1111 for case in range(16)], dtype=np.bool_)
 """Cases where the class fits entirely (Q3): only devices too small for it count, not all idle milli."""
 _CASE_COLUMN = np.array([_FRAG_BUCKETS.index(_case_category(case)) for case in range(16)], dtype=np.int64)
 """Each case's category as a position in `_FRAG_BUCKETS`."""
+_SKIPPED = len(_FRAG_BUCKETS)
+_CASE_COLUMN_ONE = np.where(_CASE_USABLE, _SKIPPED, _CASE_COLUMN)
+"""`_CASE_COLUMN` for one-device states: a class that fits entirely adds nothing there (its device is no sliver for
+it), so its term goes to a bin past the categories (`_SKIPPED`) that no state sums, instead of a 0 into Q2."""
 
 
 def _sum_by_category(column: IntArray, terms: FloatArray) -> FloatArray:
@@ -61,31 +65,42 @@ def _sum_by_category(column: IntArray, terms: FloatArray) -> FloatArray:
     `bincount` adds its weights one after the other in input order into zeroed bins: bin 6·state + category gets
     that state's terms of the category in class order (row-major input), then bin `state` gets its six categories
     in order. A category no class lands in stays +0.0, and adding +0.0 changes no partial sum (terms are ≥ 0)."""
+    return _summed(column, terms, len(_FRAG_BUCKETS))
+
+
+def _summed(column: IntArray, terms: FloatArray, width: int) -> FloatArray:
+    """`_sum_by_category` with `width` bins per state: the categories, then (width 7) the `_SKIPPED` bin, which is
+    booked to no state. Leaving out a term that is +0.0 changes no sum: adding +0.0 to a partial sum that is not
+    −0.0 (none is: the terms are finite and never −0.0) leaves it as it was."""
     states = len(column)
     if not states:
         return np.zeros(0, dtype=np.float64)
-    first, of_bin = _bins(states)
-    per_category = np.bincount((column + first).ravel(), terms.ravel(), minlength=len(_FRAG_BUCKETS) * states)
-    out: FloatArray = np.bincount(of_bin, per_category, minlength=states)  # type: ignore[assignment]
-    return out
+    first, of_bin = _bins(states, width)
+    per_category = np.bincount((column + first).ravel(), terms.ravel(), minlength=width * states)
+    if width == len(_FRAG_BUCKETS):
+        out: FloatArray = np.bincount(of_bin, per_category, minlength=states)  # type: ignore[assignment]
+        return out
+    skipped: FloatArray = np.bincount(of_bin, per_category, minlength=states + 1)[:states]  # type: ignore[assignment]
+    return skipped
 
 
-_BINS: dict[int, tuple[IntArray, IntArray]] = {}
+_BINS: dict[tuple[int, int], tuple[IntArray, IntArray]] = {}
 
 
-def _bins(states: int) -> tuple[IntArray, IntArray]:
-    """For `states` states: each one's first bin (6·state, states × 1) and the state of each of the 6·states bins
-    (read-only, kept per count)."""
-    known = _BINS.get(states)
+def _bins(states: int, width: int = len(_FRAG_BUCKETS)) -> tuple[IntArray, IntArray]:
+    """For `states` states and `width` bins each: each state's first bin (width·state, states × 1) and the state of
+    each of the width·states bins, `states` (no state) for a bin past the categories (read-only, kept per count)."""
+    known = _BINS.get((states, width))
     if known is None:
         if len(_BINS) >= 1024:
             _BINS.clear()
-        width = len(_FRAG_BUCKETS)
         first = (width * np.arange(states, dtype=np.int64))[:, None]
         of_bin = np.repeat(np.arange(states, dtype=np.int64), width)
+        if width > len(_FRAG_BUCKETS):
+            of_bin[len(_FRAG_BUCKETS)::width] = states
         first.setflags(write=False)
         of_bin.setflags(write=False)
-        known = _BINS[states] = (first, of_bin)
+        known = _BINS[states, width] = (first, of_bin)
     return known
 
 
@@ -283,8 +298,8 @@ class FragTable:
         g = gpu_free[:, None]
         case = np.add(g >= self._one_fit, bits, dtype=np.uint8)
         case += (cpu_free[:, None] >= self.cpu).view(np.uint8) << 1
-        terms = np.where(_CASE_USABLE.take(case), 0, g) * self.weight
-        return _sum_by_category(_CASE_COLUMN.take(case), terms)
+        # every term is the idle milli weighed; those of classes that fit entirely land in the bin no state sums
+        return _summed(_CASE_COLUMN_ONE.take(case), g * self.weight, _SKIPPED + 1)
 
     def frag_of_nodes(self, cpu_free: IntArray, gpu_free: IntArray, model: IntArray) -> FloatArray:
         """F of actual node states: free CPU (S), free device milli (S × devices), model index (S)."""
