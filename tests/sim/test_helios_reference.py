@@ -1,6 +1,7 @@
 """`openb_helios_jobs` reads plain Python values in its per-job loop and makes each drawn openb pod's requests and
 constraints once; the jobs must be exactly those of the loop written with NumPy scalars and a fresh `_job` per draw
-(restated here as the reference), for every window, seed, duration mode, cancel limit, team mix and GPU model."""
+(restated here as the reference), for every window, seed, duration mode, cancel limit, team mix and GPU model; and
+equal requests or constraints must be one object."""
 
 from __future__ import annotations
 
@@ -102,3 +103,6 @@ def test_a_day_equals_the_numpy_scalar_loop(gpu_model: str) -> None:
     got = openb_helios_jobs(np.random.default_rng(3), _pods(), bundled_curve(), **kwargs)  # type: ignore[arg-type]
     assert got == _reference(np.random.default_rng(3), _pods(), **kwargs)  # type: ignore[arg-type]
     assert len(got) > 300 and len({j.requests for j in got}) > 10
+    # one object per distinct requests and constraints value (the caches keyed by them find the object they hold)
+    assert len({id(j.requests) for j in got}) == len({j.requests for j in got})
+    assert len({id(j.constraints) for j in got}) == len({j.constraints for j in got})
