@@ -3,7 +3,11 @@ policies compared on one scenario meet the same luck for the same node and the s
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuscale.sim.cloud import CloudPool, SimCloud
 from gpuscale.sim.cluster import SimCluster
@@ -44,3 +48,19 @@ def test_the_kth_node_of_a_pool_boots_alike_whatever_else_was_ordered() -> None:
     alone = timelines(0)
     assert len(alone) == 4
     assert timelines(3) == alone
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), median=st.floats(0.01, 1e4), p90_over=st.sampled_from([1.0, 1.5, 4.0, 40.0]),
+       floor=st.sampled_from([0.0, 1.0, 50.0]), cap=st.sampled_from([math.inf, 100.0, 5.0]),
+       key=st.tuples(st.sampled_from(["start", "pull", "step"]), st.text(max_size=8), st.integers(0, 10**6)))
+def test_keyed_lognormal_is_the_distribution_at_the_keyed_normal(seed: int, median: float, p90_over: float,
+                                                                 floor: float, cap: float,
+                                                                 key: tuple[str, str, int]) -> None:
+    """`Keyed.lognormal` writes the draw out; it must give `at(normal(*key))` (the median when sigma is 0) to the bit,
+    clipped the same way."""
+    keyed = Keyed(np.random.default_rng(seed))
+    dist = LogNormal.from_p90(median, median * p90_over, floor=floor, cap=cap)
+    want = dist.at(keyed.normal(*key) if dist.sigma else 0.0)
+    assert keyed.lognormal(dist, *key) == want
+    assert keyed.lognormal(dist, *key[:2]) == dist.at(keyed.normal(*key[:2]) if dist.sigma else 0.0)
