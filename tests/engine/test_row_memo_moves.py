@@ -89,7 +89,7 @@ def test_a_table_built_with_the_moves_equals_one_built_without(ops: list[tuple[s
         elif op == "swap" and nodes:  # one goes, another comes at the same row
             nodes[i] = node(f"{nodes[i].name}s", b)
         nodes.sort(key=lambda n: n.name)
-        moves = honest(last, nodes, flag)
+        moves = honest(last, nodes, flag) if world % 3 else None  # now and then no word: the full path between
         edits = (world - 1, world, None)
         check(nodes, pods, build(nodes, pods, told, edits, moves), build(nodes, pods, untold))
         last = list(nodes)
