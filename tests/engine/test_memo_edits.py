@@ -10,6 +10,7 @@ carried facts."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -41,6 +42,9 @@ def node(name: str, pool: str, state: int) -> Node:
                 deleting=state == 3)
 
 
+TEMPLATES = [POOLS["gpu"].template("upcoming-1"), POOLS["cpu"].template("upcoming-2")]
+
+
 def view(rows: NodeRows) -> tuple[object, ...]:
     return (rows.position, rows.names, rows.nodes, rows.capacity, rows.row_pool, rows.upcoming, rows.group_keys,
             rows.gpus, rows.upcoming_rows.tolist(), rows.gpu_rows.tolist(), rows.pool_keys,
@@ -63,6 +67,7 @@ def test_facts_and_rows_carried_through_node_edits_equal_fresh_ones(ops: list[tu
     handed: list[dict[str, str]] = []  # the mapping handed out until an answer changes (none yet: make one)
     expired: frozenset[str] = frozenset()
     memo = DecideMemo()
+    world: list[Node] = []  # the last world's rows (node rows, then templates)
 
     def decide() -> None:
         if shuffle.random() < 0.3:  # a kube provider: a fresh mapping each time, equal or not
@@ -85,6 +90,25 @@ def test_facts_and_rows_carried_through_node_edits_equal_fresh_ones(ops: list[tu
         assert starting is None or starting == [f for f in fresh.values() if f.phase in STARTING]
         rows = memo.node_rows(ordered, POOLS, facts, expired, arranged.generation)
         assert view(rows) == view(node_rows_of(ordered, POOLS, fresh, expired))
+        pick = shuffle.random()  # upcoming nodes: kept, made again under the same names, or others
+        templates = (TEMPLATES[:shuffle.randrange(3)] if pick < 0.4 else list(world)[len(rows.nodes):] if pick < 0.7
+                     else [replace(t, labels=dict(t.labels)) for t in TEMPLATES[:shuffle.randrange(3)]])
+        edits = memo.world_edits(templates)
+        now = [*rows.nodes, *templates]
+        moves = memo.world_moves
+        if edits[2] is None and moves is not None:  # rows came or went: where, as `RowMoves` says
+            out, into, named = moves
+            kept = [n for j, n in enumerate(world) if j not in set(out)]
+            assert sorted(set(out)) == out and sorted(set(into)) == into and len(kept) + len(into) == len(now)
+            assert all(0 <= i < len(now) and i not in into for i in named)
+            at = 0
+            for i, n in enumerate(now):
+                if i in into:
+                    continue
+                assert n.name == kept[at].name
+                assert i in named or n is kept[at]
+                at += 1
+        world[:] = now
 
     for op, i, state, pool in ops:
         names = sorted(nodes)

@@ -138,10 +138,11 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
               else totals_of([*base.counted, *((pool, 1) for pool in extra)]))
     pods = pods or cluster.index()
     pending_names = memo.pending_names(pods.pending) if memo is not None else request_names(pods.pending)
+    edits = memo.world_edits(templates) if memo is not None else None
     table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=pods.pod_affinity,
                             placement=gpu_placement, workload=pods.pending, group_keys=group_keys,
                             by_node=pods.by_node, memo=memo.rows if memo is not None else None, moved=moved,
-                            names=names, node_edits=memo.world_edits(templates) if memo is not None else None)
+                            names=names, node_edits=edits, row_moves=memo.world_moves if memo is not None else None)
     return _World(table=table, rows=tuple(nodes), row_pool=row_pool, upcoming_rows=upcoming, totals=totals,
                   free_pods_before=table.free_pods.copy(), gpu_capacity=gpus)
 

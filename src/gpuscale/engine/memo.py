@@ -31,7 +31,7 @@ from gpuscale.engine.limits import Totals, totals_of
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
 from gpuscale.engine.scaleup import ScaleUpMemo, Verdicts
-from gpuscale.engine.table import GroupKey, RowMemo, node_group_key, node_group_key_again
+from gpuscale.engine.table import GroupKey, RowMemo, RowMoves, node_group_key, node_group_key_again
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
@@ -159,13 +159,14 @@ def node_rows_of(nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Ma
 
 
 def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts], changed: frozenset[str],
-             gone: frozenset[str]) -> tuple[NodeRows, list[int] | None]:
+             gone: frozenset[str]) -> tuple[NodeRows, list[int] | None, RowMoves | None]:
     """`last` with the rows of the nodes `changed` (derived again, or new) redone from `facts` and those of the nodes
     `gone` taken out; every other node's facts are those `last` was made from. A node that gains its row is put in by
     name: the facts hold the nodes of an arrangement, in name order. `last`'s lists and arrays are patched in place
     (no copy of every row per decision): the memo holds them alone (`build_world` copies what it hands on) and drops
     `last` for the result. Also: the rows redone in place when no row was put in or taken out (every other row's
-    node is the very same object as in `last`), else None."""
+    node is the very same object as in `last`), else None; and then where rows were taken out and put in, with the
+    rows redone in place (`engine.table.RowMoves`; None: no row was, or two rows share a name)."""
     rows = NodeRows(facts=facts, expired=last.expired, position=last.position, names=last.names, nodes=last.nodes,
                     capacity=last.capacity, row_pool=last.row_pool, upcoming=last.upcoming,
                     group_keys=last.group_keys, gpus=last.gpus, upcoming_rows=last.upcoming_rows,
@@ -191,7 +192,8 @@ def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, 
         if has:
             into.append(after)
     if not out and not into:
-        return rows, redone
+        return rows, redone, None
+    redone_names = [rows.names[i] for i in redone]
     for i in sorted(out, reverse=True):
         for column in columns:
             del column[i]
@@ -202,9 +204,24 @@ def _patched(last: NodeRows, pools: Mapping[str, NodePool], facts: Mapping[str, 
                                            _pool_key(fact)), strict=True):
             column.insert(at, value)
     names = rows.names
-    return replace(rows, position=_positions(names), counted=_counted(rows.pool_keys, pools),
+    position = _positions(names)
+    moves: RowMoves | None = None
+    if len(position) == len(names):
+        moves = (sorted(out), sorted(position[f.node.name] for f in into), [position[n] for n in redone_names])
+    return replace(rows, position=position, counted=_counted(rows.pool_keys, pools),
                    upcoming_rows=np.array(rows.upcoming, dtype=bool),
-                   gpu_rows=np.array(rows.gpus, dtype=np.int64)), None
+                   gpu_rows=np.array(rows.gpus, dtype=np.int64)), None, moves
+
+
+def _world_moves(moves: RowMoves, known: int, templates: list[Node], last: list[Node]) -> RowMoves:
+    """`moves` of the node rows (`known` of them now) carried to a world, whose rows are these then one per
+    template: templates of the same names, row by row, keep their rows (named where not the very same object), else
+    every last template's row is taken out and every template's put in."""
+    out, into, redone = moves
+    before = known - len(into) + len(out)
+    if len(templates) == len(last) and all(t.name == s.name for t, s in zip(templates, last, strict=True)):
+        return out, into, [*redone, *compress(count(known), map(is_not, templates, last))]
+    return [*out, *range(before, before + len(last))], [*into, *range(known, known + len(templates))], redone
 
 
 def request_names(pods: Sequence[Pod]) -> set[str]:
@@ -223,9 +240,9 @@ class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
     __slots__ = ("_capacities", "_facts", "_facts_change", "_handed", "_keys", "_node_pools", "_node_rows", "_order",
-                 "_pending_names", "_pools", "_rows_edit", "_rows_generation", "_rows_told", "_seen", "_starting",
-                 "_templates", "_totals", "_unique", "_upcoming", "_verdicts", "_world", "_world_templates", "arrange",
-                 "rows", "scale_down", "scale_up")
+                 "_pending_names", "_pools", "_rows_edit", "_rows_generation", "_rows_moves", "_rows_told", "_seen",
+                 "_starting", "_templates", "_totals", "_unique", "_upcoming", "_verdicts", "_world", "_world_moves",
+                 "_world_templates", "arrange", "rows", "scale_down", "scale_up")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
@@ -262,6 +279,10 @@ class DecideMemo:
         self._rows_edit: list[int] | None = None
         """The rows of the last `node_rows` call whose node may not be the very object of the call before (None:
         rows came, went or were made afresh, or the call before was not told to a world)."""
+        self._rows_moves: RowMoves | None = None
+        """Where the last `node_rows` call took rows out and put them in (`_patched`; None: not known or none)."""
+        self._world_moves: RowMoves | None = None
+        """The last world's `RowMoves` (`world_moves`)."""
         self._rows_told = True
         """`_rows_edit` was handed to a world (`world_edits`), or there was none yet."""
         self._world = -1
@@ -410,13 +431,14 @@ class DecideMemo:
         last, change = self._node_rows, self._facts_change
         made_for, self._rows_generation = self._rows_generation, generation
         rows: NodeRows | None = None
-        told, self._rows_told, self._rows_edit = self._rows_told, False, None
+        told, self._rows_told, self._rows_edit, self._rows_moves = self._rows_told, False, None, None
         if last is not None and last.expired == expired:
             if last.facts is facts:
                 rows, self._rows_edit = last, [] if told else None
             elif change is not None and change[0] == generation >= 0 and made_for == generation - 1:
-                rows, edit = _patched(last, pools, facts, change[1], change[2])
+                rows, edit, moves = _patched(last, pools, facts, change[1], change[2])
                 self._rows_edit = edit if told else None
+                self._rows_moves = moves if told else None
         self._node_rows = rows = rows or node_rows_of(nodes, pools, facts, expired)
         return rows
 
@@ -426,13 +448,22 @@ class DecideMemo:
         not be the very object the last world's row held (None: not known, rows came or went). Scale-up's normalizer
         then looks at those rows only (`engine.scaleup.ScaleUpMemo`)."""
         edit, last, rows = None if self._rows_told else self._rows_edit, self._world_templates, self._node_rows
-        self._rows_told = True
+        moves = None if self._rows_told else self._rows_moves
+        self._rows_told, self._world_moves = True, None
         before, self._world, self._world_templates = self._world, next(_WORLDS), templates
+        if edit is None and moves is not None and rows is not None:
+            self._world_moves = _world_moves(moves, len(rows.nodes), templates, last)
         if edit is None or rows is None or len(templates) != len(last):
             return before, self._world, None
         known = len(rows.nodes)
         moved = compress(count(known), map(is_not, templates, last))  # the same number of templates
         return before, self._world, [*edit, *moved]
+
+    @property
+    def world_moves(self) -> RowMoves | None:
+        """Where rows came and went since the last world, for the one the last `world_edits` call numbered, when
+        it said None for its rows (rows came or went) and the node rows were patched (`_patched`); else None."""
+        return self._world_moves
 
     def verdicts(self) -> Verdicts:
         """Pool verdicts per pod shape (`engine.scaleup.verdict_of`) for the pools of the last `facts` call: pods that

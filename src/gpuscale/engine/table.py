@@ -52,6 +52,11 @@ NodeEdits = tuple[int, int, list[int] | None]
 """Said by a table's builder of its nodes (`engine.memo.DecideMemo.world_edits`): the number of the table before,
 this table's number, and the rows whose node may not be the very object the table before held at that row (None: not
 known, rows came or went); a reader holding the table before (by number) need look at those rows only."""
+RowMoves = tuple[list[int], list[int], list[int]]
+"""Said with `NodeEdits` whose rows are None when rows came or went (`engine.memo.DecideMemo.world_moves`): the rows
+of the table before taken out (ascending), the rows of this table put in (ascending), and the other rows of this table
+whose node may not be the very object the table before held at its row; every other row holds, in order, the very
+node of a row of the table before that was not taken out."""
 
 _NO_RANK = np.iinfo(np.int64).max
 """What `NodeTable.choose` ranks rows outside the mask at."""
@@ -227,7 +232,8 @@ class NodeTable:
               workload: Iterable[Pod] = (), group_keys: Sequence[GroupKey] | None = None,
               by_node: Mapping[str, Sequence[Pod]] | None = None, memo: RowMemo | None = None,
               moved: tuple[int, frozenset[str] | None] | None = None,
-              names: Sequence[str] | None = None, node_edits: NodeEdits | None = None) -> NodeTable:
+              names: Sequence[str] | None = None, node_edits: NodeEdits | None = None,
+              row_moves: RowMoves | None = None) -> NodeTable:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
@@ -235,7 +241,8 @@ class NodeTable:
         `placed` pods per node name, if the caller has them already; `memo` carries rows from one build to the next
         (same table, less work: see `RowMemo`), and `moved` says which nodes' entries in `by_node` may differ from
         the last build's (`engine.arrange.Arranged`: its generation and `moved`); `names[i]` is `nodes[i].name`, if
-        the caller has them already; `node_edits` is kept for the table's readers (`NodeTable.node_edits`)."""
+        the caller has them already; `node_edits` is kept for the table's readers (`NodeTable.node_edits`), and
+        `row_moves` (with it) tells the memo where rows came and went (`RowMoves`)."""
         if by_node is None or with_topology:
             placed = list(placed)
         if by_node is None:
@@ -246,7 +253,8 @@ class NodeTable:
             by_node = grouped
         table = (memo if memo is not None else RowMemo()).build(
             nodes, capacity, by_node, extra_names, placement, workload,
-            group_keys if group_keys is not None else [node_group_key(n) for n in nodes], moved, names, node_edits)
+            group_keys if group_keys is not None else [node_group_key(n) for n in nodes], moved, names, node_edits,
+            row_moves)
         if with_topology:
             table.topology = Topology(nodes, placed)
         return table
@@ -528,6 +536,46 @@ def _common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
     return low
 
 
+_Moves = tuple[IntArray, list[int]]
+"""Each row's row in the last build (-1: put in) and the rows kept whose node may differ (`RowMemo._moved`)."""
+
+
+def _regrouped(last_keys: Sequence[GroupKey], last_group_of: IntArray, last_groups: dict[GroupKey, int],
+               keys: Sequence[GroupKey], moves: _Moves,
+               ) -> tuple[list[int], list[list[int]], dict[GroupKey, int], IntArray]:
+    """The grouping of `keys` (`_add_to_groups` from row 0) from the last build's (`last_keys` grouped as
+    `last_group_of`, `last_groups`): each row kept stays in its last group, the rows put in and the named rows whose
+    key changed are looked up, then the groups are numbered again by first row, by NumPy rather than a pass in
+    Python. Also the groups as an array (the next call's `last_group_of`)."""
+    old_at, suspect = moves
+    group = last_group_of[np.maximum(old_at, 0)]
+    by_id = list(last_groups)  # numbered in insertion order
+    looked = np.flatnonzero(old_at < 0).tolist()
+    looked += [i for i in suspect if keys[i] != last_keys[old_at[i]]]
+    new: dict[GroupKey, int] = {}  # the last build's dict is shared: never changed
+    for i in looked:
+        key = keys[i]
+        g = last_groups.get(key)
+        if g is None:
+            g = new.setdefault(key, len(by_id))
+            if g == len(by_id):
+                by_id.append(key)
+        group[i] = g
+    rows = np.argsort(group, kind="stable")  # by group, each group's rows in order: its first row first
+    sizes = np.bincount(group, minlength=len(by_id))
+    used = np.flatnonzero(sizes)
+    starts = (np.cumsum(sizes) - sizes)[used]
+    firsts = rows[starts]
+    order = np.argsort(firsts)  # the groups numbered again by first row
+    number = np.empty(len(by_id), dtype=np.int64)
+    number[used[order]] = np.arange(len(used))
+    ordered = rows.tolist()
+    members = [ordered[start:start + size] for start, size in zip(starts[order].tolist(),
+                                                                   sizes[used[order]].tolist(), strict=True)]
+    group = number[group]
+    return group.tolist(), members, {keys[f]: g for g, f in enumerate(firsts[order].tolist())}, group
+
+
 class RowMemo:
     """The rows of the last table built, carried to the next build (`NodeTable.build(memo=...)`).
 
@@ -543,9 +591,9 @@ class RowMemo:
     """
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_column_of", "_columns", "_devices", "_free", "_free_pods",
-                 "_gpu_shapes", "_groups", "_kinds", "_loads", "_name_count", "_names", "_names_by_request",
-                 "_names_of", "_pending", "_position", "_recounted", "_rows", "_seen", "_shapes_version", "_tables",
-                 "_union_of", "_world")
+                 "_gpu_shapes", "_group_array", "_groups", "_kinds", "_loads", "_name_count", "_names",
+                 "_names_by_request", "_names_of", "_pending", "_position", "_recounted", "_rows", "_seen",
+                 "_shapes_version", "_tables", "_union_of", "_world")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -571,6 +619,8 @@ class RowMemo:
         entry below 1."""
         self._groups: tuple[list[GroupKey], list[int], list[list[int]], dict[SchedulingConstraints, BoolArray],
                             dict[GroupKey, int]] | None = None
+        self._group_array: tuple[list[int], IntArray] | None = None
+        """`_groups`' group of each row (the very list) as an array, when `_regrouped` made it."""
         self._kinds = RequestKinds()
         self._chooser: tuple[str, _Shared, int, Counter[PodShape]] | None = None
         """The last table's placement and shared part (its fragmentation chooser, once made, serves an equal
@@ -697,16 +747,19 @@ class RowMemo:
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],
               extra_names: Iterable[str], placement: str | None, workload: Iterable[Pod],
               group_keys: Sequence[GroupKey], moved: tuple[int, frozenset[str] | None] | None = None,
-              known_names: Sequence[str] | None = None, node_edits: NodeEdits | None = None) -> NodeTable:
+              known_names: Sequence[str] | None = None, node_edits: NodeEdits | None = None,
+              row_moves: RowMoves | None = None) -> NodeTable:
         """The table of `NodeTable.build` (which see), from the rows that changed since the last build. `node_edits`
         about the table this memo built last: only the rows it names are compared with the last build's (name,
-        capacity object, group key), not every row."""
+        capacity object, group key), not every row; when rows came or went, `row_moves` say where (`_moved`): the
+        rows kept follow the last build's by position, not by name, and their groups are kept."""
         last_world, self._world = self._world, node_edits[1] if node_edits is not None else -1
         kept = self._same_rows(node_edits, last_world, nodes, capacity, group_keys, known_names)
         offered, template, has_devices, same_capacity = self._capacity_of(capacity, kept)
         columns, changed = self._columns_of(by_node, offered, extra_names, moved)
         column_of = self._column_of if columns is self._columns else {n: i for i, n in enumerate(columns)}
         names: list[str]
+        moves: _Moves | None = None
         if kept is not None:
             names = kept
         else:
@@ -722,13 +775,16 @@ class RowMemo:
             if miss:
                 devices.free[miss] = template.free[miss]
         else:
-            index = {name: i for i, name in enumerate(names)}
+            index = dict(zip(names, range(len(names)), strict=True))  # in C: the last row of a name wins, as ever
             if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
                 self._rows, self._gpu_shapes = {}, Counter()
                 self._shapes_version += 1
             rows = self._rows
             gone = list(rows.keys() - index.keys())
-            miss, free, free_pods, devices = self._carry(names, capacity, index, changed, len(columns), template)
+            if rows and len(index) == len(nodes):
+                moves = self._moved(row_moves, node_edits, last_world, names, capacity, group_keys)
+            miss, free, free_pods, devices = self._carry(names, capacity, index, changed, len(columns), template,
+                                                         moves)
         names_of = self._names_of
         held_of = [known[0] if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
                    for i in miss]
@@ -754,7 +810,7 @@ class RowMemo:
             self._shapes_version += 1
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
-        group_of, members, group_index, masks = self._groups_of(group_keys, kept is not None)
+        group_of, members, group_index, masks = self._groups_of(group_keys, kept is not None, moves)
         shared = _Shared(list(nodes), index, columns, column_of, group_of, members, group_index, {}, {},
                          placement=placement, kinds=kinds, group_masks=masks, tables=self._tables,
                          node_edits=node_edits)
@@ -779,21 +835,57 @@ class RowMemo:
         return NodeTable(shared, free.copy(), free_pods.copy(), np.ones(len(nodes), dtype=bool), None,
                          devices.copy() if has_devices else None)
 
+    def _moved(self, row_moves: RowMoves | None, node_edits: NodeEdits | None, last_world: int, names: list[str],
+               capacity: Sequence[Resources], keys: Sequence[GroupKey]) -> _Moves | None:
+        """Each row's row in the last build (-1: put in) and the rows kept whose node may differ, when `row_moves`
+        (with `node_edits` about the table this memo built last) say where rows came and went and that adds up;
+        None (follow the rows by name) when not told or anything does not line up. The rows kept that are not named
+        hold the very node of their row last time, so its name, capacity object and group key; the named ones must
+        keep their names (a different name: not the node of that row)."""
+        last_names, groups = self._names, self._groups
+        if (row_moves is None or node_edits is None or node_edits[2] is not None or node_edits[0] != last_world
+                or last_world < 0 or last_names is None or groups is None):
+            return None
+        out, into, suspect = row_moves
+        n, m = len(names), len(last_names)
+        if (len(self._caps) != m or len(groups[0]) != m or m - len(out) + len(into) != n
+                or len(keys) != n or len(capacity) != n):
+            return None
+        gone, came = np.array(out, dtype=np.int64), np.array(into, dtype=np.int64)
+        if (len(out) and (gone[0] < 0 or gone[-1] >= m or np.any(gone[1:] <= gone[:-1]))) or (
+                len(into) and (came[0] < 0 or came[-1] >= n or np.any(came[1:] <= came[:-1]))):
+            return None
+        old_at = np.insert(np.delete(np.arange(m, dtype=np.int64), gone), came - np.arange(len(into)), -1)
+        for i in suspect:
+            if not 0 <= i < n or (j := int(old_at[i])) < 0 or names[i] != last_names[j]:
+                return None
+        return old_at, suspect
+
     def _carry(self, names: list[str], capacity: Sequence[Resources], index: dict[str, int], changed: list[str],
-               width: int, template: GpuDevices) -> tuple[list[int], IntArray, IntArray, GpuDevices]:
+               width: int, template: GpuDevices, moves: _Moves | None = None,
+               ) -> tuple[list[int], IntArray, IntArray, GpuDevices]:
         """Rows that moved or changed (nodes came or went): each row whose node had a row last time, with the very
         same capacity object and pods not `changed` since, is copied from there; the others are returned to compute.
-        Which rows those are is found by array operations, not a pass in Python (only `changed` is walked)."""
+        Which rows those are is found by array operations, not a pass in Python (only `changed` is walked), or, with
+        `moves` (`_moved`), read from them (only the rows they name are compared)."""
         n = len(names)
         free = np.empty((n, width), dtype=np.int64)
         free_pods = np.empty(n, dtype=np.int64)
         devices = template.copy()
         if not self._rows:  # nothing to carry (the first build, or the columns changed)
             return list(range(n)), free, free_pods, devices
-        old_at = np.fromiter(map(self._position.get, names, repeat(-1)), dtype=np.int64, count=n)
-        old_caps = np.fromiter(map(id, self._caps), dtype=np.int64, count=len(self._caps))
-        hit = old_at >= 0
-        hit &= old_caps[np.where(hit, old_at, 0)] == np.fromiter(map(id, capacity), dtype=np.int64, count=n)
+        if moves is not None:
+            old_at = moves[0]
+            hit = old_at >= 0
+            caps = self._caps
+            for row in moves[1]:
+                if capacity[row] is not caps[old_at[row]]:
+                    hit[row] = False
+        else:
+            old_at = np.fromiter(map(self._position.get, names, repeat(-1)), dtype=np.int64, count=n)
+            old_caps = np.fromiter(map(id, self._caps), dtype=np.int64, count=len(self._caps))
+            hit = old_at >= 0
+            hit &= old_caps[np.where(hit, old_at, 0)] == np.fromiter(map(id, capacity), dtype=np.int64, count=n)
         for name in changed:
             if (i := index.get(name)) is not None:
                 hit[i] = False
@@ -943,16 +1035,24 @@ class RowMemo:
         self._pending = (pods, counts)
         return counts
 
-    def _groups_of(self, keys: Sequence[GroupKey], same: bool = False,
+    def _groups_of(self, keys: Sequence[GroupKey], same: bool = False, moves: _Moves | None = None,
                    ) -> tuple[list[int], list[list[int]], dict[GroupKey, int], dict[SchedulingConstraints, BoolArray]]:
         """Rows grouped by node-group key (in first-seen order), each key's group, and the static masks decided per
         group so far (see `_Shared.group_masks`): kept while the keys are equal row by row (`same`: known to be;
-        bounded: cleared past `MASKS_KEPT`)."""
+        bounded: cleared past `MASKS_KEPT`); with `moves` (`_moved`), the rows kept keep their groups and only the
+        rows put in or named are looked up (`_regrouped`)."""
         cached = self._groups
         if cached is not None and (same or cached[0] == keys):
             if len(cached[3]) > MASKS_KEPT:
                 cached[3].clear()
             return cached[1], cached[2], cached[4], cached[3]
+        if cached is not None and moves is not None and len(keys):
+            held = self._group_array
+            last = held[1] if held is not None and held[0] is cached[1] else np.asarray(cached[1], dtype=np.int64)
+            carried = _regrouped(cached[0], last, cached[4], keys, moves)
+            self._groups, self._group_array = (list(keys), carried[0], carried[1], {}, carried[2]), (
+                carried[0], carried[3])
+            return carried[0], carried[1], carried[2], self._groups[3]
         # The rows before the first changed key keep their groups (numbered by first row, so those groups come
         # first): only the rows from there on are grouped again (upcoming nodes are the last rows).
         start = _common_prefix(cached[0], keys) if cached is not None else 0
