@@ -73,13 +73,4 @@ class Keyed:
         return _STANDARD.inv_cdf(self.uniform(*key))
 
     def lognormal(self, distribution: LogNormal, *key: object) -> float:
-        """`distribution.at(self.normal(*key))` (the median, clipped, when `sigma` is 0), written out: the twin draws
-        one per pod start, image pull and node start-up step, and the three calls cost more than the hash."""
-        sigma = distribution.sigma
-        if not sigma:
-            return distribution.at(0.0)
-        keyed = self._keyed.copy()
-        keyed.update(repr(key).encode())
-        z = _STANDARD.inv_cdf((int.from_bytes(keyed.digest(), "little") + 0.5) / 2.0**64)
-        value = distribution.median * math.exp(sigma * z)
-        return min(max(value, distribution.floor), distribution.cap)
+        return distribution.at(self.normal(*key) if distribution.sigma else 0.0)
