@@ -13,7 +13,7 @@ from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Simulation
 from gpuscale.sim.scheduler import SimScheduler
 from tests.builders import make_pod
-from tests.sim.test_scheduler_incremental import _AlwaysRetry, apply, node, placements
+from tests.sim.test_scheduler_incremental import apply, in_lockstep, node
 
 EDGE = {0: dict(cpu="16"), 1: dict(cpu="17"), 2: dict(cpu="1", gpus=3), 3: dict(cpu="16", gpus=1)}
 """Requests at the edge of the test nodes' allocatable (16 CPUs, 0–3 GPUs)."""
@@ -41,19 +41,7 @@ def step(sim: Simulation, cluster: SimCluster, i: int, op: str, n: int, k: int, 
 @example(WHOLE_NODE_AFTER_A_REMOVAL)
 def test_kinds_kept_failing_through_one_node_changes_place_as_a_full_retry(
         steps: list[tuple[str, int, int, bool]]) -> None:
-    runs = []
-    for kind in (SimScheduler, _AlwaysRetry):
-        sim, cluster = Simulation(), SimCluster()
-        runs.append((sim, cluster, kind(sim, cluster, ["cpu", "memory", "nvidia.com/gpu", "gpuscale.io/gpu-milli"],
-                                        gpu_placement="gpuscale")))
-        cluster.put_node(node("n0", 1, ready=True))
-    for i, (op, n, k, flag) in enumerate([("pod", 0, 3, False), ("edge", 0, 1, False), *steps], start=1):
-        for sim, cluster, _ in runs:
-            step(sim, cluster, i, op, n, k, flag)
-        assert placements(*runs[0][1:]) == placements(*runs[1][1:])
-    for sim, _, _ in runs:
-        sim.run(sim.now + 1)
-    assert placements(*runs[0][1:]) == placements(*runs[1][1:])
+    in_lockstep([("pod", 0, 3, False), ("edge", 0, 1, False), *steps], step)
 
 
 def test_a_removal_keeps_only_the_kinds_its_node_cannot_take_empty() -> None:

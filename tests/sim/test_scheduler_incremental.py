@@ -5,6 +5,7 @@ and go — and must hold exactly what a rebuild from the cluster would: any drif
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -206,14 +207,23 @@ def test_kinds_that_fit_nowhere_are_retried_exactly_when_a_full_retry_would_plac
         ops: list[tuple[str, int, int, bool]]) -> None:
     """A kind that fitted nowhere is re-checked only on nodes whose room or filters changed since; the binds,
     the devices picked, the Unschedulable marks and the attempts must equal those of retrying every node."""
+    in_lockstep([("pod", 0, 3, False), ("pod", 1, 3, True), *ops], apply)
+
+
+Step = Callable[[Simulation, SimCluster, int, str, int, int, bool], None]
+
+
+def in_lockstep(steps: list[tuple[str, int, int, bool]], step: Step) -> None:
+    """The same churn (`step` applied to each of `steps`) on a scheduler and on one that retries every node each time,
+    both starting from one empty Ready GPU node: their placements must agree after every step and at the end."""
     runs = []
     for kind in (SimScheduler, _AlwaysRetry):
         sim, cluster = Simulation(), SimCluster()
         runs.append((sim, cluster, kind(sim, cluster, COLUMNS, gpu_placement="gpuscale")))
         cluster.put_node(node("n0", 1, ready=True))
-    for i, (op, n, k, flag) in enumerate([("pod", 0, 3, False), ("pod", 1, 3, True), *ops], start=1):
+    for i, (op, n, k, flag) in enumerate(steps, start=1):
         for sim, cluster, _ in runs:
-            apply(sim, cluster, i, op, n, k, flag)
+            step(sim, cluster, i, op, n, k, flag)
         assert placements(*runs[0][1:]) == placements(*runs[1][1:])
     for sim, _, _ in runs:
         sim.run(sim.now + 1)
