@@ -945,20 +945,23 @@ class _Simulation:
         """Accept candidates with nothing to move (table rows `rows`) before any pod was placed: `try_remove` of
         each, at once."""
         assert self._work is None and not self.received
-        if rows:
-            self._disabled.extend(rows)
-            self._enabled = None
+        for row in rows:
+            self._disable(row)
+
+    def _disable(self, row: int) -> None:
+        """Row `row` is no destination from now on (its node is accepted as unneeded)."""
+        if self._work is None:
+            self._disabled.append(row)
+            self._enabled = None  # (empty candidates come first: made after them, if at all)
+        else:
+            self._work.disable(row)
 
     def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
         """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
         received = self.received.get(row) if row is not None else None
         if not candidate.drain.move and not received:  # nothing to move (most candidates): no fork, no sort
             if row is not None:
-                if self._work is None:
-                    self._disabled.append(row)
-                    self._enabled = None  # (empty candidates come first: made after them, if at all)
-                else:
-                    self._work.disable(row)
+                self._disable(row)
             return None
         pods = [*candidate.drain.move, *received] if received else list(candidate.drain.move)
         if len(pods) > 1:  # (one pod, often: no share to work out)
