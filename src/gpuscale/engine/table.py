@@ -44,7 +44,7 @@ from gpuscale.engine.scheduling import Topology, static_failures
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, PODS, Resources
-from gpuscale.model.taints import Taint
+from gpuscale.model.taints import blocking_taints
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -98,17 +98,14 @@ def node_group_key(node: Node) -> GroupKey:
     """PreferNoSchedule taints are left out: they never fail a filter (an unneeded node's deletion-candidate taint,
     which carries a time, would otherwise make every marked node a group of its own)."""
     labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL))
-    return GroupKey((labels, _blocking(node), node.unschedulable))
-
-
-def _blocking(node: Node) -> tuple[Taint, ...]:
-    return tuple(t for t in node.taints if t.blocks_scheduling())
+    return GroupKey((labels, blocking_taints(node.taints), node.unschedulable))
 
 
 def node_group_key_again(node: Node, last: Node, key: GroupKey) -> GroupKey:
     """`node_group_key(node)`, given `key`, that of `last` (the node before it changed): `key` itself while the node
     kept its labels (the very same mapping) and its key's taints and cordon, without sorting and hashing again."""
-    if node.labels is last.labels and node.unschedulable == key.value[2] and _blocking(node) == key.value[1]:
+    if (node.labels is last.labels and node.unschedulable == key.value[2]
+            and blocking_taints(node.taints) == key.value[1]):
         return key
     return node_group_key(node)
 

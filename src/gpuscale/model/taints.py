@@ -57,6 +57,11 @@ class Toleration:
         return self.operator is TolerationOperator.EXISTS or self.value == taint.value
 
 
+def blocking_taints(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
+    """The taints that can fail a filter (NoSchedule, NoExecute), in order; `PreferNoSchedule` ones only score."""
+    return tuple(t for t in taints if t.blocks_scheduling())
+
+
 def untolerated_taint(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> Taint | None:
     """The first taint that blocks scheduling and no toleration matches, as TaintToleration's Filter finds it."""
     for taint in taints:

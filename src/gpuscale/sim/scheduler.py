@@ -54,7 +54,7 @@ from gpuscale.engine.scheduling import static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
-from gpuscale.model.taints import Toleration, soft_taint_count
+from gpuscale.model.taints import Toleration, blocking_taints, soft_taint_count
 from gpuscale.sim.cluster import SimCluster, Termination
 from gpuscale.sim.core import Priority, Simulation, replaced
 
@@ -873,8 +873,7 @@ def _filters_alike(before: Node, after: Node) -> bool:
     labels and taints that block scheduling (in order; `PreferNoSchedule` taints only score)."""
     return (before.name == after.name and before.unschedulable == after.unschedulable
             and (before.labels is after.labels or before.labels == after.labels)
-            and [t for t in before.taints if t.blocks_scheduling()] == [t for t in after.taints
-                                                                        if t.blocks_scheduling()])
+            and blocking_taints(before.taints) == blocking_taints(after.taints))
 
 
 def _as_annotated(devices: GpuDevices, needs: Sequence[GpuNeed], pods: Sequence[Pod]) -> bool:
