@@ -75,6 +75,7 @@ def test_every_option_reaches_the_policy() -> None:
         scale_down_enabled=False, scale_down_utilization_threshold=0.6, scale_down_gpu_utilization_threshold=0.3,
         scale_down_unneeded_time="15m", scale_down_unready_time="30m", scale_down_delay_after_add="5m",
         scale_down_delay_after_delete="10s", scale_down_delay_after_failure="1m", max_empty_bulk_delete=5,
+        unremovable_node_recheck_timeout="2m",
         max_drain_parallelism=2, max_total_unready_percentage=30, ok_total_unready_count=5,
         skip_nodes_with_system_pods=False, skip_nodes_with_local_storage=False, protect_gpu_jobs=False,
         max_nodes_total=100, cores_total=2000, memory_total="8Ti", gpu_total={"nvidia-tesla-a100": 64},
@@ -95,6 +96,7 @@ def test_every_option_reaches_the_policy() -> None:
     assert (p.scale_down_unneeded_time_s, p.scale_down_unready_time_s) == (900, 1800)
     assert (p.scale_down_delay_after_add_s, p.scale_down_delay_after_delete_s,
             p.scale_down_delay_after_failure_s) == (300, 10, 60)
+    assert p.unremovable_node_recheck_timeout_s == 120
     assert (p.max_empty_bulk_delete, p.max_drain_parallelism) == (5, 2)
     assert (p.max_total_unready_percentage, p.ok_total_unready_count) == (30, 5)
     assert (p.skip_nodes_with_system_pods, p.skip_nodes_with_local_storage, p.protect_gpu_jobs) == (False,) * 3

@@ -192,11 +192,12 @@ Preset = Literal["gpuscale", "ca-defaults"]
 _PRESETS: Mapping[str, Mapping[str, Any]] = {
     "gpuscale": {},
     # Cluster Autoscaler's behaviour where ours differs on purpose: GPU-blind least-waste (#2215), a 30 s batching
-    # delay for GPU pods, running GPU Jobs evictable.
+    # delay for GPU pods, running GPU Jobs evictable, unremovable nodes left alone for 5 minutes.
     "ca-defaults": {"new_gpu_pod_delay_s": 30.0, "least_waste_counts_gpus": False, "protect_gpu_jobs": False,
                     "expanders": (ExpanderName.LEAST_WASTE,),
                     "scale_down_delay_after_add_scope": CooldownScope.CLUSTER,
-                    "scale_down_gpu_unneeded_time_s": None, "gpu_placement": None},
+                    "scale_down_gpu_unneeded_time_s": None, "gpu_placement": None,
+                    "unremovable_node_recheck_timeout_s": 300.0},
 }
 
 def preset_policy(name: str, limits: Limits | None = None, buffers: tuple[Buffer, ...] = ()) -> Policy:
@@ -229,6 +230,7 @@ _POLICY_NAMES: Mapping[str, str] = {
     "scale_down_delay_after_add_scope": "scale_down_delay_after_add_scope",
     "scale_down_delay_after_delete": "scale_down_delay_after_delete_s",
     "scale_down_delay_after_failure": "scale_down_delay_after_failure_s",
+    "unremovable_node_recheck_timeout": "unremovable_node_recheck_timeout_s",
     "max_empty_bulk_delete": "max_empty_bulk_delete",
     "max_drain_parallelism": "max_drain_parallelism",
     "max_total_unready_percentage": "max_total_unready_percentage",
@@ -281,6 +283,7 @@ class ConfigFile(_Strict):
     scale_down_delay_after_add_scope: CooldownScope | None = None
     scale_down_delay_after_delete: Duration | None = None
     scale_down_delay_after_failure: Duration | None = None
+    unremovable_node_recheck_timeout: Duration | None = None
     max_empty_bulk_delete: int | None = Field(default=None, ge=1)
     max_drain_parallelism: int | None = Field(default=None, ge=1)
     max_total_unready_percentage: float | None = Field(default=None, ge=0, le=100)

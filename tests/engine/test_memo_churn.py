@@ -34,14 +34,16 @@ NAMES = [f"n{i}" for i in range(6)]
 
 
 def assert_memo_decides_as_fresh(memo: DecideMemo, nodes: dict[str, Node], pods: dict[str, Pod],
-                                 shuffle: random.Random, policy: Policy, now: float) -> None:
-    """The decision on these nodes and pods (in a shuffled order) with the memo equals a fresh one."""
+                                 shuffle: random.Random, policy: Policy, now: float,
+                                 state: EngineState | None = None) -> EngineState:
+    """The decision on these nodes and pods (in a shuffled order) with the memo equals a fresh one; its state."""
     node_list, pod_list = list(nodes.values()), list(pods.values())
     shuffle.shuffle(node_list)
     shuffle.shuffle(pod_list)
     snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list)))
-    assert decide(snapshot, POOLS, EngineState(), policy, now, memo=memo) == \
-        decide(snapshot, POOLS, EngineState(), policy, now)
+    plan = decide(snapshot, POOLS, state or EngineState(), policy, now, memo=memo)
+    assert plan == decide(snapshot, POOLS, state or EngineState(), policy, now)
+    return plan.state
 
 
 def node(name: str, pool: int, state: int, now: float) -> Node:
@@ -73,15 +75,18 @@ steps = st.lists(st.tuples(st.sampled_from(["flip", "flip", "node", "drop", "pod
                  min_size=1, max_size=50)
 
 
-@pytest.mark.parametrize("limits", [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0}],
-                         ids=["default-limits", "short-limits"])
+@pytest.mark.parametrize("limits", [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0},
+                                    {"unremovable_node_recheck_timeout_s": 30.0}],
+                         ids=["default-limits", "short-limits", "recheck"])
 @settings(max_examples=150, deadline=None)
 @given(steps, st.integers(0, 2**16))
 def test_memoised_decisions_equal_fresh_ones_under_churn(limits: dict[str, float],
                                                          ops: list[tuple[str, int, int, int, int]],
                                                          seed: int) -> None:
     """With short limits, starting nodes (made 120 s before, Ready 100 s before) time out from the next decision on:
-    the memo's nodes still starting (`DecideMemo.starting`) must be the fresh ones, in order."""
+    the memo's nodes still starting (`DecideMemo.starting`) must be the fresh ones, in order. With a recheck timeout,
+    the nodes each plan's state remembers as unremovable are skipped at the next decisions (the state is threaded
+    through), which the memo's carried verdicts must follow."""
     shuffle = random.Random(seed)
     memo = DecideMemo()
     now = 1000.0
@@ -90,8 +95,11 @@ def test_memoised_decisions_equal_fresh_ones_under_churn(limits: dict[str, float
     policy = Policy(buffers=(Buffer(pool="gpu", free_gpus=1, free_gpus_ratio=0.5),),  # warm capacity reads GPUs
                     **limits)
 
+    threaded = EngineState()
+
     def check() -> None:
-        assert_memo_decides_as_fresh(memo, nodes, pods, shuffle, policy, now)
+        nonlocal threaded
+        threaded = assert_memo_decides_as_fresh(memo, nodes, pods, shuffle, policy, now, threaded)
 
     for op, i, state, kind, phase in ops:
         name = NAMES[i % len(NAMES)]

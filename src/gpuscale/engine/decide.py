@@ -265,6 +265,8 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
                        memo.facts_change if memo is not None else None)
     removals = down.removals
     blocked = list(down.blocked)
+    if down.unremovable is not state.unremovable:
+        state = replace(state, unremovable=down.unremovable)
     if policy.buffers:
         removals, kept = _respect_buffers(removals, up.table, world, busy, by_name, policy)
         blocked += kept

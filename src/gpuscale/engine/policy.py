@@ -105,6 +105,10 @@ class Policy:
     scale_down_delay_after_add_scope: CooldownScope = CooldownScope.POOL
     scale_down_delay_after_delete_s: float = 0.0
     scale_down_delay_after_failure_s: float = 180.0
+    unremovable_node_recheck_timeout_s: float = 0.0
+    """A node whose removal simulation failed is not looked at again for this long. CA waits 5 minutes (the
+    `ca-defaults` preset); 0 looks again at every decision, so a node freed a minute after its pods could not move
+    is not kept for the rest of the five (docs/config.md)."""
     max_empty_bulk_delete: int = 10
     max_drain_parallelism: int = 1
     max_total_unready_percentage: float = 45.0

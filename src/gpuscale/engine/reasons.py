@@ -40,6 +40,7 @@ class ReasonCode(StrEnum):
     LOCAL_STORAGE = "LocalStorage"
     TRAINING_JOB = "RunningGpuJob"
     NO_PLACE_TO_MOVE = "NoPlaceToMovePods"
+    RECENTLY_UNREMOVABLE = "RecentlyUnremovable"
     SCALE_DOWN_DISABLED = "ScaleDownDisabled"
     SCALE_DOWN_COOLDOWN = "ScaleDownCooldown"
     TOO_MANY_UNREADY = "TooManyUnreadyNodes"

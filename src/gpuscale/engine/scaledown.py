@@ -20,7 +20,11 @@ Steps, in this order:
    minus the requests of what runs there — plus any pending pods the caller expects to land, so their future home is
    not removed); not-Ready nodes are summed from their pods.
 3. **Drainability** (engine/drain.py) of candidates, each against the full PDB budget (as CA's unneeded check); a
-   node of no known pool or with a blocking pod is `blocked`.
+   node of no known pool or with a blocking pod is `blocked`. **Recheck timeout** (CA's
+   `--unremovable-node-recheck-timeout`, off in the `gpuscale` preset): a node whose removal failed here (a blocking
+   pod other than one that must run to completion) or in step 4 (no place for a pod) is remembered in the engine
+   state, and until `unremovable_node_recheck_timeout_s` has passed it is listed `RecentlyUnremovable` with that
+   failure's reason, without being judged or simulated.
 4. **Removal simulation, cumulative** (CA's unneeded-node search), candidates in removal order: empty first, then least
    utilization, fewer pods to move, node name. On a fork of the running what-if table: disable the node, place each
    pod that must move (largest dominant share first, then key) on the first feasible node in *name* order, preferring
@@ -79,7 +83,7 @@ from gpuscale.engine.nodes import NodePhase, phase
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, NodeVerdict, Removal
 from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
-from gpuscale.engine.state import EngineState
+from gpuscale.engine.state import EngineState, Unremovable
 from gpuscale.engine.table import NodeTable
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
@@ -102,6 +106,9 @@ class ScaleDownResult:
     """Unneeded nodes not removed now: not unneeded long enough, cooldown, or no parallelism slot (by node name)."""
     mark_unneeded: Mapping[str, float] = field(default_factory=dict)
     clear_unneeded: tuple[str, ...] = ()
+    unremovable: Mapping[str, Unremovable] = field(default_factory=dict)
+    """The engine state's recently unremovable nodes after this decision: those whose recheck timeout still runs and
+    those whose removal simulation failed now."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -833,13 +840,20 @@ class _Judgements:
 
 def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
                    policy: Policy, now: float, budget: PdbBudget, judgements: _Judgements,
-                   moved: tuple[int, frozenset[str] | None] | None,
+                   moved: tuple[int, frozenset[str] | None] | None, recent: Mapping[str, Unremovable],
                    ) -> tuple[list[tuple[_Candidate, int | None]], list[NodeVerdict]]:
     """Drainable candidates (strictly below threshold, known pool) with their table rows, and the underutilized nodes
-    that cannot go."""
+    that cannot go — the `recent`ly unremovable ones without being judged again."""
     at = _evaluated(nodes, policy, now)
     utilization, threshold, ratios, gpu_node = _utilizations(nodes, at, rows.take(at), table, pods_by_node, policy)
     below = np.flatnonzero(utilization < threshold)
+    resting: list[NodeVerdict] = []
+    if recent:
+        names = nodes.names[at[below]].tolist()
+        rest = [i for i, name in enumerate(names) if name in recent]
+        if rest:
+            resting = [_resting(names[i], recent[names[i]], now) for i in rest]
+            below = np.delete(below, rest)
     numbers = np.empty((len(below), 6))  # `_Numbers` row by row, of the underutilized nodes only
     numbers[:, 0], numbers[:, 1], numbers[:, 2:5] = utilization[below], threshold[below], ratios[below]
     numbers[:, 5] = gpu_node[below]
@@ -849,7 +863,29 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
                   for verdict, row in zip(verdicts, rows.take(positions).tolist(), strict=True)
                   if verdict.__class__ is _Candidate]
     blocked = [verdict for verdict in verdicts if verdict.__class__ is NodeVerdict]
-    return candidates, blocked
+    return candidates, blocked + resting
+
+
+def _resting(name: str, entry: Unremovable, now: float) -> NodeVerdict:
+    """The verdict of a node whose removal failed less than the recheck timeout ago: that, and the failure's reason."""
+    return NodeVerdict(node=name, reasons=(Reason(
+        ReasonCode.RECENTLY_UNREMOVABLE, f"node {name}: removal failed {now - entry.failed_s:g}s ago, checked again "
+                                         f"in {entry.until_s - now:g}s", {"recheck_in_s": entry.until_s - now}),
+        entry.reason))
+
+
+_NOT_RECHECKED = frozenset({ReasonCode.UNKNOWN_POOL, ReasonCode.ON_COMPLETION})
+"""Blocking reasons that are no failed removal simulation, so the node is judged again at the next decision: no pool
+(CA does not consider such a node at all) and a pod that must run to completion (CA finds it only once the node is
+unneeded, and re-checks it every loop)."""
+
+
+def _recent(state: EngineState, nodes: NodeSet, policy: Policy, now: float) -> dict[str, Unremovable]:
+    """The state's unremovable nodes whose recheck timeout still runs, of those still in the cluster."""
+    if not state.unremovable or policy.unremovable_node_recheck_timeout_s <= 0:
+        return {}
+    live = nodes.live()
+    return {name: entry for name, entry in state.unremovable.items() if now < entry.until_s and name in live}
 
 
 # ------------------------------------------------------------------------------------------------------- simulation
@@ -1083,7 +1119,10 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
     """Steps 1–6 of the module docstring."""
     halt = _halt(nodes, policy, state, now)
     rows = nodes.rows(table)
-    drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved)
+    recent = _recent(state, nodes, policy, now)
+    drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved,
+                                        recent)
+    failed = [v for v in blocked if v.reasons[0].code not in _NOT_RECHECKED and v.node not in recent]
     drainable.sort(key=lambda candidate: candidate[0].order)
     simulation = _Simulation(table, nodes, rows, drainable)
     new_allowed = (cap or _DEFAULT_CAP).limit(len(nodes.names))
@@ -1102,8 +1141,13 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
         if why_not is None:
             unneeded.append(c)
         else:
-            blocked.append(NodeVerdict(node=c.name, reasons=(why_not, c.reason)))
+            verdict = NodeVerdict(node=c.name, reasons=(why_not, c.reason))
+            blocked.append(verdict)
+            failed.append(verdict)
     names = {c.name for c in unneeded}
+    timeout = policy.unremovable_node_recheck_timeout_s
+    if failed and timeout > 0:
+        recent.update((v.node, Unremovable(failed_s=now, until_s=now + timeout, reason=v.reasons[0])) for v in failed)
     live = nodes.live()
     removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, budget, policy, state, now)
     return ScaleDownResult(
@@ -1112,6 +1156,7 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
         unneeded=tuple(sorted(waiting, key=_NODE)),
         mark_unneeded={name: now for name in sorted(names) if name not in unneeded_since},
         clear_unneeded=tuple(sorted(n for n in unneeded_since if n in live and n not in names)),
+        unremovable=recent if recent != state.unremovable else state.unremovable,
     )
 
 

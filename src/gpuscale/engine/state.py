@@ -1,8 +1,10 @@
-"""What one decision hands to the next: pool backoff and the times of the last scale events.
+"""What one decision hands to the next: pool backoff, the times of the last scale events and the nodes recently found
+unremovable.
 
-Everything here is small and rebuilt cheaply after a restart: backoff restarts empty (as in CA), and the clocks that
-matter across restarts — how long a node has been unneeded, when a node was requested — are read from the cluster
-(the `DeletionCandidateOfClusterAutoscaler` taint's value, node creation times), not from this state.
+Everything here is small and rebuilt cheaply after a restart: backoff and the unremovable nodes restart empty (as in
+CA), and the clocks that matter across restarts — how long a node has been unneeded, when a node was requested — are
+read from the cluster (the `DeletionCandidateOfClusterAutoscaler` taint's value, node creation times), not from this
+state.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gpuscale.engine.policy import Policy
+from gpuscale.engine.reasons import Reason
 
 
 class FailureKind(StrEnum):
@@ -32,12 +35,25 @@ class PoolBackoff:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Unremovable:
+    """A node whose removal simulation failed (a pod that may not be evicted, or no place for its pods): scale-down
+    does not look at it again before `until_s` (CA's `--unremovable-node-recheck-timeout`, `RecentlyUnremovable`)."""
+
+    failed_s: float
+    until_s: float
+    reason: Reason
+    """Why the simulation failed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EngineState:
     backoff: Mapping[str, PoolBackoff] = field(default_factory=dict)
     last_scale_up_s: float | None = None
     last_scale_up_by_pool: Mapping[str, float] = field(default_factory=dict)
     last_scale_down_s: float | None = None
     last_scale_down_failure_s: float | None = None
+    unremovable: Mapping[str, Unremovable] = field(default_factory=dict)
+    """Node → its last failed removal simulation, while the recheck timeout runs (nodes still in the cluster only)."""
 
     def in_backoff(self, pool: str, now: float) -> PoolBackoff | None:
         entry = self.backoff.get(pool)

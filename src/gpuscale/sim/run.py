@@ -170,7 +170,10 @@ class _Loop:
             return True
         if self.sim.now - self.last_tick >= HEARTBEAT_S or len(self.autoscaler.drains):
             return True
-        if any(self.sim.now < b.until_s for b in self.autoscaler.state.backoff.values()):
+        state = self.autoscaler.state
+        if any(self.sim.now < b.until_s for b in state.backoff.values()):
+            return True
+        if any(u.until_s <= self.sim.now for u in state.unremovable.values()):  # due for its recheck
             return True
         if self.cloud.upcoming() or any(not n.ready for n in self.cluster.nodes.values()):
             return True
