@@ -171,8 +171,8 @@ def test_sorted_list_follows_a_dict_snapshot_by_what_left_and_came(steps: list[t
                                                                    size: int) -> None:
     """`_Sorted` over inputs kept in dict order (changed objects in place, new ones last, runs of objects gone, an
     object back where it was, the same object twice, now and then a shuffle): after every update its list is the
-    input sorted (object by object), what it says left and came is the identity difference, and its edits turn the
-    last list into this one."""
+    input sorted (object by object), its keys are those of its list (what it searches instead of calling the key),
+    what it says left and came is the identity difference, and its edits turn the last list into this one."""
     objects = {f"o{i:03}": _Obj(f"o{i:03}") for i in range(size)}
     listed = _Sorted[_Obj](attrgetter("name"))
     listed.update(tuple(objects.values()))
@@ -207,6 +207,7 @@ def test_sorted_list_follows_a_dict_snapshot_by_what_left_and_came(steps: list[t
         given = tuple(order) if order is not None else (*objects.values(), *extra)
         change = listed.update(given)
         assert ids(listed.items) == ids(sorted(given, key=attrgetter("name")))
+        assert listed._keys == [o.name for o in listed.items]
         if change is not None:
             left, came = change
             assert set(ids(left)) == set(ids(last)) - set(ids(given))

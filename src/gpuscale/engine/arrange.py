@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress, count, islice, repeat
-from operator import attrgetter, is_, is_not, length_hint
+from operator import attrgetter, eq, is_, is_not, length_hint
 from typing import Any, Generic, TypeVar
 
 from gpuscale.model.cluster import (
@@ -91,13 +91,16 @@ def arrange(cluster: Cluster) -> Arranged:
 
 
 class _Sorted(Generic[T]):
-    """Objects in key order, brought from one input to the next by the objects that left and came."""
+    """Objects in key order (their keys kept beside them), brought from one input to the next by the objects that
+    left and came."""
 
-    __slots__ = ("_by_id", "_key", "_last", "_ties", "edits", "items")
+    __slots__ = ("_by_id", "_key", "_keys", "_last", "_ties", "edits", "items")
 
     def __init__(self, key: Callable[[T], Any]) -> None:
         self._key = key
         self.items: list[T] = []
+        self._keys: list[Any] = []
+        """The key of each object in `items`, position by position (searched without calling `key`)."""
         self._by_id: dict[int, T] = {}
         """Every object held, by `id`: held, so an id can never be that of a new object."""
         self._last: tuple[T, ...] = ()
@@ -218,28 +221,29 @@ class _Sorted(Generic[T]):
         self.edits = edits
         if not left and not came:
             return left, came
-        items, key = self.items, self._key
+        items, keys, key = self.items, self._keys, self._key
         for obj in left:
-            at = bisect_left(items, key(obj), key=key)
+            at = bisect_left(keys, key(obj))
             while items[at] is not obj:
                 at += 1
-            del items[at]
+            del items[at], keys[at]
             edits.append((at, None))
         for obj in came:
             wanted = key(obj)
-            at = bisect_left(items, wanted, key=key)
-            if at < len(items) and key(items[at]) == wanted:
+            at = bisect_left(keys, wanted)
+            if at < len(keys) and keys[at] == wanted:
                 self._reset(objects)  # two objects, one name: their input order decides, so sort
                 return None
             items.insert(at, obj)
+            keys.insert(at, wanted)
             edits.append((at, obj))
         return left, came
 
     def _reset(self, objects: Sequence[T]) -> None:
         self.edits = None
-        key = self._key
-        self.items = sorted(objects, key=key)
-        self._ties = any(key(a) == key(b) for a, b in zip(self.items, self.items[1:], strict=False))
+        self.items = sorted(objects, key=self._key)
+        keys = self._keys = list(map(self._key, self.items))
+        self._ties = any(map(eq, keys, islice(keys, 1, None)))
 
 
 def _same(a: Sequence[object], b: Sequence[object]) -> bool:
