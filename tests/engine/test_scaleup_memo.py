@@ -3,9 +3,10 @@ drives every decision with the memo against one without), and the kept share nor
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.policy import Limits
@@ -73,8 +74,10 @@ def reference_normalizer(pools: list[NodePool], nodes: list[Node]) -> Resources:
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["swap", "same", "copy", "add", "drop", "pools", "bulk", "cut", "clone",
-                                           "again"]), st.integers(0, 100), st.integers(0, 2)),
+                                           "again", "far"]), st.integers(0, 100), st.integers(0, 2)),
                 min_size=1, max_size=30))
+@example([("bulk", 9, 0), ("far", 0, 1), ("far", 8, 2)])  # one node gone, two come, the run between unchanged
+@example([("bulk", 80, 1), ("far", 0, 2)])  # the same, the run longer than what the memo counts one by one
 def test_kept_normalizer_equals_a_fresh_one_as_nodes_change(ops: list[tuple[str, int, int]]) -> None:
     """The share normalizer the memo keeps (the allocatables counted out and in only where node objects changed)
     against a fresh memo's and the max written out, as nodes change allocatable in place, are replaced by other
@@ -100,6 +103,11 @@ def test_kept_normalizer_equals_a_fresh_one_as_nodes_change(ops: list[tuple[str,
                             for j in range(i)]
         elif op == "cut":
             del nodes[at:at + i]
+        elif op == "far" and nodes:  # one node gone and 1 to 3 come in one step, far apart in the order
+            del nodes[at]
+            there = (at + len(nodes) // 2 + 1) % (len(nodes) + 1)
+            nodes[there:there] = [Node(name=f"f{len(nodes)}-{i}-{j}", allocatable=ALLOCATABLES[j])
+                                  for j in range(k + 1)]
         elif op == "clone":  # every node another object of equal value
             nodes = [replace(n) for n in nodes]
         elif op == "pools":
@@ -107,3 +115,4 @@ def test_kept_normalizer_equals_a_fresh_one_as_nodes_change(ops: list[tuple[str,
         table = NodeTable.build(nodes, [n.allocatable for n in nodes], [])
         kept = memo.normalizer(pools, table)[0]
         assert kept == ScaleUpMemo().normalizer(pools, table)[0] == reference_normalizer(pools, nodes)
+        assert memo._counts == Counter(n.allocatable for n in nodes)

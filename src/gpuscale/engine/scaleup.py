@@ -380,7 +380,22 @@ _NO_COLUMN = -2
 KEPT = 10_000
 """Bound on each cache a `ScaleUpMemo` keeps: past it the cache starts over (it only ever costs recomputation)."""
 _RECOUNT = 64
-"""Past this many allocatables counted out and in, `ScaleUpMemo` counts them all afresh."""
+"""Past this many allocatables counted out and in, `ScaleUpMemo` counts them by object first (`_net`)."""
+
+
+def _net(came: list[Resources], gone: list[Resources]) -> tuple[list[tuple[Resources, int]],
+                                                                list[tuple[Resources, int]]]:
+    """How many more of each allocatable object `came` holds than `gone` (the first list), and of each `gone` holds
+    more of (the second): the objects on both sides cancel out. Nodes of a pool share one allocatable object, so when
+    nodes shift position (one came near the head, one went near the tail) most of the allocatables read out and in are
+    the same few objects: they are counted by identity (in C), and only the few objects left over are looked up by
+    value."""
+    delta = Counter(map(id, came))
+    delta.subtract(Counter(map(id, gone)))
+    objects = dict(zip(map(id, gone), gone, strict=True))
+    objects.update(zip(map(id, came), came, strict=True))
+    return ([(objects[i], n) for i, n in delta.items() if n > 0],
+            [(objects[i], -n) for i, n in delta.items() if n < 0])
 
 
 class _ByPod(Generic[T]):
@@ -679,9 +694,9 @@ class ScaleUpMemo:
         its allocatable object while that is: the nodes are compared with the last ones position by position by
         identity (in C), and only the allocatables at the positions that differ are counted out and in. When nodes
         came or went, the allocatables are read again (in C) and only the run between the longest common head and tail
-        (by identity) is counted out and in: a node or two, mostly. `edits`: what the table's builder said of its nodes
-        (`NodeEdits`); when it speaks of the table `_nodes` are those of and knows the rows that may differ, only
-        those are looked at."""
+        (by identity) is counted out and in: a node or two, mostly; past `_RECOUNT`, the same objects read out and in
+        cancel first (`_net`). `edits`: what the table's builder said of its nodes (`NodeEdits`); when it speaks of the
+        table `_nodes` are those of and knows the rows that may differ, only those are looked at."""
         last_nodes, allocatables, told = self._nodes, self._allocatables, self._nodes_table
         self._nodes, self._nodes_table = list(nodes), edits[1] if edits is not None else -1
         changed: list[int] | None = None
@@ -708,32 +723,22 @@ class ScaleUpMemo:
             gone, came = allocatables[head:len(allocatables) - tail], fresh[head:len(fresh) - tail]
         self._allocatables = fresh
         if len(gone) + len(came) > _RECOUNT:
-            return self._recount(fresh)
+            came_n, gone_n = _net(came, gone)
+        else:
+            came_n, gone_n = [(a, 1) for a in came], [(a, 1) for a in gone]
         counts, distinct = self._counts, False
-        for allocatable in came:
+        for allocatable, number in came_n:
             had = counts.get(allocatable, 0)
-            counts[allocatable] = had + 1
+            counts[allocatable] = had + number
             distinct |= not had
-        for allocatable in gone:
-            left = counts[allocatable] - 1
+        for allocatable, number in gone_n:
+            left = counts[allocatable] - number
             if left:
                 counts[allocatable] = left
             else:
                 del counts[allocatable]
                 distinct = True
         return distinct
-
-    def _recount(self, allocatables: list[Resources]) -> bool:
-        """`_counts` afresh; whether its values differ from the last ones. Nodes of a pool share one allocatable
-        object and many nodes an equal one: the objects are counted first (in C), then their values (their hash is
-        kept)."""
-        counts: dict[Resources, int] = {}
-        objects = dict(zip(map(id, allocatables), allocatables, strict=True))
-        for object_id, number in Counter(map(id, allocatables)).items():
-            allocatable = objects[object_id]
-            counts[allocatable] = counts.get(allocatable, 0) + number
-        last, self._counts = self._counts, counts
-        return counts.keys() != last.keys()
 
     def why(self, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
             policy: Policy) -> Unplaceable:
