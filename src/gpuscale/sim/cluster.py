@@ -68,7 +68,6 @@ class SimCluster:
         """`nodes` as the last snapshot holds them, until a node is put or removed (then None): a snapshot between
         node changes shares the tuple, and the engine sees the very same node objects in the same order."""
         self.on_terminated: Callable[[Pod, Termination], None] = lambda pod, why: None
-        self.on_changed: Callable[[], None] = lambda: None
         self.on_node_removed: Callable[[str], None] = lambda name: None
         self.pods_on: dict[str, set[str]] = {}
         self.pending: set[str] = set()
@@ -117,10 +116,6 @@ class SimCluster:
         return sum(self._held.values()) if self._bound else 0
 
     # ------------------------------------------------------------------------------------------------- mutation
-    def _changed(self) -> None:
-        self.version += 1
-        self.on_changed()
-
     def put_node(self, node: Node) -> None:
         old = self.nodes.get(node.name)
         self._node_log.setdefault(node.name, old)
@@ -132,7 +127,7 @@ class SimCluster:
                 self.capacity_listener.node_relabelled(node)
             else:
                 self.capacity_listener.node_changed(node.name)
-        self._changed()
+        self.version += 1
 
     def remove_node(self, name: str) -> None:
         """The node is gone: every pod on it terminates (its owner decides what happens next)."""
@@ -150,7 +145,7 @@ class SimCluster:
         if self.capacity_listener is not None:
             self.capacity_listener.node_changed(name)
         self.on_node_removed(name)
-        self._changed()
+        self.version += 1
 
     def put_pod(self, pod: Pod) -> None:
         key = pod.key
@@ -181,8 +176,7 @@ class SimCluster:
             self._bound += (1 if node else 0) - (1 if was else 0)
         self._pod_log.setdefault(key, old)
         self.pods[key] = pod
-        self.version += 1  # `_changed`, without the call (per pod event)
-        self.on_changed()
+        self.version += 1
 
     def delete_pod(self, key: str) -> Pod | None:
         pod = self.pods.pop(key, None)
@@ -198,7 +192,7 @@ class SimCluster:
                 self.capacity_listener.pod_removed(pod)
         elif self.capacity_listener is not None:
             self.capacity_listener.pending_changed(pod, None)
-        self._changed()
+        self.version += 1
         return pod
 
     def _set_taint(self, name: str, key: str, value: str | None, effect: TaintEffect,
