@@ -132,6 +132,7 @@ SHRUNK_UNDER_PODS = [("pod", 0, 0, False), ("pod", 0, 0, False), ("pod", 0, 1, F
 @given(steps)
 @example([*SHRUNK_UNDER_PODS, ("pod", 1, 0, False)])  # a higher-priority share preempts there: arrays equal a rebuild
 @example([*SHRUNK_UNDER_PODS, ("pod", 1, 1, False)])  # ... and victims' stale device indices are not given back
+@example([("add", 1, 2, True), ("gpus", 0, 2, False), ("gpus", 0, 0, False)])  # n0: 3 GPUs, then 1 beside n1's 2
 def test_arrays_match_a_rebuild_after_any_churn(ops: list[tuple[str, int, int, bool]]) -> None:
     sim, cluster = Simulation(), SimCluster()
     scheduler = SimScheduler(sim, cluster, COLUMNS, gpu_placement="gpuscale")
