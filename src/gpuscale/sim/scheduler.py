@@ -645,7 +645,7 @@ class SimScheduler:
         if need is None or devices is None:
             return self._score(pod, mask, free), ()
         shape = request.shape
-        candidates = np.flatnonzero(mask)
+        candidates = mask.nonzero()[0]
         row: int | None = None  # the configured scoring's choice is needed only when the chooser makes none
         if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
             cpu = self._col.get(CPU)
@@ -685,7 +685,7 @@ class SimScheduler:
         return -self._kube_scores(pod, candidates, free, feasible)
 
     def _score(self, pod: Pod, mask: BoolArray, free: IntArray) -> int:
-        candidates = np.flatnonzero(mask)
+        candidates = mask.nonzero()[0]
         if len(candidates) == 1:
             return int(candidates[0])
         return int(candidates[int(np.argmax(self._kube_scores(pod, candidates, free, candidates)))])

@@ -177,9 +177,9 @@ class GpuDevices:
         GPUs on the lowest-index free devices. Empty if the row cannot take it."""
         free = self.free[row]
         if need.fractional:
-            fitting = np.flatnonzero(free >= need.milli)
+            fitting = (free >= need.milli).nonzero()[0]
             return (int(fitting[np.argmin(free[fitting])]),) if len(fitting) else ()
-        whole = np.flatnonzero(free == MILLI)
+        whole = (free == MILLI).nonzero()[0]
         return tuple(int(g) for g in whole[:need.count]) if len(whole) >= need.count else ()
 
     def may_hold(self, row: int, need: GpuNeed, held: Sequence[int], *, free: bool = True) -> bool:
@@ -304,7 +304,7 @@ class FragChooser:
         if self.scorer is None or not shape.uses_gpu or not devices.count[row]:
             return ()
         if not shape.is_fractional:  # the lowest-index free devices, as the scorers' `lowest_free_gpus`
-            return tuple(int(g) for g in np.flatnonzero(devices.free[row] == MILLI)[:shape.gpu_count])
+            return tuple(int(g) for g in (devices.free[row] == MILLI).nonzero()[0][:shape.gpu_count])
         rows = np.array([row], dtype=np.int64)
         view = ClusterState.view(cpu_free[rows], devices.free[rows], devices.count[rows])
         return self.scorer.pick_gpus(view, shape, 0, _NO_DRAWS)
@@ -353,7 +353,7 @@ class FragChooser:
             return row, ()
         if shape.is_fractional:  # the row's only device
             return row, (0,)
-        return row, tuple(int(g) for g in np.flatnonzero(devices.free[row] == MILLI)[:shape.gpu_count])
+        return row, tuple(int(g) for g in (devices.free[row] == MILLI).nonzero()[0][:shape.gpu_count])
 
     def choose_by_scores(self, shape: PodShape, cpu_free: IntArray, devices: GpuDevices, rows: IntArray,
                          rank: Callable[[IntArray], Ranks]) -> tuple[int, tuple[int, ...]] | None:
@@ -383,7 +383,7 @@ class FragChooser:
 
 def _best(scores: IntArray, rows: IntArray, rank: Callable[[IntArray], Ranks]) -> int:
     """Position of the highest score, ties to the lowest `rank` of the tied rows."""
-    best = np.flatnonzero(scores == scores.max())
+    best = (scores == scores.max()).nonzero()[0]
     return int(best[0]) if len(best) == 1 else int(best[np.argmin(rank(rows[best]))])
 
 

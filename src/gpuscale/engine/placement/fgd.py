@@ -177,7 +177,7 @@ class FgdScorer:
         if pod.is_fractional:
             fit = gpu >= pod.gpu_milli
             every = bool(fit.all())
-            row = None if every else np.flatnonzero(fit)
+            row = None if every else fit.nonzero()[0]
             left = gpu - pod.gpu_milli if every else gpu[row] - pod.gpu_milli
             cpu_after = cpu - pod.cpu_milli if every else cpu[row] - pod.cpu_milli
         else:
