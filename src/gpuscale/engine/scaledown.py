@@ -1122,7 +1122,9 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
     recent = _recent(state, nodes, policy, now)
     drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved,
                                         recent)
-    failed = [v for v in blocked if v.reasons[0].code not in _NOT_RECHECKED and v.node not in recent]
+    timeout = policy.unremovable_node_recheck_timeout_s
+    failed = ([v for v in blocked if v.reasons[0].code not in _NOT_RECHECKED and v.node not in recent]
+              if timeout > 0 else [])
     drainable.sort(key=lambda candidate: candidate[0].order)
     simulation = _Simulation(table, nodes, rows, drainable)
     new_allowed = (cap or _DEFAULT_CAP).limit(len(nodes.names))
@@ -1143,10 +1145,10 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
         else:
             verdict = NodeVerdict(node=c.name, reasons=(why_not, c.reason))
             blocked.append(verdict)
-            failed.append(verdict)
+            if timeout > 0:
+                failed.append(verdict)
     names = {c.name for c in unneeded}
-    timeout = policy.unremovable_node_recheck_timeout_s
-    if failed and timeout > 0:
+    if failed:
         recent.update((v.node, Unremovable(failed_s=now, until_s=now + timeout, reason=v.reasons[0])) for v in failed)
     live = nodes.live()
     removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, budget, policy, state, now)
