@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit e2e k8s-binaries kueue-binary clean
+.PHONY: demo test lint typecheck unit e2e k8s-binaries kueue-binary browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,13 +30,16 @@ k8s-binaries:
 kueue-binary:
 	bash scripts/kueue-binary.sh
 
+browser:
+	bash scripts/chromium.sh
+
 unit: $(STAMP)
 	$(BIN)/pytest -m 'not e2e'
 
 e2e: $(STAMP) k8s-binaries kueue-binary
 	GPUSCALE_K8S_BIN=$$(bash scripts/k8s-binaries.sh | tail -1) GPUSCALE_KUEUE_BIN=$$(bash scripts/kueue-binary.sh | tail -1) $(BIN)/pytest -m e2e
 
-test: $(STAMP) lint typecheck k8s-binaries kueue-binary
+test: $(STAMP) lint typecheck k8s-binaries kueue-binary browser
 	GPUSCALE_K8S_BIN=$$(bash scripts/k8s-binaries.sh | tail -1) GPUSCALE_KUEUE_BIN=$$(bash scripts/kueue-binary.sh | tail -1) $(BIN)/pytest
 
 clean:
