@@ -874,10 +874,10 @@ def _resting(name: str, entry: Unremovable, now: float) -> NodeVerdict:
         entry.reason))
 
 
-_NOT_RECHECKED = frozenset({ReasonCode.UNKNOWN_POOL, ReasonCode.ON_COMPLETION})
-"""Blocking reasons that are no failed removal simulation, so the node is judged again at the next decision: no pool
-(CA does not consider such a node at all) and a pod that must run to completion (CA finds it only once the node is
-unneeded, and re-checks it every loop)."""
+_NOT_RECHECKED = frozenset({ReasonCode.UNKNOWN_POOL, ReasonCode.ON_COMPLETION, ReasonCode.RECENTLY_UNREMOVABLE})
+"""Blocking reasons that are no removal simulation failed at this decision, so the node's entry is not (re)started: no
+pool (CA does not consider such a node at all), a pod that must run to completion (CA finds it only once the node is
+unneeded, and re-checks it every loop), and a node still resting from an earlier failure (its entry runs on)."""
 
 
 def _recent(state: EngineState, nodes: NodeSet, policy: Policy, now: float) -> dict[str, Unremovable]:
@@ -1122,9 +1122,6 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
     recent = _recent(state, nodes, policy, now)
     drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved,
                                         recent)
-    timeout = policy.unremovable_node_recheck_timeout_s
-    failed = ([v for v in blocked if v.reasons[0].code not in _NOT_RECHECKED and v.node not in recent]
-              if timeout > 0 else [])
     drainable.sort(key=lambda candidate: candidate[0].order)
     simulation = _Simulation(table, nodes, rows, drainable)
     new_allowed = (cap or _DEFAULT_CAP).limit(len(nodes.names))
@@ -1143,13 +1140,12 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
         if why_not is None:
             unneeded.append(c)
         else:
-            verdict = NodeVerdict(node=c.name, reasons=(why_not, c.reason))
-            blocked.append(verdict)
-            if timeout > 0:
-                failed.append(verdict)
+            blocked.append(NodeVerdict(node=c.name, reasons=(why_not, c.reason)))
     names = {c.name for c in unneeded}
-    if failed:
-        recent.update((v.node, Unremovable(failed_s=now, until_s=now + timeout, reason=v.reasons[0])) for v in failed)
+    timeout = policy.unremovable_node_recheck_timeout_s
+    if timeout > 0:  # the nodes whose removal failed at this decision are left alone until the recheck
+        recent.update((v.node, Unremovable(failed_s=now, until_s=now + timeout, reason=v.reasons[0]))
+                      for v in blocked if v.reasons[0].code not in _NOT_RECHECKED)
     live = nodes.live()
     removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, budget, policy, state, now)
     return ScaleDownResult(
