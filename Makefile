@@ -1,5 +1,5 @@
 # The two set-up commands of the README: `make demo` and `make test`. Everything they need is installed here.
-PYTHON ?= python3
+PYTHON ?= $(shell bash scripts/python.sh)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
