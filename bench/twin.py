@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 from functools import partial
 from typing import Any
@@ -91,7 +92,8 @@ def main() -> None:
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     report = result_json(result, include_wall=False)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"machine: {platform.machine()} python {platform.python_version()}, {os.cpu_count()} CPUs, load {load}")
+    print(f"machine: {platform.machine()} python {platform.python_version()} ({sys.base_prefix}), "
+          f"{os.cpu_count()} CPUs, load {load}")
     print(f"scenario {setup.name}: {len(setup.jobs)} jobs generated in {built:.1f}s")
     print(f"simulated {args.days:g} days in {wall:.1f}s wall ({cpu:.1f}s CPU): {len(result.pods)} pods, "
           f"{result.sim_events} events, "

@@ -476,7 +476,7 @@ class NodeSet:
         """`changed` from `source`: per record, the position of the very same record in this set, -1 for none."""
         fresh = np.flatnonzero(source < 0)
         kept = source[source >= 0]
-        if not len(kept) or not (kept[1:] > kept[:-1]).all():
+        if not len(kept) or np.count_nonzero(kept[1:] > kept[:-1]) < len(kept) - 1:
             return NodeSet(records), None  # nothing to copy, or not in name order
         columns = self.columns.take(np.maximum(source, 0))
         if len(fresh):
@@ -659,7 +659,8 @@ def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable
     alloc, _, gpu_node, nonzero, zeros = _capacities(nodes, at)
     in_table = (rows >= 0) if at is nodes.usable_positions else nodes.usable[at] & (rows >= 0)
     slots, columns, gpu_columns, order = _table_slots(tuple(table.columns))
-    if order is not None and in_table.all():  # the usual: every node in the table, every slot one column
+    # the usual: every node in the table, every slot one column
+    if order is not None and np.count_nonzero(in_table) == n:
         used = alloc - table.free.take(rows, axis=0).take(order, axis=1)
     else:
         used = np.zeros((n, 4), dtype=np.int64)
@@ -776,7 +777,7 @@ class _Judgements:
             self.at, self.numbers, self.verdicts, self.pods = np.zeros(0, dtype=np.int64), np.zeros((0, 6)), [], []
         else:
             moved_to = np.full(len(last.names), -1, dtype=np.int64)
-            kept = np.flatnonzero(source >= 0)
+            kept = (source >= 0).nonzero()[0]
             moved_to[source[kept]] = kept
             replaced = np.flatnonzero(moved_to[self.at] < 0).tolist()
             for k in replaced:  # a record replaced in place by one its verdict reads the same from keeps the verdict
@@ -785,8 +786,8 @@ class _Judgements:
                         and _reads_the_same(last.records[i], nodes.records[i])):
                     moved_to[i] = i
             to = moved_to[self.at]
-            if not (to >= 0).all():
-                keep = np.flatnonzero(to >= 0)
+            if np.count_nonzero(to >= 0) < len(to):
+                keep = (to >= 0).nonzero()[0]
                 to, self.numbers = to[keep], self.numbers[keep]
                 self.verdicts = [self.verdicts[i] for i in keep.tolist()]
                 self.pods = [self.pods[i] for i in keep.tolist()]
@@ -827,7 +828,7 @@ class _Judgements:
         verdicts = list(map(old_verdicts.__getitem__, reused)) if old_verdicts else \
             cast("list[_Candidate | NodeVerdict]", [None] * len(at))
         pods_of: list[tuple[Pod, ...]] = list(map(old_pods.__getitem__, reused)) if old_pods else [()] * len(at)
-        for i in np.flatnonzero(~same).tolist():
+        for i in (~same).nonzero()[0].tolist():
             pods = pods_by_node.get(names[i], ())
             row = numbers[i].tolist()
             position = int(at[i])
@@ -846,7 +847,7 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
     that cannot go — the `recent`ly unremovable ones without being judged again."""
     at = _evaluated(nodes, policy, now)
     utilization, threshold, ratios, gpu_node = _utilizations(nodes, at, rows.take(at), table, pods_by_node, policy)
-    below = np.flatnonzero(utilization < threshold)
+    below = (utilization < threshold).nonzero()[0]
     resting: list[NodeVerdict] = []
     if recent:
         names = nodes.names[at[below]].tolist()
@@ -1007,7 +1008,7 @@ class _Simulation:
         feasible = self._feasible(pods[0])
         if row is not None:
             feasible[row] = False
-        if not feasible.any():
+        if not np.count_nonzero(feasible):
             return _nowhere(candidate, pods[0], len(pods))
         shape = (pods[0].requests, pods[0].constraints)
         trial = self._fork()
@@ -1022,7 +1023,7 @@ class _Simulation:
             if shape != (pod.requests, pod.constraints) or (trial.topology is not None and placed):
                 feasible, shape, destination = trial.feasible(pod), (pod.requests, pod.constraints), -1
             if destination < 0:
-                if not feasible.any():
+                if not np.count_nonzero(feasible):
                     return _nowhere(candidate, pod, len(pods))
                 destination, gpus = trial.choose(pod, feasible, self.rank)
             trial.place(destination, pod, gpus)

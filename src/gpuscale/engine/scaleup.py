@@ -228,7 +228,7 @@ def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray 
                 if single_rows is not None:
                     mask &= single_rows
             if aware:
-                if not mask.any():
+                if not np.count_nonzero(mask):
                     classes[key] = None
                     result.leftover.append(unit)
                     continue
@@ -644,8 +644,8 @@ class ScaleUpMemo:
                     continue
                 peak = peaks.get(column)
                 if peak is None:
-                    peak = peaks[column] = int(table.free_pods.max(initial=0) if column == _NO_SLOT else
-                                               table.free[:, column].max(initial=0))
+                    free = table.free_pods if column == _NO_SLOT else table.free[:, column]
+                    peak = peaks[column] = max(int(free[free.argmax()]), 0) if len(free) else 0
                 if peak < 1 if column == _NO_SLOT else amount > peak:
                     hopeless.append(requests)
                     continue

@@ -340,7 +340,7 @@ class NodeTable:
         except KeyError:
             row = self.request_vector(requests)
             asked = cache[requests] = None if row is None else [
-                (column, int(row[column])) for column in np.flatnonzero(row).tolist()]
+                (column, int(row[column])) for column in row.nonzero()[0].tolist()]
             return asked
 
     def static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
@@ -389,7 +389,7 @@ class NodeTable:
     def fits_row(self, index: int, pod: Pod) -> bool:
         """Whether the pod's requests still fit one row's free capacity and devices (no filters re-run)."""
         vector = self.request_vector(pod.requests)
-        if vector is None or self.free_pods[index] < 1 or not bool((self.free[index] >= vector).all()):
+        if vector is None or self.free_pods[index] < 1 or np.count_nonzero(self.free[index] >= vector) < len(vector):
             return False
         need = self._s.need(pod.requests) if self.devices is not None else None
         return need is None or self.devices is None or self.devices.can_take(index, need)
@@ -413,18 +413,18 @@ class NodeTable:
             if shape is not None:
                 if shared.chooser is None:
                     shared.chooser = shared.make_chooser(shared.placement)
-                rows = np.flatnonzero(mask)
+                rows = mask.nonzero()[0]
                 cpu = shared.column_of.get(CPU)
                 cpu_free = self.free[:, cpu] if cpu is not None else np.zeros(len(self), dtype=np.int64)
                 scores = self._frag_scores(shared.chooser, shape, cpu_free, rows)
                 if scores is not None:
                     ranks = rows if rank is None else rank[rows]
-                    best = np.flatnonzero(scores == scores.max())
-                    row = int(rows[best[np.argmin(ranks[best])]])
+                    best = (scores == scores[scores.argmax()]).nonzero()[0]
+                    row = int(rows[best[ranks[best].argmin()]])
                     return row, shared.chooser.pick(shape, cpu_free, self.devices, row) or None
         if rank is None:
             return int(np.argmax(mask)), None
-        return int(np.argmin(np.where(mask, rank, _NO_RANK))), None
+        return int(np.where(mask, rank, _NO_RANK).argmin()), None
 
     def _frag_scores(self, chooser: FragChooser, shape: PodShape, cpu_free: IntArray,
                      rows: IntArray) -> IntArray | None:
@@ -547,7 +547,7 @@ def _regrouped(last_keys: Sequence[GroupKey], last_group_of: IntArray, last_grou
     old_at, suspect = moves
     group = last_group_of[np.maximum(old_at, 0)]
     by_id = list(last_groups)  # numbered in insertion order
-    looked = np.flatnonzero(old_at < 0).tolist()
+    looked = (old_at < 0).nonzero()[0].tolist()
     looked += [i for i in suspect if keys[i] != last_keys[old_at[i]]]
     new: dict[GroupKey, int] = {}  # the last build's dict is shared: never changed
     for i in looked:
@@ -886,7 +886,7 @@ class RowMemo:
         for name in changed:
             if (i := index.get(name)) is not None:
                 hit[i] = False
-        hit_new = np.flatnonzero(hit)
+        hit_new = hit.nonzero()[0]
         if len(hit_new):
             hit_old = old_at[hit_new]
             free[hit_new] = self._free[hit_old]

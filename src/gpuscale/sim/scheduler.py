@@ -647,7 +647,7 @@ class SimScheduler:
         shape = request.shape
         candidates = mask.nonzero()[0]
         row: int | None = None  # the configured scoring's choice is needed only when the chooser makes none
-        if self._gpu_placement is not None and shape is not None and devices.count[candidates].any():
+        if self._gpu_placement is not None and shape is not None and np.count_nonzero(devices.count[candidates]):
             cpu = self._col.get(CPU)
             cpu_free = free[:, cpu] if cpu is not None else np.zeros(len(self._names), dtype=np.int64)
 
@@ -688,7 +688,7 @@ class SimScheduler:
         candidates = mask.nonzero()[0]
         if len(candidates) == 1:
             return int(candidates[0])
-        return int(candidates[int(np.argmax(self._kube_scores(pod, candidates, free, candidates)))])
+        return int(candidates[int(self._kube_scores(pod, candidates, free, candidates).argmax())])
 
     def _kube_scores(self, pod: Pod, candidates: IntArray, free: IntArray,
                      feasible: IntArray) -> npt.NDArray[np.float64]:
@@ -698,7 +698,8 @@ class SimScheduler:
         DefaultNormalizeScore does: 100 − count × 100 // max."""
         score = self._fit_scores(pod, candidates, free)
         soft = self._soft_counts(self._constraint(pod.constraints).tolerations)
-        most = int(soft[feasible].max(initial=0))
+        counts = soft[feasible]
+        most = int(counts[counts.argmax()]) if len(counts) else 0  # (counts are never negative)
         if most:
             score = score + TAINT_TOLERATION_WEIGHT * (100 - soft[candidates] * 100 // most)
         return score
@@ -736,7 +737,7 @@ class SimScheduler:
 
     def _place(self, pod: Pod) -> bool:
         mask = self._feasible(pod, self._free, self._free_pods)
-        if not mask.any():
+        if not np.count_nonzero(mask):
             return False
         self._bind(pod, *self._choose(pod, mask, self._free))
         return True

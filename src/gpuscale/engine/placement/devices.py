@@ -153,7 +153,7 @@ class GpuDevices:
         return GpuDevices(np.concatenate([self.count, extra.count]), np.vstack([free, extra.free]))
 
     def __bool__(self) -> bool:
-        return bool(self.count.any())
+        return bool(np.count_nonzero(self.count))
 
     # ------------------------------------------------------------------------------------------------- queries
     def fits(self, need: GpuNeed, rows: IntArray) -> BoolArray:
@@ -170,7 +170,9 @@ class GpuDevices:
         if self.count[row] == 0:
             return True
         free = self.free[row]
-        return bool((free >= need.milli).any()) if need.count == 1 else int((free == MILLI).sum()) >= need.count
+        if need.count == 1:
+            return bool(np.count_nonzero(free >= need.milli))
+        return int(np.count_nonzero(free == MILLI)) >= need.count
 
     def best_fit(self, row: int, need: GpuNeed) -> tuple[int, ...]:
         """Open-Gpu-Share's `best` pick: a fraction on the tightest device that fits (lowest index on ties), whole
@@ -178,7 +180,7 @@ class GpuDevices:
         free = self.free[row]
         if need.fractional:
             fitting = (free >= need.milli).nonzero()[0]
-            return (int(fitting[np.argmin(free[fitting])]),) if len(fitting) else ()
+            return (int(fitting[free[fitting].argmin()]),) if len(fitting) else ()
         whole = (free == MILLI).nonzero()[0]
         return tuple(int(g) for g in whole[:need.count]) if len(whole) >= need.count else ()
 
@@ -340,7 +342,7 @@ class FragChooser:
             row = int(rows[0])
         else:
             cpu = cpu_free[rows]
-            if (cpu != cpu[0]).any():
+            if np.count_nonzero(cpu != cpu[0]):
                 return None
             free = devices.free[rows]
             if (free != free[0]).any():
@@ -383,8 +385,8 @@ class FragChooser:
 
 def _best(scores: IntArray, rows: IntArray, rank: Callable[[IntArray], Ranks]) -> int:
     """Position of the highest score, ties to the lowest `rank` of the tied rows."""
-    best = (scores == scores.max()).nonzero()[0]
-    return int(best[0]) if len(best) == 1 else int(best[np.argmin(rank(rows[best]))])
+    best = (scores == scores[scores.argmax()]).nonzero()[0]
+    return int(best[0]) if len(best) == 1 else int(best[rank(rows[best]).argmin()])
 
 
 class _NoDraws:

@@ -176,7 +176,7 @@ class FgdScorer:
         t = self.table
         if pod.is_fractional:
             fit = gpu >= pod.gpu_milli
-            every = bool(fit.all())
+            every = np.count_nonzero(fit) == len(fit)
             row = None if every else fit.nonzero()[0]
             left = gpu - pod.gpu_milli if every else gpu[row] - pod.gpu_milli
             cpu_after = cpu - pod.cpu_milli if every else cpu[row] - pod.cpu_milli
