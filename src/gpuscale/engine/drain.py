@@ -31,6 +31,7 @@ from enum import StrEnum
 
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
+from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod, PodPhase
@@ -55,6 +56,7 @@ class DrainAction(StrEnum):
     """Keeps its node."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodDrain:
     action: DrainAction
@@ -183,6 +185,7 @@ def classify_pod(pod: Pod, *, policy: Policy, budget: PdbBudget) -> PodDrain:
     return PodDrain(action=DrainAction.MOVE)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeDrain:
     """What removing one node takes: pods to re-place (`move`, sorted by key), pods to evict (`evict`: `move` plus

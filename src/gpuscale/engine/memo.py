@@ -32,12 +32,14 @@ from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
 from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
 from gpuscale.engine.scaleup import ScaleUpMemo, Verdicts
 from gpuscale.engine.table import GroupKey, RowMemo, RowMoves, node_group_key, node_group_key_again
+from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
     """One node as a decision sees it, derived once per node object."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from gpuscale.engine.reasons import Reason
 from gpuscale.engine.state import EngineState
 from gpuscale.model.cluster import Cluster
+from gpuscale.model.frozen import quick_init
 
 DELETION_CANDIDATE_TAINT = "DeletionCandidateOfClusterAutoscaler"
 """PreferNoSchedule taint on unneeded nodes; its value is the Unix time since which the node is unneeded."""
@@ -15,6 +16,7 @@ TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
 """NoSchedule taint put on a node right before it is drained and deleted."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpcomingNode:
     """A node requested from the provider that has not registered as a Node object yet."""
@@ -24,6 +26,7 @@ class UpcomingNode:
     requested_s: float
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
     """What one decision reads: the cluster as observed, plus what the provider knows that the API does not."""
@@ -53,6 +56,7 @@ class Removal:
     reasons: tuple[Reason, ...]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeVerdict:
     """A node that is not removed now (blocked, or unneeded but waiting), with why."""
@@ -61,6 +65,7 @@ class NodeVerdict:
     reasons: tuple[Reason, ...]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodVerdict:
     """A pending pod no scale-up covers, or one that existing / upcoming capacity covers, with why."""

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpuscale.model.frozen import quick_init
+
 
 class ReasonCode(StrEnum):
     # scale-up
@@ -49,6 +51,7 @@ class ReasonCode(StrEnum):
     UNKNOWN_POOL = "UnknownPool"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Reason:
     code: ReasonCode

@@ -85,6 +85,7 @@ from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState, Unremovable
 from gpuscale.engine.table import NodeTable
+from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod, SchedulingConstraints
@@ -151,6 +152,7 @@ def unneeded_since_from_taints(nodes: Iterable[Node]) -> dict[str, float]:
     return since
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Candidate:
     name: str

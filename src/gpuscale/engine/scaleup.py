@@ -45,6 +45,7 @@ from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeEdits, NodeTable, node_group_key
 from gpuscale.model.cluster import Cluster, PodGroupSpec, PodIndex
+from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.pool import NodePool
@@ -55,6 +56,7 @@ IntArray = npt.NDArray[np.int64]
 T = TypeVar("T")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Unit:
     """A single pod, or all pending pods of one gang, to be placed all-or-nothing."""

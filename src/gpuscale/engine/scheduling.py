@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import Resources
@@ -36,6 +37,7 @@ class FitCode(StrEnum):
     UNSUPPORTED = "Unsupported"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class FitFailure:
     """Why one node cannot take one pod; `detail` is the resource, the taint or the unsupported constraint."""

@@ -23,11 +23,13 @@ from typing import Any
 
 from gpuscale.lifecycle.phases import PHASES, Milestone, Phase, phase_durations
 from gpuscale.model.errors import InputError
+from gpuscale.model.frozen import quick_init
 
 SCHEMA_VERSION = 1
 NEW_NODE, EXISTING_NODE = "new-node", "existing-node"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodTrace:
     pod: str

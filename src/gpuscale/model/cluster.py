@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import TERMINAL_PHASES, Pod
@@ -70,6 +71,7 @@ class Changes:
     pods_came: tuple[Pod, ...]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cluster:
     nodes: tuple[Node, ...] = ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpuscale.model.frozen import quick_init
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import Taint
 
@@ -17,6 +18,7 @@ POOL_LABELS = (POOL_LABEL, "cloud.google.com/gke-nodepool", "eks.amazonaws.com/n
                "kubernetes.azure.com/agentpool", "cluster.x-k8s.io/deployment-name")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Node:
     name: str

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
 
+from gpuscale.model.frozen import quick_init
 from gpuscale.model.resources import Resources
 from gpuscale.model.selectors import NodeAffinity, PodAffinityTerm
 from gpuscale.model.taints import Toleration
@@ -30,6 +31,7 @@ TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 """Phases of a pod that has finished and holds no capacity."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OwnerRef:
     kind: str
@@ -76,6 +78,7 @@ class SchedulingConstraints:
                        pod_affinity=self.pod_affinity, unsupported=self.unsupported), ()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pod:
     namespace: str

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from gpuscale.model.frozen import quick_init
+
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
@@ -31,6 +33,7 @@ def asks_gpu(requests: Resources) -> bool:
     return any(is_gpu_resource(n) or n == GPU_MILLI for n in requests.names())
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Resources:
     """An immutable resource vector; `items` is sorted by name and holds no zero amounts."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpuscale.model.frozen import quick_init
+
 
 class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"
@@ -23,6 +25,7 @@ class TolerationOperator(StrEnum):
     EXISTS = "Exists"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Taint:
     key: str

@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpuscale.lifecycle.trace import PodTrace
+from gpuscale.model.frozen import quick_init
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodRecord:
     key: str

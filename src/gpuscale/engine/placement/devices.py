@@ -40,6 +40,7 @@ from gpuscale.engine.placement.frag import ClassKey, FragTable, TypicalTables, c
 from gpuscale.engine.placement.gpuscale import GpuscaleScorer
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.placement.state import BoolArray, ClusterState, IntArray
+from gpuscale.model.frozen import quick_init
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources
 
@@ -51,6 +52,7 @@ DEVICE_ANNOTATION = "gpuscale.io/gpu-index"
 MIB = 2**20
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class GpuNeed:
     """What a pod takes from a device-accounted node: `count` devices with `milli` each."""
