@@ -462,7 +462,7 @@ class NodeSet:
         source = np.full(n, -1, dtype=np.int64)
         stays = np.ones(n, dtype=bool)
         stays[fresh] = False
-        source[stays] = np.flatnonzero(kept)
+        source[stays] = kept.nonzero()[0]
         return self._moved(records, source)
 
     def _replaced(self, records: Sequence[NodeRecord], changed: IntArray) -> tuple[NodeSet, IntArray]:
@@ -781,7 +781,7 @@ class _Judgements:
             moved_to = np.full(len(last.names), -1, dtype=np.int64)
             kept = (source >= 0).nonzero()[0]
             moved_to[source[kept]] = kept
-            replaced = np.flatnonzero(moved_to[self.at] < 0).tolist()
+            replaced = (moved_to[self.at] < 0).nonzero()[0].tolist()
             for k in replaced:  # a record replaced in place by one its verdict reads the same from keeps the verdict
                 i = int(self.at[k])
                 if (i < len(nodes.names) and nodes.names[i] == last.names[i]
@@ -807,7 +807,7 @@ class _Judgements:
         assert nodes is not None
         generation, hint = moved if moved is not None else (-1, None)
         seen, self._generation = self._generation, generation
-        held = np.minimum(np.searchsorted(self.at, at), max(len(self.at) - 1, 0))
+        held = np.minimum(self.at.searchsorted(at), max(len(self.at) - 1, 0))
         same = ((self.at[held] == at) & (self.numbers[held] == numbers).all(axis=1) if len(self.at)
                 else np.zeros(len(at), dtype=bool))
         names = nodes.names[at].tolist()
@@ -815,7 +815,7 @@ class _Judgements:
         stirred = hint if hint is not None and generation >= 0 and seen == generation - 1 else None
         old_verdicts, old_pods, records, gpu_pool = self.verdicts, self.pods, nodes.records, nodes.gpu_pool
         if stirred is None:
-            for i in np.flatnonzero(same).tolist():
+            for i in same.nonzero()[0].tolist():
                 kept, pods = old_pods[held[i]], pods_by_node.get(names[i], ())
                 if not (len(kept) == len(pods) and all(map(operator.is_, kept, pods))):
                     same[i] = False

@@ -309,7 +309,7 @@ class _ClassMasks:
         if self._single_rows is not None:
             mask &= self._single_rows
         vector = table.request_vector(pod.requests)
-        pairs = [] if vector is None else [(c, int(vector[c])) for c in np.flatnonzero(vector).tolist()]
+        pairs = [] if vector is None else [(c, int(vector[c])) for c in vector.nonzero()[0].tolist()]
         return _Class(mask, len(self._touched), pairs, gpu_need(pod.requests))
 
     def feasible(self, table: NodeTable, entry: _Class) -> BoolArray:

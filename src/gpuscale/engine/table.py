@@ -376,12 +376,12 @@ class NodeTable:
         for column, amount in asked:  # a request asks few columns: one comparison on each column's view, no copy
             mask &= free[:, column] >= amount
         if self.devices is not None and (need := self._s.need(pod.requests)) is not None:
-            rows = np.flatnonzero(mask)
+            rows = mask.nonzero()[0]
             if len(rows):
                 mask[rows] = self.devices.fits(need, rows)
         if self.topology is not None and (self.topology.relevant or pod.constraints.pod_affinity
                                           or pod.constraints.pod_anti_affinity):
-            for i in np.flatnonzero(mask).tolist():
+            for i in mask.nonzero()[0].tolist():
                 if self.topology.failures(pod, self._s.nodes[i]):
                     mask[i] = False
         return mask
@@ -558,10 +558,10 @@ def _regrouped(last_keys: Sequence[GroupKey], last_group_of: IntArray, last_grou
             if g == len(by_id):
                 by_id.append(key)
         group[i] = g
-    rows = np.argsort(group, kind="stable")  # by group, each group's rows in order: its first row first
+    rows = group.argsort(kind="stable")  # by group, each group's rows in order: its first row first
     sizes = np.bincount(group, minlength=len(by_id))
-    used = np.flatnonzero(sizes)
-    starts = (np.cumsum(sizes) - sizes)[used]
+    used = sizes.nonzero()[0]
+    starts = (sizes.cumsum() - sizes)[used]
     firsts = rows[starts]
     order = np.argsort(firsts)  # the groups numbered again by first row
     number = np.empty(len(by_id), dtype=np.int64)

@@ -114,7 +114,7 @@ class FgdScorer:
         n = len(cpu)
         if free.shape[1] == 1:  # one device per node (the twin's T4 nodes): a landing is a node state of its own
             g = free[:, 0]
-            row = np.flatnonzero(g >= pod.gpu_milli)
+            row = (g >= pod.gpu_milli).nonzero()[0]
             left = g[row] - pod.gpu_milli
             both = t.frag_of_one_device(np.concatenate((cpu, cpu[row] - pod.cpu_milli)), np.concatenate((g, left)),
                                         np.concatenate((model, model[row])) if len(t.access) > 1 else model)
