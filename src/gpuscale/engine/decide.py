@@ -235,7 +235,7 @@ def _scale_down(cluster: Cluster, table: NodeTable, facts: Mapping[str, NodeFact
                 memo: ScaleDownMemo, moved: tuple[int, frozenset[str] | None] | None = None,
                 came: tuple[int, frozenset[str], frozenset[str]] | None = None) -> ScaleDownResult:
     """Scale-down on the table where pending pods covered by existing capacity already sit on their future nodes."""
-    return memo.plan(list(facts.values()), table=table, pods_by_node=pods_by_node, pdbs=cluster.pdbs, policy=policy,
+    return memo.plan(memo.records_of(facts), table=table, pods_by_node=pods_by_node, pdbs=cluster.pdbs, policy=policy,
                      state=state, now=now, moved=moved, came=came)
 
 

@@ -416,9 +416,9 @@ class NodeSet:
         (None: the result was sorted afresh)."""
         if len(records) == len(self.records):
             same = np.fromiter(map(operator.is_, records, self.records), dtype=bool, count=len(records))
-            if same.all():
+            if np.count_nonzero(same) == len(records):
                 return self, np.arange(len(records))
-            changed = np.flatnonzero(~same)
+            changed = (~same).nonzero()[0]
             at = changed.tolist()
             if all(records[i].node.name == self.names[i] for i in at):  # same names: still in name order
                 return self._replaced(records, changed)
@@ -448,7 +448,7 @@ class NodeSet:
             return self._replaced(records, np.array(fresh, dtype=np.int64))  # the usual: the same names replaced
         gone = []
         for name in chain(came, left):
-            i = int(np.searchsorted(names, name)) if last else 0
+            i = int(names.searchsorted(name)) if last else 0
             if i < last and names[i] == name:
                 gone.append(i)
             elif name in left:
@@ -1192,14 +1192,25 @@ class ScaleDownMemo:
     nodes (see `_Judgements`; all dropped when the policy or a PDB changes). A fresh memo computes everything: `plan`
     gives the same result with or without history."""
 
-    __slots__ = ("_context", "_judgements", "_nodes", "_seen")
+    __slots__ = ("_context", "_judgements", "_listed", "_nodes", "_seen")
 
     def __init__(self) -> None:
+        self._listed: tuple[Mapping[str, NodeRecord], list[NodeRecord]] | None = None
+        """The last mapping `records_of` listed, with its list."""
         self._nodes: NodeSet | None = None
         self._seen = -1
         """The generation of the records `_nodes` was made from when they were in name order as given, else -1."""
         self._judgements = _Judgements()
         self._context: tuple[Policy, tuple[PodDisruptionBudget, ...]] | None = None
+
+    def records_of(self, by_name: Mapping[str, NodeRecord]) -> list[NodeRecord]:
+        """`list(by_name.values())`, the very list of the last call when `by_name` is the very mapping of the last call
+        (the decision memo hands the same facts mapping on while no node changed, and never edits a mapping it handed
+        out): a list of every node is not made again, and `plan` sees the same records."""
+        listed = self._listed
+        if listed is None or listed[0] is not by_name:
+            listed = self._listed = (by_name, list(by_name.values()))
+        return listed[1]
 
     def plan(self, records: Sequence[NodeRecord], *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
              pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
