@@ -189,8 +189,11 @@ def test_a_restarted_controller_rederives_the_trace_from_the_objects(
     assert trace.new_node and trace.pool == A100, trace.to_json()
     assert {Milestone.UNSCHEDULABLE.value, Milestone.DECIDED.value, Milestone.REGISTERED.value} <= set(
         trace.milestones), trace.to_json()
+    # Re-derived from the objects, a phase starts or ends on a timestamp of whole seconds (creationTimestamp, a
+    # condition's lastTransitionTime): up to 1 s off, plus kwok's own delay in acting on a loaded machine. 1.5 s still
+    # tells the phases (3, 5 and 8 s) apart.
     for phase, expected in ((Phase.NODE_READY, READY_S), (Phase.GPU_REGISTRATION, GPU_S), (Phase.IMAGE_PULL, PULL_S)):
-        assert abs(trace.phases[phase] - expected) <= 1.0, (phase, trace.phases)
+        assert abs(trace.phases[phase] - expected) <= 1.5, (phase, trace.phases)
     assert abs((trace.pending_to_running_s or 0.0) - measured_pending_to_running(core_v1, key)) <= 1.0
 
 
