@@ -395,6 +395,9 @@ def run(
                                                                          "JSON-lines file.")] = None,
     trace_retention: Annotated[int, typer.Option("--trace-retention", min=1, help="Finished traces kept in "
                                                                                   "memory.")] = 10_000,
+    pool_refresh_interval: Annotated[str, typer.Option(
+        "--pool-refresh-interval", help="clusterapi provider: discover the node groups again this often (0s: every "
+                                        "tick).")] = "60s",
 ) -> None:
     """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
     import logging
@@ -415,7 +418,8 @@ def run(
     durations = {}
     for flag, text in (("--lease-duration", lease_duration), ("--renew-deadline", renew_deadline),
                        ("--retry-period", retry_period), ("--kwok-ready-after", kwok_ready_after),
-                       ("--kwok-gpu-register-after", kwok_gpu_register_after)):
+                       ("--kwok-gpu-register-after", kwok_gpu_register_after),
+                       ("--pool-refresh-interval", pool_refresh_interval)):
         try:
             durations[flag] = parse_duration(text)
         except ValueError as err:
@@ -426,7 +430,8 @@ def run(
                           lease_duration_s=int(durations["--lease-duration"]),
                           renew_deadline_s=durations["--renew-deadline"], retry_period_s=durations["--retry-period"])
     options = RunOptions(namespace=own_namespace, leader_elect=not once if leader_elect is None else leader_elect,
-                         lease=lease, status_name=status_configmap)
+                         lease=lease, status_name=status_configmap,
+                         pool_refresh_s=durations["--pool-refresh-interval"])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     server = None if once else MetricsServer(metrics_address)  # bound now: a port in use fails before anything starts
     if kubeconfig is not None:

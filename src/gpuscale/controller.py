@@ -49,6 +49,7 @@ from gpuscale.loop.ports import ClusterWriter, EventSink, EventType, EvictionOut
 from gpuscale.loop.provreq import DryRunRequests, ProvisioningRequests, SkipSyntheticPods
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
+from gpuscale.model.pool import NodePool
 from gpuscale.providers.clusterapi import ClusterAPIProvider
 from gpuscale.providers.kwok import KwokProvider, KwokSettings
 
@@ -149,6 +150,8 @@ class RunOptions:
     """None: no status ConfigMap."""
     status_refresh_s: float = 60.0
     """Rewrite the status at least this often even when nothing but its timestamps changed."""
+    pool_refresh_s: float = 60.0
+    """Discover the provider's node groups again at most this often (Cluster API; 0: every tick)."""
 
 
 @dataclass
@@ -178,6 +181,11 @@ class Controller:
     """Monotonic time of the last synced tick (for /healthz)."""
     requests: RequestCache | None = None
     """ProvisioningRequests and PodTemplates (None when `provisioning_requests=False`)."""
+    discovery: ClusterAPIProvider | None = None
+    """The provider whose node groups are the pools, discovered again every `pool_refresh_s` (None: fixed pools)."""
+    pool_refresh_s: float = 60.0
+    refreshed_s: float | None = None
+    """Monotonic time of the last discovery (None: only the one at start-up)."""
 
     def wait_synced(self, timeout_s: float) -> bool:
         """Block until every cache has listed (start-up and tests); False on timeout."""
@@ -189,6 +197,7 @@ class Controller:
     def tick(self) -> TickReport:
         """One `Autoscaler.tick()`, then metrics, status and history from what it read and did."""
         started = time.monotonic()
+        self.refresh_pools(started)
         report = self.autoscaler.tick()
         self.last_report = report
         if self.tracer is not None:
@@ -205,6 +214,25 @@ class Controller:
                                              limits=self.config.policy.limits, state=self.autoscaler.state,
                                              history=self.history, leader=self.identity or None))
         return report
+
+    def refresh_pools(self, now: float) -> bool:
+        """Discover the node groups again when `pool_refresh_s` passed since the last time (at start-up the provider
+        did), and run with the pools found from this tick on; True if they changed. A failed discovery keeps the
+        pools (`ClusterAPIProvider.refresh`)."""
+        if self.discovery is None:
+            return False
+        last = self.refreshed_s if self.refreshed_s is not None else self.started_s
+        if now - last < self.pool_refresh_s:
+            return False
+        self.refreshed_s = now
+        if not self.discovery.refresh():
+            return False
+        pools = self.discovery.pools
+        self.autoscaler.use_pools(pools)
+        if self.metrics is not None:
+            self.metrics.use_pools(pools)
+        log.info(json.dumps({"msg": "pools changed", "pools": [p.name for p in pools]}))
+        return True
 
     def restart_autoscaler(self) -> None:
         """Forget everything in memory (drains, backoff, event limits), as a process restart would: used when this
@@ -262,13 +290,16 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     cache = WatchCache(api_client, watch_events=tracer is not None)
     if tracer is not None:
         cache.add_listener(tracer.on_object)
-    pools = config.pools
     real_provider: NodeProvider
+    capi: ClusterAPIProvider | None = None
     if provider_name == "clusterapi":
         real_provider = capi = ClusterAPIProvider(api_client, config.pools, registered=cache.in_last_snapshot)
-        pools = capi.pools
     else:
         real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
+
+    def pools() -> tuple[NodePool, ...]:
+        """The pools now: the node groups discovered last (Cluster API), else the configured ones."""
+        return capi.pools if capi is not None else config.pools
     inner_writer: ClusterWriter
     inner_events: EventSink
     inner_provider: NodeProvider
@@ -296,16 +327,17 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
             DryRunRequests(requests) if dry_run else FencedRequests(requests, allowed), booking_s)
         return Autoscaler(reader=reader, writer=writer, provider=provider,
                           events=SkipSyntheticPods(events) if extension else events, clock=WallClock(),
-                          pools=pools, policy=config.policy, settings=loop_settings, extension=extension,
+                          pools=pools(), policy=config.policy, settings=loop_settings, extension=extension,
                           **({"decide": decide} if decide is not None else {}))
 
-    metrics = Metrics(pools)
+    metrics = Metrics(pools())
     if tracer is not None:
         register_metrics(tracer, metrics.registry)
     controller = Controller(cache=cache, writer=inner_writer, provider=inner_provider, events=inner_events,
                             autoscaler=new_autoscaler(), settings=loop_settings, config=config, reader=reader,
                             fenced_provider=provider, metrics=metrics, elector=elector, identity=identity,
-                            new_autoscaler=new_autoscaler, tracer=tracer, requests=requests)
+                            new_autoscaler=new_autoscaler, tracer=tracer, requests=requests, discovery=capi,
+                            pool_refresh_s=options.pool_refresh_s)
     metrics.leader.set_function(lambda: 1.0 if controller.is_leader() else 0.0)  # read at scrape time
     if options.status_name is not None and not dry_run:
         controller.status = StatusPublisher(

@@ -36,7 +36,7 @@ from typer.testing import CliRunner
 
 from gpuscale.cli import app
 from gpuscale.config import Config, load_config
-from gpuscale.controller import Controller, build_controller
+from gpuscale.controller import Controller, RunOptions, build_controller
 from gpuscale.loop.ports import ProviderError
 from gpuscale.loop.report import Action, TickReport
 from gpuscale.loop.tick import LoopSettings
@@ -195,13 +195,14 @@ def capi(capi_crds: None, api_client: client.ApiClient, namespace: str) -> Itera
 
 
 @pytest.fixture
-def controllers(api_client: client.ApiClient) -> Iterator[Callable[[], Controller]]:
+def controllers(api_client: client.ApiClient) -> Iterator[Callable[..., Controller]]:
     built: list[Controller] = []
 
-    def make() -> Controller:
+    def make(pool_refresh_s: float = 60.0) -> Controller:
         config = config_for_capi()
         controller = build_controller(api_client, config, provider_name="clusterapi",
-                                      settings=replace(LoopSettings.from_config(config), scan_interval_s=TICK_EVERY_S))
+                                      settings=replace(LoopSettings.from_config(config), scan_interval_s=TICK_EVERY_S),
+                                      options=RunOptions(status_name=None, pool_refresh_s=pool_refresh_s))
         built.append(controller)
         assert controller.cache.wait_synced(30), controller.cache.status()
         return controller
@@ -389,6 +390,53 @@ def test_malformed_annotations_put_a_group_out_of_action(capi: Capi, controllers
     assert f"MachineDeployment {capi.namespace}/a100: metadata.annotations[{MAX_SIZE}]: 'ten' is not a whole " \
            "number" in errors[0].message
     assert any("'ten'" in p for p in provider.problems())
+
+
+def test_node_groups_are_discovered_again_while_running(capi: Capi, controllers: Callable[..., Controller],
+                                                       pods: Callable[..., str],
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """A MachineDeployment created after start-up becomes a pool at the next discovery and is scaled for its pod; one
+    whose autoscaler annotations are taken off leaves (its gauges too); a discovery that cannot read keeps the pools."""
+    cpu = {CAPACITY + "cpu": "16", CAPACITY + "memory": "64G"}
+    capi.machine_deployment("cpu-pool", replicas=0, min_size=0, max_size=5, annotations=cpu)
+    controller = controllers(pool_refresh_s=0.0)
+    provider = controller.provider
+    assert isinstance(provider, ClusterAPIProvider)
+    assert [p.name for p in controller.autoscaler.pools] == ["cpu-pool"]
+
+    t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
+          CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
+    capi.machine_deployment("t4-late", replicas=0, min_size=0, max_size=2, annotations=t4)
+    pods("infer", accelerator="nvidia-tesla-t4", gpus=1)
+    reports = []
+    deadline = time.monotonic() + 30
+    while capi.replicas("t4-late") == 0:
+        assert time.monotonic() < deadline, f"no T4 scale-up; last report: {reports[-1] if reports else None}"
+        reports.append(controller.tick())
+        time.sleep(TICK_EVERY_S)
+    reports.append(controller.tick())  # the replica ordered is upcoming now
+    assert scaled(reports) == [("t4-late", 1)]
+    assert sorted(p.name for p in controller.autoscaler.pools) == ["cpu-pool", "t4-late"]
+    assert controller.metrics is not None
+    metrics = controller.metrics.exposition().decode()
+    assert 'gpuscale_nodes{pool="t4-late",state="upcoming"} 1.0' in metrics, metrics
+
+    capi.annotate("cpu-pool", {MIN_SIZE: None, MAX_SIZE: None})  # no longer a node group
+    controller.tick()
+    assert [p.name for p in controller.autoscaler.pools] == ["t4-late"]
+    metrics = controller.metrics.exposition().decode()
+    assert 'gpuscale_nodes{pool="cpu-pool"' not in metrics and 'backoff_seconds{pool="cpu-pool"}' not in metrics
+    assert 'gpuscale_nodes{pool="t4-late",state="upcoming"} 1.0' in metrics, metrics
+
+    caplog.set_level(logging.WARNING, logger="gpuscale")
+    provider.version = "v1alpha9"  # an API the server does not serve: the discovery fails
+    try:
+        assert not controller.refresh_pools(time.monotonic())
+    finally:
+        provider.version = VERSION
+    assert [p.name for p in controller.autoscaler.pools] == ["t4-late"]
+    assert "Cluster API node groups not refreshed, kept as they were" in caplog.text
+    assert capi.replicas("t4-late") == 1 and capi.replicas("cpu-pool") == 0
 
 
 def test_run_once_dry_run_with_the_clusterapi_provider(capi: Capi, control_plane: Any, pods: Callable[..., str],

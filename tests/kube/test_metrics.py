@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,24 @@ A100, T4 = "gpu-training-a100", "gpu-inference-t4"
 
 def _value(metrics: Metrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
+
+
+def test_use_pools_adds_and_removes_pool_gauges_and_keeps_counters() -> None:
+    metrics = Metrics(CONFIG.pools)
+    snapshot = Snapshot(cluster=Cluster(nodes=(make_node("a1", gpus=8, labels={POOL_LABEL: A100}),)))
+    report = TickReport(now_s=10.0, synced=True, plan=Plan(),
+                        scaled_up=(ScaleUpDone(pool=T4, nodes=1, request_ids=("x",)),))
+    metrics.observe_tick(report, snapshot, EngineState(), 0.01)
+    late = replace(CONFIG.pools[0], name="late-pool")
+    metrics.use_pools([p for p in CONFIG.pools if p.name != T4] + [late])
+    assert _value(metrics, "gpuscale_nodes", pool=T4, state="ready") is None  # gone, not left at its last value
+    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=T4) is None
+    assert _value(metrics, "gpuscale_nodes", pool="late-pool", state="ready") == 0
+    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool="late-pool") == 0
+    assert _value(metrics, "gpuscale_nodes", pool=A100, state="ready") == 1  # kept as it was
+    assert _value(metrics, "gpuscale_scaled_up_nodes_total", pool=T4) == 1  # counters keep what they counted
+    metrics.observe_tick(TickReport(now_s=20.0, synced=True, plan=Plan()), snapshot, EngineState(), 0.01)
+    assert _value(metrics, "gpuscale_nodes", pool=T4, state="ready") is None
 
 
 def test_observe_tick_counts_actions_per_pool() -> None:

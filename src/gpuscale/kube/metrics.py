@@ -61,9 +61,24 @@ class Metrics:
         self.status_writes = Counter("gpuscale_status_writes", "Status ConfigMap writes by result",
                                      ["result"], registry=r)
         for pool in self._pools:
-            self.backoff.labels(pool=pool).set(0)
+            self._zero(pool)
+
+    def _zero(self, pool: str) -> None:
+        self.backoff.labels(pool=pool).set(0)
+        for state in NodeState:
+            self.nodes.labels(pool=pool, state=str(state)).set(0)
+
+    def use_pools(self, pools: Sequence[NodePool]) -> None:
+        """The pools changed (node groups discovered again): a new pool's gauges start at 0, a gone pool's gauges
+        are removed (not left at their last value); counters keep every pool they counted."""
+        fresh = {p.name: p for p in pools}
+        for pool in self._pools.keys() - fresh.keys():
+            self.backoff.remove(pool)
             for state in NodeState:
-                self.nodes.labels(pool=pool, state=str(state)).set(0)
+                self.nodes.remove(pool, str(state))
+        for pool in fresh.keys() - self._pools.keys():
+            self._zero(pool)
+        self._pools = fresh
 
     def register(self, collector: Collector) -> None:
         """Add another collector to the same registry (served on the same /metrics)."""

@@ -125,6 +125,13 @@ class Autoscaler:
         self._not_triggered = ev.EventLimiter(self.settings.not_triggered_event_interval_s)
         self._synced_once = False
 
+    def use_pools(self, pools: Sequence[NodePool]) -> None:
+        """Decide with these pools from the next tick on (the provider discovered its node groups again). What the
+        engine state holds of a pool that left (backoff, last scale-up) is kept: it only matters if the pool comes
+        back, and then as it was."""
+        self.pools = tuple(pools)
+        self._pools = {p.name: p for p in self.pools}
+
     def tick(self) -> TickReport:
         now = self.clock.now()
         try:

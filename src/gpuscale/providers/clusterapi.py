@@ -9,8 +9,10 @@ gpuscale pool, named by the object's `gpuscale.io/pool` annotation, else by the 
   {cpu, memory, maxPods, gpu-type, gpu-count, labels, taints}` (cpu and memory required; maxPods defaults to 110;
   labels `k=v,k2=v2`; taints `k=v:NoSchedule,…`), plus the template's labels Cluster API propagates to Nodes.
 The bounds always come from the min/max annotations, read again at every scale call: the annotations are the truth,
-as in CA. Groups are discovered when the provider is built (`gpuscale run` start-up); a group added later needs a
-restart. Configured pools that match no group are left out (nothing could scale them) and logged.
+as in CA. Groups are discovered when the provider is built (`gpuscale run` start-up) and again at every `refresh`
+(the controller calls it every `--pool-refresh-interval`; CA rediscovers every loop): a group created later becomes a
+pool, one deleted or no longer autoscaled leaves, a pool follows its annotations. Configured pools that match no group
+are left out (nothing could scale them) and logged.
 
 **A malformed annotation** (or a duplicate pool name) puts the group out of action: at start-up it is not a pool;
 later, every call for it raises, naming the object and the annotation, and its nodes and machines are left out of
@@ -227,10 +229,13 @@ class ClusterAPIProvider:
         self._clock = clock
         self._problems: dict[str, str] = {}
         self._increased: dict[str, list[float]] = {}
-        self.groups: dict[str, GroupRef] = {}
+        self._configured = tuple(configured)
+        self.groups: dict[str, GroupRef]
         """Pool name → its node group."""
-        self.pools: tuple[NodePool, ...] = self._discover(configured)
+        self.pools: tuple[NodePool, ...]
         """The pools the controller runs with: one per usable node group."""
+        self.groups, self.pools = self._discover()
+        self._log_groups()
 
     # --- discovery
 
@@ -258,11 +263,16 @@ class ClusterAPIProvider:
                 objects.append((MACHINE_SET, ms))
         return [(k, o) for k, o in objects if is_autoscaled(o)]
 
-    def _discover(self, configured: Sequence[NodePool]) -> tuple[NodePool, ...]:
-        by_name = {p.name: p for p in configured}
+    def _discover(self) -> tuple[dict[str, GroupRef], tuple[NodePool, ...]]:
+        """The node groups and their pools as the API server has them now. A group whose annotations do not parse, or
+        that shares its pool name with another, is reported and left out; the problems of groups that parse, or that
+        are gone, are dropped (the object is the truth, as for the bounds)."""
+        by_name = {p.name: p for p in self._configured}
         found: dict[str, list[tuple[GroupRef, NodePool]]] = {}
+        seen: set[str] = set()
         for kind, obj in self._group_objects():
             ref, name = _ref(kind, obj), pool_name_of(kind, obj)
+            seen.add(str(ref))
             try:
                 state = group_state(kind, obj)
                 base = by_name.get(name)
@@ -272,6 +282,7 @@ class ClusterAPIProvider:
                 self._report(str(ref), str(err))
                 continue
             found.setdefault(name, []).append((ref, pool))
+        groups: dict[str, GroupRef] = {}
         pools = []
         for name, entries in sorted(found.items()):
             if len(entries) > 1:
@@ -280,13 +291,34 @@ class ClusterAPIProvider:
                                            f"claimed by {', '.join(str(r) for r, _ in entries if r != ref)}")
                 continue
             ref, pool = entries[0]
-            self.groups[name] = ref
+            self._problems.pop(str(ref), None)
+            groups[name] = ref
             pools.append(pool)
-        unmatched = sorted(set(by_name) - set(self.groups))
+        for key in [k for k in self._problems if k not in seen]:
+            del self._problems[key]
+        return groups, tuple(pools)
+
+    def _log_groups(self) -> None:
+        unmatched = sorted({p.name for p in self._configured} - set(self.groups))
         if unmatched:
             log.warning("configured pools with no Cluster API node group, left out: %s", ", ".join(unmatched))
         log.info("Cluster API node groups: %s", ", ".join(f"{p} = {r}" for p, r in sorted(self.groups.items())))
-        return tuple(pools)
+
+    def refresh(self) -> bool:
+        """Discover the node groups again: a group created since becomes a pool, one deleted or no longer autoscaled
+        leaves, a pool's template and bounds follow its annotations. True if the pools or their groups changed. A
+        failed read changes nothing (the pools stay as they were, logged) and is False: the next refresh tries again,
+        and every scale call reads its group anyway."""
+        try:
+            groups, pools = self._discover()
+        except Exception as err:  # any failed read (an API error, the CRDs gone, the connection): the pools stay
+            log.warning("Cluster API node groups not refreshed, kept as they were: %s", str(err).splitlines()[0])
+            return False
+        if groups == self.groups and pools == self.pools:
+            return False
+        self.groups, self.pools = groups, pools
+        self._log_groups()
+        return True
 
     def _report(self, key: str, message: str) -> None:
         if self._problems.get(key) != message:
