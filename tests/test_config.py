@@ -136,6 +136,22 @@ def test_per_pool_provision_time() -> None:
     assert config.pools[0].max_node_provision_time_s == 1500 and config.pools[1].max_node_provision_time_s is None
 
 
+def test_per_pool_scale_down_options() -> None:
+    pools = [{**POOLS[1], "scale_down_utilization_threshold": 0.2, "scale_down_gpu_utilization_threshold": 0.7,
+              "scale_down_unneeded_time": "1h", "scale_down_unready_time": "90s"}, POOLS[0]]
+    config = parse_config({"pools": pools})
+    tuned, plain = config.pools
+    assert (tuned.scale_down_utilization_threshold, tuned.scale_down_gpu_utilization_threshold,
+            tuned.scale_down_unneeded_time_s, tuned.scale_down_unready_time_s) == (0.2, 0.7, 3600, 90)
+    assert (plain.scale_down_utilization_threshold, plain.scale_down_gpu_utilization_threshold,
+            plain.scale_down_unneeded_time_s, plain.scale_down_unready_time_s) == (None, None, None, None)
+    for key, value, expected in (("scale_down_utilization_threshold", 1.5, "less than or equal to 1"),
+                                 ("scale_down_gpu_utilization_threshold", -0.1, "greater than or equal to 0"),
+                                 ("scale_down_unneeded_time", "later", "expected a duration")):
+        with pytest.raises(ConfigError, match=rf"pools\[0\]\.{key}: .*{expected}"):
+            parse_config({"pools": [{**POOLS[0], key: value}]})
+
+
 # --- errors: one line naming the setting
 
 

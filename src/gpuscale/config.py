@@ -116,6 +116,10 @@ class PoolConfig(_Strict):
     allocatable: dict[str, int | float | str]
     gpu: GpuConfig | None = None
     max_node_provision_time: Duration | None = None
+    scale_down_utilization_threshold: Fraction01 | None = None
+    scale_down_gpu_utilization_threshold: Fraction01 | None = None
+    scale_down_unneeded_time: Duration | None = None
+    scale_down_unready_time: Duration | None = None
 
     @field_validator("allocatable")
     @classmethod
@@ -158,6 +162,10 @@ class PoolConfig(_Strict):
             gpu_model=self.gpu.model if self.gpu else None, gpus_per_node=self.gpu.count if self.gpu else 0,
             usd_per_hour=self.usd_per_hour, min_size=self.min_size, max_size=self.max_size, zones=self.zones,
             max_node_provision_time_s=self.max_node_provision_time,
+            scale_down_utilization_threshold=self.scale_down_utilization_threshold,
+            scale_down_gpu_utilization_threshold=self.scale_down_gpu_utilization_threshold,
+            scale_down_unneeded_time_s=self.scale_down_unneeded_time,
+            scale_down_unready_time_s=self.scale_down_unready_time,
         )
 
 

@@ -48,6 +48,7 @@ from gpuscale.providers.clusterapi import (
     DEPLOYMENT_NAME_LABEL,
     MAX_SIZE,
     MIN_SIZE,
+    OPTIONS,
     POOL_ANNOTATION,
     ClusterAPIProvider,
 )
@@ -396,7 +397,9 @@ def test_node_groups_are_discovered_again_while_running(capi: Capi, controllers:
                                                        pods: Callable[..., str],
                                                        caplog: pytest.LogCaptureFixture) -> None:
     """A MachineDeployment created after start-up becomes a pool at the next discovery and is scaled for its pod; one
-    whose autoscaler annotations are taken off leaves (its gauges too); a discovery that cannot read keeps the pools."""
+    whose autoscaler annotations are taken off leaves (its gauges too); a discovery that cannot read keeps the pools.
+    CA's per-group option annotations reach the pool; one gpuscale does not apply is logged."""
+    caplog.set_level(logging.WARNING, logger="gpuscale")
     cpu = {CAPACITY + "cpu": "16", CAPACITY + "memory": "64G"}
     capi.machine_deployment("cpu-pool", replicas=0, min_size=0, max_size=5, annotations=cpu)
     controller = controllers(pool_refresh_s=0.0)
@@ -406,7 +409,8 @@ def test_node_groups_are_discovered_again_while_running(capi: Capi, controllers:
 
     t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
           CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
-    capi.machine_deployment("t4-late", replicas=0, min_size=0, max_size=2, annotations=t4)
+    capi.machine_deployment("t4-late", replicas=0, min_size=0, max_size=2, annotations={
+        **t4, OPTIONS + "scaledownunneededtime": "2h", OPTIONS + "maxnodestartuptime": "10m"})
     pods("infer", accelerator="nvidia-tesla-t4", gpus=1)
     reports = []
     deadline = time.monotonic() + 30
@@ -417,6 +421,9 @@ def test_node_groups_are_discovered_again_while_running(capi: Capi, controllers:
     reports.append(controller.tick())  # the replica ordered is upcoming now
     assert scaled(reports) == [("t4-late", 1)]
     assert sorted(p.name for p in controller.autoscaler.pools) == ["cpu-pool", "t4-late"]
+    late = next(p for p in controller.autoscaler.pools if p.name == "t4-late")
+    assert late.scale_down_unneeded_time_s == 7200.0 and late.scale_down_utilization_threshold is None
+    assert f"{OPTIONS}maxnodestartuptime]: an option gpuscale does not apply, ignored" in caplog.text
     assert controller.metrics is not None
     metrics = controller.metrics.exposition().decode()
     assert 'gpuscale_nodes{pool="t4-late",state="upcoming"} 1.0' in metrics, metrics
@@ -428,7 +435,6 @@ def test_node_groups_are_discovered_again_while_running(capi: Capi, controllers:
     assert 'gpuscale_nodes{pool="cpu-pool"' not in metrics and 'backoff_seconds{pool="cpu-pool"}' not in metrics
     assert 'gpuscale_nodes{pool="t4-late",state="upcoming"} 1.0' in metrics, metrics
 
-    caplog.set_level(logging.WARNING, logger="gpuscale")
     provider.version = "v1alpha9"  # an API the server does not serve: the discovery fails
     try:
         assert not controller.refresh_pools(time.monotonic())

@@ -15,7 +15,9 @@ from gpuscale.providers.clusterapi import (
     MACHINE_DEPLOYMENT,
     MAX_SIZE,
     MIN_SIZE,
+    OPTIONS,
     POOL_ANNOTATION,
+    group_options,
     group_state,
     is_autoscaled,
     pool_name_of,
@@ -103,3 +105,30 @@ def test_an_invalid_pool_name_is_reported_on_the_object() -> None:
     with pytest.raises(InputError) as err:
         template_pool(MACHINE_DEPLOYMENT, md(GPU, name="gpu.md"), "gpu.md", 0, 4)
     assert str(err.value).startswith("MachineDeployment capi/gpu.md: pool name: ")
+
+
+def test_per_group_autoscaling_options_as_ca_spells_them() -> None:
+    options, unknown = group_options(MACHINE_DEPLOYMENT, md({
+        **BOUNDS, OPTIONS + "scaledownutilizationthreshold": "0.3", OPTIONS + "scaledowngpuutilizationthreshold": "0",
+        OPTIONS + "scaledownunneededtime": "1h30m", OPTIONS + "scaledownunreadytime": "300",
+        OPTIONS + "maxnodeprovisiontime": "25m", OPTIONS + "maxnodestartuptime": "20m"}))
+    assert options == {"scale_down_utilization_threshold": 0.3, "scale_down_gpu_utilization_threshold": 0.0,
+                       "scale_down_unneeded_time_s": 5400.0, "scale_down_unready_time_s": 300.0,
+                       "max_node_provision_time_s": 1500.0}
+    assert unknown == [OPTIONS + "maxnodestartuptime"]  # CA has it; gpuscale reports it and applies nothing
+    assert group_options(MACHINE_DEPLOYMENT, md(BOUNDS)) == ({}, [])
+
+
+@pytest.mark.parametrize(("option", "text", "problem"), [
+    ("scaledownutilizationthreshold", "half", "'half': could not convert"),
+    ("scaledownutilizationthreshold", "1.5", "'1.5' is not a fraction between 0 and 1"),
+    ("scaledowngpuutilizationthreshold", "-0.1", "'-0.1' is not a fraction between 0 and 1"),
+    ("scaledownunneededtime", "soon", "'soon': expected a duration"),
+    ("maxnodeprovisiontime", "-5m", "'-5m': must be a finite duration"),
+])
+def test_malformed_autoscaling_options_name_object_and_annotation(option: str, text: str, problem: str) -> None:
+    with pytest.raises(InputError) as err:
+        group_options(MACHINE_DEPLOYMENT, md({**BOUNDS, OPTIONS + option: text}))
+    message = str(err.value)
+    assert message.startswith(f"MachineDeployment capi/gpu-md: metadata.annotations[{OPTIONS}{option}]: "), message
+    assert problem in message

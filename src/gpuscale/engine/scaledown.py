@@ -227,6 +227,8 @@ class _Columns:
     phases: npt.NDArray[np.int8]
     alloc: IntArray
     gpu_pool: npt.NDArray[np.bool_]
+    tuned: npt.NDArray[np.bool_]
+    """The node's pool has a utilization threshold of its own (`NodePool.own_thresholds`)."""
     deleting: npt.NDArray[np.bool_]
     ready: npt.NDArray[np.bool_]
 
@@ -236,8 +238,9 @@ class _Columns:
         n = len(records)
         nodes: list[Node] = list(map(_NODE, records))
         pools: list[NodePool | None] = list(map(_POOL, records))
-        gpu_pools = {key: pool is not None and pool.is_gpu_pool()
-                     for key, pool in dict(zip(map(id, pools), pools, strict=True)).items()}
+        distinct = dict(zip(map(id, pools), pools, strict=True))
+        gpu_pools = {key: pool is not None and pool.is_gpu_pool() for key, pool in distinct.items()}
+        tuned = {key: pool is not None and pool.own_thresholds() for key, pool in distinct.items()}
         return _Columns(
             nodes=_objects(nodes, n), names=_objects(map(_NAME, nodes), n), pools=_objects(pools, n),
             pool_names=_objects(map(_POOL_NAME, records), n), since=_objects(map(_unneeded_since, nodes), n),
@@ -246,6 +249,7 @@ class _Columns:
             alloc=np.fromiter(chain.from_iterable(map(attrgetter("amounts"), records)), dtype=np.int64,
                               count=4 * n).reshape(n, 4),
             gpu_pool=np.fromiter(map(gpu_pools.__getitem__, map(id, pools)), dtype=bool, count=n),
+            tuned=np.fromiter(map(tuned.__getitem__, map(id, pools)), dtype=bool, count=n),
             deleting=np.fromiter(map(attrgetter("deleting"), nodes), dtype=bool, count=n),
             ready=np.fromiter(map(attrgetter("ready"), nodes), dtype=bool, count=n))
 
@@ -253,21 +257,22 @@ class _Columns:
         """Position i of the result is position `source[i]` of this one."""
         return _Columns(nodes=self.nodes[source], names=self.names[source], pools=self.pools[source],
                         pool_names=self.pool_names[source], since=self.since[source], phases=self.phases[source],
-                        alloc=self.alloc[source], gpu_pool=self.gpu_pool[source], deleting=self.deleting[source],
-                        ready=self.ready[source])
+                        alloc=self.alloc[source], gpu_pool=self.gpu_pool[source], tuned=self.tuned[source],
+                        deleting=self.deleting[source], ready=self.ready[source])
 
     def copy(self) -> _Columns:
         return _Columns(nodes=self.nodes.copy(), names=self.names.copy(), pools=self.pools.copy(),
                         pool_names=self.pool_names.copy(), since=self.since.copy(), phases=self.phases.copy(),
-                        alloc=self.alloc.copy(), gpu_pool=self.gpu_pool.copy(), deleting=self.deleting.copy(),
-                        ready=self.ready.copy())
+                        alloc=self.alloc.copy(), gpu_pool=self.gpu_pool.copy(), tuned=self.tuned.copy(),
+                        deleting=self.deleting.copy(), ready=self.ready.copy())
 
     def put(self, at: IntArray, new: _Columns) -> None:
         """Positions `at` take `new`'s entries, in order."""
         self.nodes[at], self.names[at], self.pools[at], self.pool_names[at] = (new.nodes, new.names, new.pools,
                                                                                 new.pool_names)
         self.since[at], self.phases[at], self.alloc[at] = new.since, new.phases, new.alloc
-        self.gpu_pool[at], self.deleting[at], self.ready[at] = new.gpu_pool, new.deleting, new.ready
+        self.gpu_pool[at], self.tuned[at] = new.gpu_pool, new.tuned
+        self.deleting[at], self.ready[at] = new.deleting, new.ready
 
     def steady(self, other: _Columns, at: IntArray) -> bool:
         """Whether `other` (these columns with positions `at` patched) has the same phases, allocatable, GPU-pool,
@@ -292,6 +297,7 @@ class _Columns:
             self.nodes[i], self.names[i], self.pools[i], self.pool_names[i] = node, node.name, pool, record.pool_name
             self.since[i], self.phases[i] = _unneeded_since(node), _PHASE_CODE[record.phase]
             self.alloc[i], self.gpu_pool[i] = record.amounts, pool is not None and pool.is_gpu_pool()
+            self.tuned[i] = pool is not None and pool.own_thresholds()
             self.deleting[i], self.ready[i] = node.deleting, node.ready
 
     def patched(self, at: list[int], records: Sequence[NodeRecord]) -> _Columns:
@@ -316,6 +322,7 @@ class _Columns:
 
         same_pools = all(map(operator.is_, map(self.pools.item, at), pools))  # then the GPU-pool flags are too
         gpu_pool = () if same_pools else [pool is not None and pool.is_gpu_pool() for pool in pools]
+        tuned = () if same_pools else [pool is not None and pool.own_thresholds() for pool in pools]
         return _Columns(
             nodes=_written(self.nodes, at, nodes, False), names=self.names,
             pools=_written(self.pools, at, pools, same_pools),
@@ -325,6 +332,7 @@ class _Columns:
             alloc=_written(self.alloc, at, alloc,
                            all(self.alloc[i].tolist() == a for i, a in zip(at, alloc, strict=True))),
             gpu_pool=_written(self.gpu_pool, at, gpu_pool, same_pools),
+            tuned=_written(self.tuned, at, tuned, same_pools),
             deleting=_written(self.deleting, at, deleting, same(self.deleting, deleting)),
             ready=_written(self.ready, at, ready, same(self.ready, ready)))
 
@@ -354,8 +362,8 @@ class NodeSet:
     arrays built without a Python pass per node. A `ScaleDownMemo` keeps one while the records are the very same
     objects, and otherwise derives only the records it does not hold yet (`updated`)."""
 
-    __slots__ = ("_capacities", "_live", "_ranks", "_rows", "_sizes", "_unneeded_since", "_unready", "alloc",
-                 "columns", "gpu_pool", "live_count", "names", "nodes", "records", "registered", "usable",
+    __slots__ = ("_capacities", "_live", "_ranks", "_rows", "_sizes", "_tuned", "_unneeded_since", "_unready",
+                 "alloc", "columns", "gpu_pool", "live_count", "names", "nodes", "records", "registered", "usable",
                  "usable_positions", "usable_total")
 
     def __init__(self, records: Sequence[NodeRecord], columns: _Columns | None = None,
@@ -395,6 +403,7 @@ class NodeSet:
             self._unready = np.flatnonzero(~columns.deleting & ~columns.ready)
         self._live: frozenset[str] | None = None
         self._sizes: Counter[str] | None = None
+        self._tuned: IntArray | None = None
         self._unneeded_since: dict[str, float] | None = None
         self._rows: tuple[Mapping[str, int], IntArray] | None = None
         """The last `rows` answer and the table index it was read from."""
@@ -523,6 +532,12 @@ class NodeSet:
             marked = np.fromiter(map(operator.is_not, since, repeat(None)), dtype=bool, count=len(since))
             self._unneeded_since = dict(zip(self.names[marked].tolist(), since[marked].tolist(), strict=True))
         return self._unneeded_since
+
+    def tuned_positions(self) -> IntArray:
+        """Positions of the nodes whose pool has a utilization threshold of its own, ascending."""
+        if self._tuned is None:
+            self._tuned = np.flatnonzero(self.columns.tuned)
+        return self._tuned
 
     def live(self) -> frozenset[str]:
         """Names of the nodes not being deleted."""
@@ -687,6 +702,18 @@ def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable
     utilization = np.where(gpu_node, ratios[:, 2], np.maximum(ratios[:, 0], ratios[:, 1]))
     threshold = np.where(gpu_node, policy.scale_down_gpu_utilization_threshold,
                          policy.scale_down_utilization_threshold)
+    tuned = nodes.tuned_positions()
+    if len(tuned):  # nodes of pools with thresholds of their own (none, usually): theirs instead
+        k = at.searchsorted(tuned)  # `at` and `tuned` ascending: where each tuned position is in `at`, if it is
+        found = k < n
+        k, tuned = k[found], tuned[found]
+        for i, position in zip(k.tolist(), tuned.tolist(), strict=True):
+            if at[i] != position:
+                continue
+            pool = nodes.columns.pools[position]
+            own = pool.scale_down_gpu_utilization_threshold if gpu_node[i] else pool.scale_down_utilization_threshold
+            if own is not None:
+                threshold[i] = own
     return utilization, threshold, ratios, gpu_node
 
 
@@ -721,14 +748,25 @@ def _judge(record: NodeRecord, numbers: _Numbers, gpu_pool: bool, pods: Sequence
                         {**figures, "pods_to_move": len(drain.move)})
     assert pool is not None and pool_name is not None
     ready = record.phase is NodePhase.USABLE
-    required = policy.scale_down_unneeded_time_s if ready else policy.scale_down_unready_time_s
-    if ready and gpu_pool and policy.scale_down_gpu_unneeded_time_s is not None:
-        required = policy.scale_down_gpu_unneeded_time_s
+    required = _required_s(pool, ready, gpu_pool, policy)
     what = "unneeded" if ready else "unready and unneeded"
     return _Candidate(name=node.name, pool=pool, pool_name=pool_name, ready=ready, utilization=value, reason=reason,
                       drain=drain, required_s=required,
                       order=(not drain.empty, value, len(drain.move), node.name),
                       wait_text=(f"node {node.name} {what} for ", f"s of {required:g}s"))
+
+
+def _required_s(pool: NodePool, ready: bool, gpu_pool: bool, policy: Policy) -> float:
+    """How long a node of `pool` must stay unneeded: the pool's own time if it has one (CA's per-node-group option),
+    else the policy's for its readiness and, Ready, its kind (GPU pools: `scale_down_gpu_unneeded_time_s` if set)."""
+    if not ready:
+        own = pool.scale_down_unready_time_s
+        return own if own is not None else policy.scale_down_unready_time_s
+    if pool.scale_down_unneeded_time_s is not None:
+        return pool.scale_down_unneeded_time_s
+    if gpu_pool and policy.scale_down_gpu_unneeded_time_s is not None:
+        return policy.scale_down_gpu_unneeded_time_s
+    return policy.scale_down_unneeded_time_s
 
 
 def _reads_the_same(one: NodeRecord, other: NodeRecord) -> bool:

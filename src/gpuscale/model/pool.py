@@ -28,6 +28,18 @@ class NodePool:
     zones: tuple[str, ...] = ()
     max_node_provision_time_s: float | None = None
     """This pool's own provisioning deadline (big GPU hosts boot slower); `None` uses the policy's."""
+    scale_down_utilization_threshold: float | None = None
+    """This pool's own scale-down options (CA's per-node-group autoscaling options), each `None` for the policy's:
+    the utilization below which a node of it is underutilized (non-GPU nodes), the same for GPU nodes, how long a Ready
+    node must stay unneeded (for GPU nodes too: it replaces the policy's GPU unneeded time) and a not-Ready one."""
+    scale_down_gpu_utilization_threshold: float | None = None
+    scale_down_unneeded_time_s: float | None = None
+    scale_down_unready_time_s: float | None = None
+
+    def own_thresholds(self) -> bool:
+        """Whether either utilization threshold is this pool's own."""
+        return (self.scale_down_utilization_threshold is not None
+                or self.scale_down_gpu_utilization_threshold is not None)
 
     def template(self, name: str | None = None) -> Node:
         """A node of this pool as it will look once Ready with GPUs registered, named `name` (unique per what-if)."""

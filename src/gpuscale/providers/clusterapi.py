@@ -45,7 +45,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from gpuscale.config import GPU_PRODUCT_LABEL, PoolConfig
+from gpuscale.config import GPU_PRODUCT_LABEL, PoolConfig, parse_duration
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.engine.state import FailureKind
 from gpuscale.loop.ports import ProviderError
@@ -62,6 +62,16 @@ DELETE_MACHINE = f"{GROUP}/delete-machine"
 DEPLOYMENT_NAME_LABEL = f"{GROUP}/deployment-name"
 SET_NAME_LABEL = f"{GROUP}/set-name"
 CAPACITY = "capacity.cluster-autoscaler.kubernetes.io/"
+OPTIONS = f"{GROUP}/autoscaling-options-"
+"""CA's per-node-group autoscaling options: `<prefix><option>` annotations override the policy for that group."""
+_OPTIONS: Mapping[str, tuple[str, bool]] = {
+    "scaledownutilizationthreshold": ("scale_down_utilization_threshold", False),
+    "scaledowngpuutilizationthreshold": ("scale_down_gpu_utilization_threshold", False),
+    "scaledownunneededtime": ("scale_down_unneeded_time_s", True),
+    "scaledownunreadytime": ("scale_down_unready_time_s", True),
+    "maxnodeprovisiontime": ("max_node_provision_time_s", True),
+}
+"""Option → the `NodePool` field it sets, and whether it is a duration (else a fraction 0…1)."""
 POOL_ANNOTATION = "gpuscale.io/pool"
 MACHINE_DEPLOYMENT, MACHINE_SET = "MachineDeployment", "MachineSet"
 PLURALS = {MACHINE_DEPLOYMENT: "machinedeployments", MACHINE_SET: "machinesets"}
@@ -134,6 +144,32 @@ def group_state(kind: str, obj: Mapping[str, Any]) -> GroupState:
     replicas = (obj.get("spec") or {}).get("replicas")
     return GroupState(ref, lo, hi, int(replicas) if isinstance(replicas, int) else 0,
                       str(_meta(obj).get("resourceVersion", "")))
+
+
+def group_options(kind: str, obj: Mapping[str, Any]) -> tuple[dict[str, float], list[str]]:
+    """The `NodePool` fields a group's `cluster.x-k8s.io/autoscaling-options-*` annotations set (CA's per-node-group
+    options: utilization thresholds as fractions 0…1, times as Go durations or seconds), and the option annotations
+    gpuscale does not know (CA has more, `maxnodestartuptime` say: left to the caller to report, not acted on);
+    `InputError` naming the object and annotation when a known one is malformed."""
+    ref = _ref(kind, obj)
+    out: dict[str, float] = {}
+    unknown: list[str] = []
+    for key, text in (_meta(obj).get("annotations") or {}).items():
+        if not key.startswith(OPTIONS):
+            continue
+        known = _OPTIONS.get(key.removeprefix(OPTIONS))
+        if known is None:
+            unknown.append(key)
+            continue
+        field, is_duration = known
+        try:
+            value = parse_duration(str(text)) if is_duration else float(str(text).strip())
+        except ValueError as err:
+            raise InputError(str(ref), _annotation(key), f"{text!r}: {err}") from None
+        if not is_duration and not 0.0 <= value <= 1.0:
+            raise InputError(str(ref), _annotation(key), f"{text!r} is not a fraction between 0 and 1")
+        out[field] = value
+    return out, sorted(unknown)
 
 
 def _pairs(text: str) -> list[str]:
@@ -230,6 +266,8 @@ class ClusterAPIProvider:
         self._problems: dict[str, str] = {}
         self._increased: dict[str, list[float]] = {}
         self._configured = tuple(configured)
+        self._ignored: set[tuple[str, str]] = set()
+        """(group, annotation) of the option annotations gpuscale does not apply, logged once each."""
         self.groups: dict[str, GroupRef]
         """Pool name → its node group."""
         self.pools: tuple[NodePool, ...]
@@ -278,6 +316,12 @@ class ClusterAPIProvider:
                 base = by_name.get(name)
                 pool = (replace(base, min_size=state.min_size, max_size=state.max_size) if base is not None
                         else template_pool(kind, obj, name, state.min_size, state.max_size))
+                options, unknown = group_options(kind, obj)
+                pool = replace(pool, **options)  # type: ignore[arg-type]
+                for key in unknown:
+                    if (str(ref), key) not in self._ignored:
+                        self._ignored.add((str(ref), key))
+                        log.warning("%s: %s: an option gpuscale does not apply, ignored", ref, _annotation(key))
             except InputError as err:
                 self._report(str(ref), str(err))
                 continue

@@ -1,0 +1,95 @@
+"""A pool's own scale-down options (CA's per-node-group autoscaling options) override the policy's for its nodes only:
+utilization thresholds (non-GPU and GPU), unneeded time (which replaces the policy's GPU unneeded time too) and unready
+time. The decision memo gives the same plans as a fresh decision, also as options change between decisions."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpuscale.engine.decide import decide
+from gpuscale.engine.memo import DecideMemo
+from gpuscale.engine.plan import Snapshot
+from gpuscale.engine.policy import Policy
+from gpuscale.engine.state import EngineState
+from gpuscale.model.cluster import Cluster
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import Resources
+from tests.engine.test_scaledown import LONG_AGO, NOW, busy, codes, node, pod, pools_for, removed, run
+
+
+def test_a_pool_threshold_makes_its_node_underutilized_and_no_other() -> None:
+    nodes = [node("a", pool="tight"), node("b", pool="loose"), node("c", cpu="32", pool="spare")]
+    pods = [pod("x", "a", cpu="3"), pod("y", "b", cpu="3"), pod("w", "c", cpu="17")]  # 75 %, 75 %, 53 %
+    pools = pools_for(nodes)
+    assert removed(run(nodes, pods, pools=pools)) == []  # the policy's 0.5
+    pools["tight"] = replace(pools["tight"], scale_down_utilization_threshold=0.8)
+    result = run(nodes, pods, pools=pools, policy=Policy(max_drain_parallelism=5))
+    assert removed(result) == ["a"]  # its pod moves to c; b, at the same 75 %, stays
+    reason = next(r for r in result.removals if r.node == "a").reasons[0]
+    assert reason.numbers["threshold"] == 0.8 and "below the 80% threshold" in reason.message
+
+
+def test_a_pool_threshold_can_keep_every_node_of_it() -> None:
+    nodes = [node("a", pool="keep"), node("b")]
+    pools = pools_for(nodes)
+    pools["keep"] = replace(pools["keep"], scale_down_utilization_threshold=0.0)  # CA's "0": never underutilized
+    assert removed(run(nodes, [busy("z", "b")], pools=pools)) == []
+    assert removed(run(nodes, [busy("z", "b")])) == ["a"]
+
+
+def test_gpu_threshold_of_a_pool_applies_to_its_gpu_nodes() -> None:
+    nodes = [node("g", gpus=4, pool="gpu"), node("h", gpus=4, pool="gpu2")]
+    pods = [pod("x", "g", gpus=3), pod("y", "h", gpus=3)]  # 75 % of the GPUs each
+    pools = pools_for(nodes)
+    pools["gpu"] = replace(pools["gpu"], scale_down_gpu_utilization_threshold=0.9,
+                           scale_down_utilization_threshold=0.1)  # the non-GPU one is not read for a GPU node
+    result = run(nodes, pods, pools=pools)
+    assert codes(result.blocked, "g")[-1].name == "UNDERUTILIZED"  # underutilized, but its pods fit nowhere
+    assert all(v.node != "h" for v in (*result.blocked, *result.unneeded))
+
+
+def test_a_pool_unneeded_time_replaces_the_policy_times() -> None:
+    nodes = [node("a", pool="quick"), node("g", gpus=1, pool="gpu"), node("b")]
+    pools = pools_for(nodes)
+    pools["quick"] = replace(pools["quick"], scale_down_unneeded_time_s=60.0)
+    pools["gpu"] = replace(pools["gpu"], scale_down_unneeded_time_s=3600.0)  # also over the policy's GPU time
+    since = {"a": NOW - 61, "g": NOW - 1000}
+    result = run(nodes, [busy("z", "b")], pools=pools, unneeded_since=since, policy=Policy(max_empty_bulk_delete=5))
+    assert removed(result) == ["a"]  # the policy's 600 s would keep a; its GPU 420 s would remove g
+    waiting = {v.node: v.reasons[0].numbers for v in result.unneeded}
+    assert waiting["g"]["required_s"] == 3600.0 and waiting["g"]["remaining_s"] == 2600.0
+
+
+def test_a_pool_unready_time_applies_to_its_not_ready_nodes() -> None:
+    nodes = [node("a", pool="flaky", ready=False), node("b")]
+    pools = pools_for(nodes)
+    pools["flaky"] = replace(pools["flaky"], scale_down_unready_time_s=300.0, scale_down_unneeded_time_s=9999.0)
+    assert removed(run(nodes, [busy("z", "b")], pools=pools, unneeded_since={"a": NOW - 300})) == ["a"]
+    assert removed(run(nodes, [busy("z", "b")], unneeded_since={"a": NOW - 300})) == []  # the policy's 1200 s
+
+
+def test_the_memo_follows_pool_options_as_they_change() -> None:
+    """Decisions with the loop's memo equal fresh ones while a pool's threshold and times change between them."""
+    nodes = tuple(node(f"n{i}", pool="p" if i % 2 else "q") for i in range(6))
+    pods = tuple(pod(f"x{i}", f"n{i}", cpu=str(1 + i % 3)) for i in range(6))
+    base = [NodePool(name="p", allocatable=nodes[0].allocatable), NodePool(name="q", allocatable=nodes[0].allocatable)]
+    snapshot = Snapshot(cluster=Cluster(nodes=nodes, pods=pods), node_pools={n.name: n.labels["gpuscale.io/pool"]
+                                                                            for n in nodes})
+    variants = [base,
+                [replace(base[0], scale_down_utilization_threshold=0.9), base[1]],
+                [replace(base[0], scale_down_utilization_threshold=0.9), replace(base[1],
+                                                                                scale_down_unneeded_time_s=0.0)],
+                [base[0], replace(base[1], scale_down_utilization_threshold=0.0)],
+                base]
+    memo = DecideMemo()
+    for k, pools in enumerate(variants):
+        now = LONG_AGO + 10 * k
+        kept = decide(snapshot, pools, EngineState(), Policy(), now, memo=memo)
+        assert kept == decide(snapshot, pools, EngineState(), Policy(), now), k
+
+
+def test_pool_options_leave_other_pools_resources_alone() -> None:
+    pool = NodePool(name="p", allocatable=Resources.of(cpu=1000))
+    assert not pool.own_thresholds()
+    assert replace(pool, scale_down_gpu_utilization_threshold=0.2).own_thresholds()
+    assert not replace(pool, scale_down_unneeded_time_s=5.0).own_thresholds()
