@@ -30,19 +30,23 @@ POOLS = (
     NodePool(name="gpu", allocatable=Resources.of({"cpu": 16_000, "memory": 64 * 2**30, "pods": 20, NVIDIA_GPU: 2,
                                                    GPU_MILLI: 2000}), max_size=8),
 )
+TUNED = (replace(POOLS[0], scale_down_utilization_threshold=0.9, scale_down_unneeded_time_s=0.0),
+         replace(POOLS[1], scale_down_gpu_utilization_threshold=0.2, scale_down_unready_time_s=30.0))
+"""The same pools with scale-down options of their own (CA's per-node-group options)."""
 NAMES = [f"n{i}" for i in range(6)]
 
 
 def assert_memo_decides_as_fresh(memo: DecideMemo, nodes: dict[str, Node], pods: dict[str, Pod],
                                  shuffle: random.Random, policy: Policy, now: float,
-                                 state: EngineState | None = None) -> EngineState:
+                                 state: EngineState | None = None,
+                                 pools: tuple[NodePool, ...] = POOLS) -> EngineState:
     """The decision on these nodes and pods (in a shuffled order) with the memo equals a fresh one; its state."""
     node_list, pod_list = list(nodes.values()), list(pods.values())
     shuffle.shuffle(node_list)
     shuffle.shuffle(pod_list)
     snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list)))
-    plan = decide(snapshot, POOLS, state or EngineState(), policy, now, memo=memo)
-    assert plan == decide(snapshot, POOLS, state or EngineState(), policy, now)
+    plan = decide(snapshot, pools, state or EngineState(), policy, now, memo=memo)
+    assert plan == decide(snapshot, pools, state or EngineState(), policy, now)
     return plan.state
 
 
@@ -75,12 +79,15 @@ steps = st.lists(st.tuples(st.sampled_from(["flip", "flip", "node", "drop", "pod
                  min_size=1, max_size=50)
 
 
-@pytest.mark.parametrize("limits", [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0},
-                                    {"unremovable_node_recheck_timeout_s": 30.0}],
-                         ids=["default-limits", "short-limits", "recheck"])
+@pytest.mark.parametrize(("limits", "pools"), [({}, POOLS),
+                                               ({"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0},
+                                                POOLS),
+                                               ({"unremovable_node_recheck_timeout_s": 30.0}, POOLS),
+                                               ({}, TUNED)],
+                         ids=["default-limits", "short-limits", "recheck", "pool-options"])
 @settings(max_examples=150, deadline=None)
 @given(steps, st.integers(0, 2**16))
-def test_memoised_decisions_equal_fresh_ones_under_churn(limits: dict[str, float],
+def test_memoised_decisions_equal_fresh_ones_under_churn(limits: dict[str, float], pools: tuple[NodePool, ...],
                                                          ops: list[tuple[str, int, int, int, int]],
                                                          seed: int) -> None:
     """With short limits, starting nodes (made 120 s before, Ready 100 s before) time out from the next decision on:
@@ -99,7 +106,7 @@ def test_memoised_decisions_equal_fresh_ones_under_churn(limits: dict[str, float
 
     def check() -> None:
         nonlocal threaded
-        threaded = assert_memo_decides_as_fresh(memo, nodes, pods, shuffle, policy, now, threaded)
+        threaded = assert_memo_decides_as_fresh(memo, nodes, pods, shuffle, policy, now, threaded, pools)
 
     for op, i, state, kind, phase in ops:
         name = NAMES[i % len(NAMES)]

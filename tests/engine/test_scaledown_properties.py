@@ -118,7 +118,11 @@ def worlds(draw: st.DrawFn) -> World:
         selector=LabelSelector(match_labels=(("app", draw(st.sampled_from(apps))),)),
         disruptions_allowed=draw(st.integers(1, 2) if calm else st.integers(-1, 2)),
     ) for k in range(draw(st.integers(1 if calm else 0, 3))))
-    pools = {name: NodePool(name=name, allocatable=Resources(), min_size=draw(st.integers(0, 1)))
+    pools = {name: NodePool(name=name, allocatable=Resources(), min_size=draw(st.integers(0, 1)),
+                            # a pool's own options (CA's per-node-group ones) or the policy's
+                            scale_down_utilization_threshold=draw(st.sampled_from((None, None, 0.0, 0.7, 1.0))),
+                            scale_down_gpu_utilization_threshold=draw(st.sampled_from((None, None, 0.0, 0.7, 1.0))),
+                            scale_down_unneeded_time_s=draw(st.sampled_from((None, None, 0.0, 1_000.0))))
              for name in ("cpu", "gpu")}
     policy = Policy(max_drain_parallelism=draw(st.sampled_from((2, 10) if calm else (1, 2, 10))),
                     max_empty_bulk_delete=draw(st.integers(1, 10)),
