@@ -145,6 +145,10 @@ def test_per_pool_scale_down_options() -> None:
             tuned.scale_down_unneeded_time_s, tuned.scale_down_unready_time_s) == (0.2, 0.7, 3600, 90)
     assert (plain.scale_down_utilization_threshold, plain.scale_down_gpu_utilization_threshold,
             plain.scale_down_unneeded_time_s, plain.scale_down_unready_time_s) == (None, None, None, None)
+    assert parse_config({"pools": pools, "ignore_daemonsets_utilization": True}).policy.ignore_daemonsets_utilization
+    assert not config.policy.ignore_daemonsets_utilization  # CA's default: DaemonSet pods count
+    lean = parse_config({"pools": [{**POOLS[0], "ignore_daemonsets_utilization": False}]}).pools[0]
+    assert lean.ignore_daemonsets_utilization is False and tuned.ignore_daemonsets_utilization is None
     for key, value, expected in (("scale_down_utilization_threshold", 1.5, "less than or equal to 1"),
                                  ("scale_down_gpu_utilization_threshold", -0.1, "greater than or equal to 0"),
                                  ("scale_down_unneeded_time", "later", "expected a duration")):

@@ -120,6 +120,7 @@ class PoolConfig(_Strict):
     scale_down_gpu_utilization_threshold: Fraction01 | None = None
     scale_down_unneeded_time: Duration | None = None
     scale_down_unready_time: Duration | None = None
+    ignore_daemonsets_utilization: bool | None = None
 
     @field_validator("allocatable")
     @classmethod
@@ -166,6 +167,7 @@ class PoolConfig(_Strict):
             scale_down_gpu_utilization_threshold=self.scale_down_gpu_utilization_threshold,
             scale_down_unneeded_time_s=self.scale_down_unneeded_time,
             scale_down_unready_time_s=self.scale_down_unready_time,
+            ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
         )
 
 
@@ -234,6 +236,7 @@ _POLICY_NAMES: Mapping[str, str] = {
     "scale_down_unneeded_time": "scale_down_unneeded_time_s",
     "scale_down_gpu_unneeded_time": "scale_down_gpu_unneeded_time_s",
     "scale_down_unready_time": "scale_down_unready_time_s",
+    "ignore_daemonsets_utilization": "ignore_daemonsets_utilization",
     "scale_down_delay_after_add": "scale_down_delay_after_add_s",
     "scale_down_delay_after_add_scope": "scale_down_delay_after_add_scope",
     "scale_down_delay_after_delete": "scale_down_delay_after_delete_s",
@@ -287,6 +290,7 @@ class ConfigFile(_Strict):
     scale_down_unneeded_time: Duration | None = None
     scale_down_gpu_unneeded_time: Duration | None = None
     scale_down_unready_time: Duration | None = None
+    ignore_daemonsets_utilization: bool | None = None
     scale_down_delay_after_add: Duration | None = None
     scale_down_delay_after_add_scope: CooldownScope | None = None
     scale_down_delay_after_delete: Duration | None = None

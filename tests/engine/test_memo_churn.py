@@ -30,7 +30,8 @@ POOLS = (
     NodePool(name="gpu", allocatable=Resources.of({"cpu": 16_000, "memory": 64 * 2**30, "pods": 20, NVIDIA_GPU: 2,
                                                    GPU_MILLI: 2000}), max_size=8),
 )
-TUNED = (replace(POOLS[0], scale_down_utilization_threshold=0.9, scale_down_unneeded_time_s=0.0),
+TUNED = (replace(POOLS[0], scale_down_utilization_threshold=0.9, scale_down_unneeded_time_s=0.0,
+                 ignore_daemonsets_utilization=True),
          replace(POOLS[1], scale_down_gpu_utilization_threshold=0.2, scale_down_unready_time_s=30.0))
 """The same pools with scale-down options of their own (CA's per-node-group options)."""
 NAMES = [f"n{i}" for i in range(6)]

@@ -90,6 +90,31 @@ def test_the_memo_follows_pool_options_as_they_change() -> None:
 
 def test_pool_options_leave_other_pools_resources_alone() -> None:
     pool = NodePool(name="p", allocatable=Resources.of(cpu=1000))
-    assert not pool.own_thresholds()
-    assert replace(pool, scale_down_gpu_utilization_threshold=0.2).own_thresholds()
-    assert not replace(pool, scale_down_unneeded_time_s=5.0).own_thresholds()
+    assert not pool.own_utilization()
+    assert replace(pool, scale_down_gpu_utilization_threshold=0.2).own_utilization()
+    assert not replace(pool, scale_down_unneeded_time_s=5.0).own_utilization()
+
+
+def test_ignore_daemonsets_utilization_leaves_them_out_of_utilization_only() -> None:
+    """CA's `--ignore-daemonsets-utilization`: a node whose DaemonSet pods alone keep it above the threshold becomes a
+    candidate; the denominator stays its allocatable, and pods of other owners still count."""
+    nodes = [node("a"), node("b"), node("c")]
+    pods = [pod("ds-a", "a", cpu="3", owner="DaemonSet"), busy("z", "b"),
+            pod("ds-c", "c", cpu="1", owner="DaemonSet"), pod("app-c", "c", cpu="2")]
+    assert removed(run(nodes, pods)) == []  # 75 % each
+    result = run(nodes, pods, policy=Policy(ignore_daemonsets_utilization=True, max_drain_parallelism=5))
+    assert removed(result) == ["a"]  # a: 0 % without its DaemonSet pod; c: 50 % (its app pod), not below
+    assert result.removals[0].reasons[0].numbers["utilization"] == 0.0
+    assert all(v.node != "c" for v in (*result.blocked, *result.unneeded))
+
+
+def test_a_pool_can_ignore_daemonsets_or_not_whatever_the_policy() -> None:
+    nodes = [node("a", pool="lean"), node("b", pool="plain"), node("c", cpu="32", pool="room")]
+    pods = [pod("ds-a", "a", cpu="3", owner="DaemonSet"), pod("ds-b", "b", cpu="3", owner="DaemonSet"),
+            pod("w", "c", cpu="17")]
+    pools = pools_for(nodes)
+    pools["lean"] = replace(pools["lean"], ignore_daemonsets_utilization=True)
+    assert removed(run(nodes, pods, pools=pools, policy=Policy(max_empty_bulk_delete=5))) == ["a"]
+    pools["lean"] = replace(pools["lean"], ignore_daemonsets_utilization=False)
+    ignoring = Policy(ignore_daemonsets_utilization=True, max_empty_bulk_delete=5)
+    assert removed(run(nodes, pods, pools=pools, policy=ignoring)) == ["b"]  # the pool's "no" beats the policy

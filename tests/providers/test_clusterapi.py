@@ -111,10 +111,13 @@ def test_per_group_autoscaling_options_as_ca_spells_them() -> None:
     options, unknown = group_options(MACHINE_DEPLOYMENT, md({
         **BOUNDS, OPTIONS + "scaledownutilizationthreshold": "0.3", OPTIONS + "scaledowngpuutilizationthreshold": "0",
         OPTIONS + "scaledownunneededtime": "1h30m", OPTIONS + "scaledownunreadytime": "300",
-        OPTIONS + "maxnodeprovisiontime": "25m", OPTIONS + "maxnodestartuptime": "20m"}))
+        OPTIONS + "maxnodeprovisiontime": "25m", OPTIONS + "maxnodestartuptime": "20m",
+        OPTIONS + "ignoredaemonsetsutilization": "TRUE"}))
     assert options == {"scale_down_utilization_threshold": 0.3, "scale_down_gpu_utilization_threshold": 0.0,
                        "scale_down_unneeded_time_s": 5400.0, "scale_down_unready_time_s": 300.0,
-                       "max_node_provision_time_s": 1500.0}
+                       "max_node_provision_time_s": 1500.0, "ignore_daemonsets_utilization": True}
+    assert group_options(MACHINE_DEPLOYMENT, md({OPTIONS + "ignoredaemonsetsutilization": "0"}))[0] == {
+        "ignore_daemonsets_utilization": False}  # Go's ParseBool spellings, as CA reads them
     assert unknown == [OPTIONS + "maxnodestartuptime"]  # CA has it; gpuscale reports it and applies nothing
     assert group_options(MACHINE_DEPLOYMENT, md(BOUNDS)) == ({}, [])
 
@@ -125,6 +128,7 @@ def test_per_group_autoscaling_options_as_ca_spells_them() -> None:
     ("scaledowngpuutilizationthreshold", "-0.1", "'-0.1' is not a fraction between 0 and 1"),
     ("scaledownunneededtime", "soon", "'soon': expected a duration"),
     ("maxnodeprovisiontime", "-5m", "'-5m': must be a finite duration"),
+    ("ignoredaemonsetsutilization", "yes", "'yes' is not true or false"),
 ])
 def test_malformed_autoscaling_options_name_object_and_annotation(option: str, text: str, problem: str) -> None:
     with pytest.raises(InputError) as err:

@@ -101,6 +101,9 @@ class Policy:
     """Unneeded time for GPU nodes (`None`: `scale_down_unneeded_time_s`). An idle 8-GPU node costs ~35× a CPU node
     an hour; on the twin's default day (4 seeds) 7 minutes cuts idle GPU-hours by ~23 % at equal mean p95."""
     scale_down_unready_time_s: float = 1200.0
+    ignore_daemonsets_utilization: bool = False
+    """Leave DaemonSet pods out of a node's utilization (CA's `--ignore-daemonsets-utilization`, off by default): they
+    run on every node and would move with none of them, so they can keep a small node above the threshold."""
     scale_down_delay_after_add_s: float = 600.0
     scale_down_delay_after_add_scope: CooldownScope = CooldownScope.POOL
     scale_down_delay_after_delete_s: float = 0.0

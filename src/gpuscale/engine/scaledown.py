@@ -15,7 +15,9 @@ Steps, in this order:
    handles those). Ready nodes wait `scale_down_unneeded_time_s`; not-Ready nodes `scale_down_unready_time_s` (CA's
    unready rule). Utilization is requests / allocatable: GPU nodes (GPU pool, or GPUs in allocatable) by GPU requests
    only (`gpuscale.io/gpu-milli` counts as thousandths of a GPU), other nodes max(cpu, memory); DaemonSet and mirror
-   pods count (CA's `--ignore-daemonsets-utilization` defaults to false). Strictly below the threshold → candidate.
+   pods count unless `ignore_daemonsets_utilization` leaves DaemonSet pods out (CA's `--ignore-daemonsets-utilization`,
+   off by default). Strictly below the threshold → candidate. A pool's own options (CA's per-node-group ones: its
+   thresholds, times, DaemonSets) win over the policy's for its nodes.
    This is one vectorised pass over the table's `free` matrix (the table must hold, for usable nodes, allocatable
    minus the requests of what runs there — plus any pending pods the caller expects to land, so their future home is
    not removed); not-Ready nodes are summed from their pods.
@@ -228,7 +230,7 @@ class _Columns:
     alloc: IntArray
     gpu_pool: npt.NDArray[np.bool_]
     tuned: npt.NDArray[np.bool_]
-    """The node's pool has a utilization threshold of its own (`NodePool.own_thresholds`)."""
+    """The node's pool judges utilization its own way (`NodePool.own_utilization`): a threshold, or DaemonSets."""
     deleting: npt.NDArray[np.bool_]
     ready: npt.NDArray[np.bool_]
 
@@ -240,7 +242,7 @@ class _Columns:
         pools: list[NodePool | None] = list(map(_POOL, records))
         distinct = dict(zip(map(id, pools), pools, strict=True))
         gpu_pools = {key: pool is not None and pool.is_gpu_pool() for key, pool in distinct.items()}
-        tuned = {key: pool is not None and pool.own_thresholds() for key, pool in distinct.items()}
+        tuned = {key: pool is not None and pool.own_utilization() for key, pool in distinct.items()}
         return _Columns(
             nodes=_objects(nodes, n), names=_objects(map(_NAME, nodes), n), pools=_objects(pools, n),
             pool_names=_objects(map(_POOL_NAME, records), n), since=_objects(map(_unneeded_since, nodes), n),
@@ -297,7 +299,7 @@ class _Columns:
             self.nodes[i], self.names[i], self.pools[i], self.pool_names[i] = node, node.name, pool, record.pool_name
             self.since[i], self.phases[i] = _unneeded_since(node), _PHASE_CODE[record.phase]
             self.alloc[i], self.gpu_pool[i] = record.amounts, pool is not None and pool.is_gpu_pool()
-            self.tuned[i] = pool is not None and pool.own_thresholds()
+            self.tuned[i] = pool is not None and pool.own_utilization()
             self.deleting[i], self.ready[i] = node.deleting, node.ready
 
     def patched(self, at: list[int], records: Sequence[NodeRecord]) -> _Columns:
@@ -322,7 +324,7 @@ class _Columns:
 
         same_pools = all(map(operator.is_, map(self.pools.item, at), pools))  # then the GPU-pool flags are too
         gpu_pool = () if same_pools else [pool is not None and pool.is_gpu_pool() for pool in pools]
-        tuned = () if same_pools else [pool is not None and pool.own_thresholds() for pool in pools]
+        tuned = () if same_pools else [pool is not None and pool.own_utilization() for pool in pools]
         return _Columns(
             nodes=_written(self.nodes, at, nodes, False), names=self.names,
             pools=_written(self.pools, at, pools, same_pools),
@@ -534,7 +536,7 @@ class NodeSet:
         return self._unneeded_since
 
     def tuned_positions(self) -> IntArray:
-        """Positions of the nodes whose pool has a utilization threshold of its own, ascending."""
+        """Positions of the nodes whose pool judges utilization its own way (`NodePool.own_utilization`), ascending."""
         if self._tuned is None:
             self._tuned = np.flatnonzero(self.columns.tuned)
         return self._tuned
@@ -693,6 +695,15 @@ def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable
         for i in np.flatnonzero(~in_table).tolist():
             pods = pods_by_node.get(nodes.names[at[i]], ())
             used[i] = _amounts(sum((p.requests for p in pods if not p.is_terminal()), Resources()))
+    own = _own_pools(nodes, at)
+    ignoring = policy.ignore_daemonsets_utilization
+    if ignoring or own:  # DaemonSet pods left out where the policy or the node's pool says so
+        says = {i: pool.ignore_daemonsets_utilization for i, pool in own if pool.ignore_daemonsets_utilization
+                is not None}
+        for i in range(n) if ignoring else says:
+            if says.get(i, ignoring):
+                used[i] -= _amounts(sum((p.requests for p in pods_by_node.get(nodes.names[at[i]], ())
+                                         if _daemonset_pod(p)), Resources()))
     np.maximum(used, 0, out=used)
     share = used.take(_SHARE_SLOTS, axis=1)  # cpu, memory and milli-GPUs requested, over `total`
     share[:, 2] += 1000 * used[:, 2]
@@ -702,19 +713,29 @@ def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable
     utilization = np.where(gpu_node, ratios[:, 2], np.maximum(ratios[:, 0], ratios[:, 1]))
     threshold = np.where(gpu_node, policy.scale_down_gpu_utilization_threshold,
                          policy.scale_down_utilization_threshold)
-    tuned = nodes.tuned_positions()
-    if len(tuned):  # nodes of pools with thresholds of their own (none, usually): theirs instead
-        k = at.searchsorted(tuned)  # `at` and `tuned` ascending: where each tuned position is in `at`, if it is
-        found = k < n
-        k, tuned = k[found], tuned[found]
-        for i, position in zip(k.tolist(), tuned.tolist(), strict=True):
-            if at[i] != position:
-                continue
-            pool = nodes.columns.pools[position]
-            own = pool.scale_down_gpu_utilization_threshold if gpu_node[i] else pool.scale_down_utilization_threshold
-            if own is not None:
-                threshold[i] = own
+    for i, pool in own:  # nodes of pools with thresholds of their own (none, usually): theirs instead
+        value = pool.scale_down_gpu_utilization_threshold if gpu_node[i] else pool.scale_down_utilization_threshold
+        if value is not None:
+            threshold[i] = value
     return utilization, threshold, ratios, gpu_node
+
+
+def _own_pools(nodes: NodeSet, at: IntArray) -> list[tuple[int, NodePool]]:
+    """The nodes at positions `at` (ascending) whose pool judges utilization its own way, as (index in `at`, pool)."""
+    tuned = nodes.tuned_positions()
+    if not len(tuned):
+        return []
+    k = at.searchsorted(tuned)  # where each tuned position is in `at`, if it is there
+    found = k < len(at)
+    k, tuned = k[found], tuned[found]
+    pools = nodes.columns.pools
+    return [(i, pools[position]) for i, position in zip(k.tolist(), tuned.tolist(), strict=True)
+            if at[i] == position]
+
+
+def _daemonset_pod(pod: Pod) -> bool:
+    """A running DaemonSet pod (what `ignore_daemonsets_utilization` leaves out, as CA does)."""
+    return pod.owner is not None and pod.owner.kind == "DaemonSet" and not pod.is_terminal()
 
 
 _Numbers = tuple[float, float, float, float, float, bool]

@@ -35,11 +35,15 @@ class NodePool:
     scale_down_gpu_utilization_threshold: float | None = None
     scale_down_unneeded_time_s: float | None = None
     scale_down_unready_time_s: float | None = None
+    ignore_daemonsets_utilization: bool | None = None
+    """Whether DaemonSet pods are left out of its nodes' utilization; `None`: as the policy says."""
 
-    def own_thresholds(self) -> bool:
-        """Whether either utilization threshold is this pool's own."""
+    def own_utilization(self) -> bool:
+        """Whether this pool has options of its own for how its nodes' utilization is judged (a threshold, or
+        DaemonSet pods left out or in)."""
         return (self.scale_down_utilization_threshold is not None
-                or self.scale_down_gpu_utilization_threshold is not None)
+                or self.scale_down_gpu_utilization_threshold is not None
+                or self.ignore_daemonsets_utilization is not None)
 
     def template(self, name: str | None = None) -> Node:
         """A node of this pool as it will look once Ready with GPUs registered, named `name` (unique per what-if)."""

@@ -64,14 +64,17 @@ SET_NAME_LABEL = f"{GROUP}/set-name"
 CAPACITY = "capacity.cluster-autoscaler.kubernetes.io/"
 OPTIONS = f"{GROUP}/autoscaling-options-"
 """CA's per-node-group autoscaling options: `<prefix><option>` annotations override the policy for that group."""
-_OPTIONS: Mapping[str, tuple[str, bool]] = {
-    "scaledownutilizationthreshold": ("scale_down_utilization_threshold", False),
-    "scaledowngpuutilizationthreshold": ("scale_down_gpu_utilization_threshold", False),
-    "scaledownunneededtime": ("scale_down_unneeded_time_s", True),
-    "scaledownunreadytime": ("scale_down_unready_time_s", True),
-    "maxnodeprovisiontime": ("max_node_provision_time_s", True),
+_OPTIONS: Mapping[str, tuple[str, str]] = {
+    "scaledownutilizationthreshold": ("scale_down_utilization_threshold", "fraction"),
+    "scaledowngpuutilizationthreshold": ("scale_down_gpu_utilization_threshold", "fraction"),
+    "scaledownunneededtime": ("scale_down_unneeded_time_s", "duration"),
+    "scaledownunreadytime": ("scale_down_unready_time_s", "duration"),
+    "maxnodeprovisiontime": ("max_node_provision_time_s", "duration"),
+    "ignoredaemonsetsutilization": ("ignore_daemonsets_utilization", "bool"),
 }
-"""Option → the `NodePool` field it sets, and whether it is a duration (else a fraction 0…1)."""
+"""Option → the `NodePool` field it sets, and its kind: a fraction 0…1, a duration, or `true`/`false`."""
+_GO_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+             **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 POOL_ANNOTATION = "gpuscale.io/pool"
 MACHINE_DEPLOYMENT, MACHINE_SET = "MachineDeployment", "MachineSet"
 PLURALS = {MACHINE_DEPLOYMENT: "machinedeployments", MACHINE_SET: "machinesets"}
@@ -146,13 +149,14 @@ def group_state(kind: str, obj: Mapping[str, Any]) -> GroupState:
                       str(_meta(obj).get("resourceVersion", "")))
 
 
-def group_options(kind: str, obj: Mapping[str, Any]) -> tuple[dict[str, float], list[str]]:
+def group_options(kind: str, obj: Mapping[str, Any]) -> tuple[dict[str, float | bool], list[str]]:
     """The `NodePool` fields a group's `cluster.x-k8s.io/autoscaling-options-*` annotations set (CA's per-node-group
-    options: utilization thresholds as fractions 0…1, times as Go durations or seconds), and the option annotations
+    options: utilization thresholds as fractions 0…1, times as Go durations or seconds, `ignoredaemonsetsutilization`
+    as `true`/`false`), and the option annotations
     gpuscale does not know (CA has more, `maxnodestartuptime` say: left to the caller to report, not acted on);
     `InputError` naming the object and annotation when a known one is malformed."""
     ref = _ref(kind, obj)
-    out: dict[str, float] = {}
+    out: dict[str, float | bool] = {}
     unknown: list[str] = []
     for key, text in (_meta(obj).get("annotations") or {}).items():
         if not key.startswith(OPTIONS):
@@ -161,12 +165,18 @@ def group_options(kind: str, obj: Mapping[str, Any]) -> tuple[dict[str, float], 
         if known is None:
             unknown.append(key)
             continue
-        field, is_duration = known
+        field, option_kind = known
+        if option_kind == "bool":  # Go's strconv.ParseBool, as CA reads it
+            word = str(text).strip()
+            if word not in _GO_BOOLS:
+                raise InputError(str(ref), _annotation(key), f"{text!r} is not true or false")
+            out[field] = _GO_BOOLS[word]
+            continue
         try:
-            value = parse_duration(str(text)) if is_duration else float(str(text).strip())
+            value = parse_duration(str(text)) if option_kind == "duration" else float(str(text).strip())
         except ValueError as err:
             raise InputError(str(ref), _annotation(key), f"{text!r}: {err}") from None
-        if not is_duration and not 0.0 <= value <= 1.0:
+        if option_kind == "fraction" and not 0.0 <= value <= 1.0:
             raise InputError(str(ref), _annotation(key), f"{text!r} is not a fraction between 0 and 1")
         out[field] = value
     return out, sorted(unknown)
