@@ -224,8 +224,7 @@ def _busy_rows(world: _World, table: NodeTable, pods_by_node: Mapping[str, Seque
     index = {n.name: i for i, n in enumerate(world.rows)}
     for name, pods in pods_by_node.items():
         i = index.get(name)
-        if pods and i is not None and i not in busy and any(not (p.owner and p.owner.kind == "DaemonSet")
-                                                            for p in pods):
+        if pods and i is not None and i not in busy and any(not p.of_daemonset() for p in pods):
             busy.add(i)
     return busy
 

@@ -139,7 +139,7 @@ def _block(code: ReasonCode, pod: Pod, why: str) -> PodDrain:
 
 def _ignored(pod: Pod) -> bool:
     return (MIRROR in pod.annotations or pod.deleting or pod.is_terminal()
-            or (pod.owner is not None and pod.owner.kind == "DaemonSet"))
+            or pod.of_daemonset())
 
 
 def _protected(pod: Pod) -> PodDrain | None:

@@ -703,7 +703,7 @@ def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable
         for i in range(n) if ignoring else says:
             if says.get(i, ignoring):
                 used[i] -= _amounts(sum((p.requests for p in pods_by_node.get(nodes.names[at[i]], ())
-                                         if _daemonset_pod(p)), Resources()))
+                                         if p.of_daemonset() and not p.is_terminal()), Resources()))
     np.maximum(used, 0, out=used)
     share = used.take(_SHARE_SLOTS, axis=1)  # cpu, memory and milli-GPUs requested, over `total`
     share[:, 2] += 1000 * used[:, 2]
@@ -732,10 +732,6 @@ def _own_pools(nodes: NodeSet, at: IntArray) -> list[tuple[int, NodePool]]:
     return [(i, pools[position]) for i, position in zip(k.tolist(), tuned.tolist(), strict=True)
             if at[i] == position]
 
-
-def _daemonset_pod(pod: Pod) -> bool:
-    """A running DaemonSet pod (what `ignore_daemonsets_utilization` leaves out, as CA does)."""
-    return pod.owner is not None and pod.owner.kind == "DaemonSet" and not pod.is_terminal()
 
 
 _Numbers = tuple[float, float, float, float, float, bool]

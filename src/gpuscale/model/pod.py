@@ -114,6 +114,10 @@ class Pod:
     def is_terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 
+    def of_daemonset(self) -> bool:
+        """Owned by a DaemonSet: it runs on every node and goes with its node."""
+        return self.owner is not None and self.owner.kind == "DaemonSet"
+
     def consumes_capacity(self) -> bool:
         """Bound and not finished: the pod holds its requests on its node."""
         return self.node_name is not None and not self.is_terminal()
