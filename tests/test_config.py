@@ -156,6 +156,13 @@ def test_per_pool_scale_down_options() -> None:
             parse_config({"pools": [{**POOLS[0], key: value}]})
 
 
+def test_a_zero_or_max_pool() -> None:
+    whole = parse_config({"pools": [{**POOLS[1], "zero_or_max_scaling": True}, POOLS[0]]}).pools
+    assert whole[0].zero_or_max and not whole[1].zero_or_max
+    with pytest.raises(ConfigError, match=r"pools\[0\]\.zero_or_max_scaling: "):
+        parse_config({"pools": [{**POOLS[0], "zero_or_max_scaling": "sometimes"}]})
+
+
 # --- errors: one line naming the setting
 
 

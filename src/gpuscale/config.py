@@ -121,6 +121,7 @@ class PoolConfig(_Strict):
     scale_down_unneeded_time: Duration | None = None
     scale_down_unready_time: Duration | None = None
     ignore_daemonsets_utilization: bool | None = None
+    zero_or_max_scaling: bool = False
 
     @field_validator("allocatable")
     @classmethod
@@ -168,6 +169,7 @@ class PoolConfig(_Strict):
             scale_down_unneeded_time_s=self.scale_down_unneeded_time,
             scale_down_unready_time_s=self.scale_down_unready_time,
             ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
+            zero_or_max=self.zero_or_max_scaling,
         )
 
 

@@ -364,6 +364,39 @@ def test_idle_machine_node_is_removed_by_delete_annotation_and_replicas(capi: Ca
     assert len(marked()) == 1 and capi.replicas("cpu-pool") == 1
 
 
+def test_a_zero_or_max_group_grows_to_its_max_and_goes_whole(capi: Capi, controllers: Callable[[], Controller],
+                                                             pods: Callable[..., str],
+                                                             core_v1: client.CoreV1Api) -> None:
+    """CA's `autoscaling-options-zeroormaxnodescaling`: one pod scales an empty group straight to its max size; a group
+    whose nodes are all idle is scaled down whole, every Machine marked in one decision."""
+    whole = {OPTIONS + "zeroormaxnodescaling": "true"}
+    t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
+          CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
+    capi.machine_deployment("t4-slice", replicas=0, min_size=0, max_size=3, annotations={**t4, **whole})
+    capi.machine_deployment("cpu-slice", replicas=2, min_size=0, max_size=2,
+                            annotations={CAPACITY + "cpu": "16", CAPACITY + "memory": "64G", **whole})
+    nodes = [f"cpu-slice-{uuid.uuid4().hex[:5]}" for _ in range(2)]
+    machines = [capi.machine("cpu-slice", node, node_ref=True) for node in nodes]
+    for node in nodes:
+        wait_for(lambda node=node: any(c.type == "Ready" and c.status == "True"
+                                       for c in core_v1.read_node(node).status.conditions or []), 30,
+                 desc=f"{node} Ready")
+    controller = controllers()
+    assert {p.name: p.zero_or_max for p in controller.autoscaler.pools} == {"t4-slice": True, "cpu-slice": True}
+
+    pods("infer", accelerator="nvidia-tesla-t4", gpus=1)
+    reports = tick_until(controller, lambda: capi.replicas("t4-slice") > 0, 30, "a T4 scale-up")
+    assert scaled(reports) == [("t4-slice", 3)] and capi.replicas("t4-slice") == 3
+
+    def marked() -> list[str]:
+        return [m for m in machines if DELETE_MACHINE in capi.machine_annotations(m)]
+
+    reports += tick_until(controller, marked, 30, "the idle group's Machines marked for deletion")
+    assert sorted(marked()) == sorted(machines) and capi.replicas("cpu-slice") == 0
+    deleted = [sorted(r.deleted) for r in reports if r.deleted]
+    assert deleted == [sorted(nodes)], deleted  # both in one decision
+
+
 def test_malformed_annotations_put_a_group_out_of_action(capi: Capi, controllers: Callable[[], Controller],
                                                          pods: Callable[..., str]) -> None:
     t4 = {CAPACITY + "cpu": "4", CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS,

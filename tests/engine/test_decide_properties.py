@@ -9,13 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.plan import Plan, Snapshot
+from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Plan, Snapshot
 from gpuscale.engine.policy import Limits, Policy
 from gpuscale.engine.state import EngineState
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
+from gpuscale.model.taints import Taint, TaintEffect
 from tests.builders import make_pod, resources, taint, toleration
 
 NOW = 50_000.0
@@ -31,12 +32,16 @@ def scenarios(draw: st.DrawFn) -> tuple[Cluster, tuple[NodePool, ...], Policy]:
             name=f"pool-{k}", allocatable=resources(draw(st.sampled_from([4, 16, 64])), "64Gi", gpus, {"pods": 30}),
             taints=(GPU_TAINT,) if gpus and draw(st.booleans()) else (), gpu_model=f"m{gpus}" if gpus else None,
             gpus_per_node=gpus, usd_per_hour=draw(st.sampled_from([0.5, 1.0, 3.0, 20.0])),
-            max_size=draw(st.integers(0, 6)), labels={"tier": draw(st.sampled_from(["a", "b"]))}))
+            max_size=draw(st.integers(0, 6)), labels={"tier": draw(st.sampled_from(["a", "b"]))},
+            zero_or_max=draw(st.booleans())))
     nodes = []
     pods: list[Pod] = []
     for k in range(draw(st.integers(0, 6))):
         p = pools[draw(st.integers(0, len(pools) - 1))]
         node = replace(p.template(f"node-{k}"), created_s=0.0)
+        if draw(st.booleans()):  # unneeded for long: scale-down may take it
+            node = replace(node, taints=(*node.taints, Taint(key=DELETION_CANDIDATE_TAINT, value="0",
+                                                             effect=TaintEffect.PREFER_NO_SCHEDULE)))
         nodes.append(node)
         for j in range(draw(st.integers(0, 3))):
             pods.append(make_pod(f"run-{k}-{j}", cpu="1", memory="1Gi", node=node.name, phase=PodPhase.RUNNING,
@@ -90,6 +95,24 @@ def test_never_exceeds_any_limit(case: tuple[Cluster, tuple[NodePool, ...], Poli
         after = before + sum(by_name[p].gpus_per_node * c for p, c in added.items() if by_name[p].gpu_model == model)
         if after != before:
             assert after <= cap
+
+
+@PROPERTY
+@given(scenarios())
+def test_zero_or_max_pools_grow_to_their_max_and_go_whole(case: tuple[Cluster, tuple[NodePool, ...], Policy]) -> None:
+    cluster, pools, policy = case
+    plan = run(cluster, pools, policy)
+    existing = {p.name: sum(1 for n in cluster.nodes if n.pool == p.name) for p in pools}
+    whole = {p.name: p for p in pools if p.zero_or_max}
+    for item in plan.scale_up:
+        if item.pool in whole:
+            assert existing[item.pool] + item.nodes == whole[item.pool].max_size, item
+    gone: dict[str, int] = {}
+    for removal in plan.scale_down:
+        gone[removal.pool] = gone.get(removal.pool, 0) + 1
+    for name, count in gone.items():
+        if name in whole:
+            assert count == existing[name], (name, plan.scale_down)
 
 
 @PROPERTY

@@ -118,6 +118,8 @@ def test_per_group_autoscaling_options_as_ca_spells_them() -> None:
                        "max_node_provision_time_s": 1500.0, "ignore_daemonsets_utilization": True}
     assert group_options(MACHINE_DEPLOYMENT, md({OPTIONS + "ignoredaemonsetsutilization": "0"}))[0] == {
         "ignore_daemonsets_utilization": False}  # Go's ParseBool spellings, as CA reads them
+    assert group_options(MACHINE_DEPLOYMENT, md({OPTIONS + "zeroormaxnodescaling": "true"}))[0] == {
+        "zero_or_max": True}
     assert unknown == [OPTIONS + "maxnodestartuptime"]  # CA has it; gpuscale reports it and applies nothing
     assert group_options(MACHINE_DEPLOYMENT, md(BOUNDS)) == ({}, [])
 
@@ -129,6 +131,7 @@ def test_per_group_autoscaling_options_as_ca_spells_them() -> None:
     ("scaledownunneededtime", "soon", "'soon': expected a duration"),
     ("maxnodeprovisiontime", "-5m", "'-5m': must be a finite duration"),
     ("ignoredaemonsetsutilization", "yes", "'yes' is not true or false"),
+    ("zeroormaxnodescaling", "on", "'on' is not true or false"),
 ])
 def test_malformed_autoscaling_options_name_object_and_annotation(option: str, text: str, problem: str) -> None:
     with pytest.raises(InputError) as err:

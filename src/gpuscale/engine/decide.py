@@ -83,6 +83,9 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
                     Reason(ReasonCode.GPU_INIT_TIMEOUT, f"Ready for {now - since:.0f}s but GPUs not registered "
                                                         f"(limit {policy.max_gpu_init_time_s:g}s)"),)))
                 failed.setdefault(pool.name, FailureKind.GPU_INIT_TIMEOUT)
+    whole = sorted(name for name in failed if (pool := pools.get(name)) is not None and pool.zero_or_max)
+    if whole:
+        timed_out += _roll_back(whole, snapshot, starting, timed_out)
     for pool_name, kind in sorted(failed.items()):
         state = record_failure(state, pool_name, kind, now, policy)
     return _Timeouts(
@@ -90,6 +93,24 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         expired_nodes=frozenset(t.node for t in timed_out if t.node),
         expired_requests=frozenset(t.request_id for t in timed_out if t.request_id),
     )
+
+
+def _roll_back(pools: Sequence[str], snapshot: Snapshot, starting: Sequence[NodeFacts],
+               timed_out: Sequence[TimedOut]) -> list[TimedOut]:
+    """A zero-or-max pool whose node timed out is rolled back whole: its other requests and nodes still starting
+    time out with it (Cluster Autoscaler deletes a failed atomic scale-up's every node). Nodes already usable stay:
+    they may run pods, and scale-down removes the pool only as a whole."""
+    done = {t.node or t.request_id for t in timed_out}
+    out: list[TimedOut] = []
+    for name in pools:
+        reason = Reason(ReasonCode.PROVISION_TIMEOUT,
+                        f"rolled back with the rest of zero-or-max pool {name}, one of whose nodes timed out")
+        out += [TimedOut(pool=name, node=None, request_id=r.request_id, reasons=(reason,))
+                for r in sorted(snapshot.upcoming, key=lambda u: u.request_id)
+                if r.pool == name and r.request_id not in done]
+        out += [TimedOut(pool=name, node=f.node.name, request_id=None, reasons=(reason,))
+                for f in starting if f.pool is not None and f.pool.name == name and f.node.name not in done]
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,7 +183,7 @@ class _Warm:
 def _warm(buffer: Buffer, pool: NodePool, table: NodeTable, world: _World, busy: set[int]) -> _Warm:
     known = len(world.row_pool)
     rows = [i for i, name in enumerate(world.row_pool) if name == buffer.pool and table.enabled[i]]
-    rows += [i for i in range(known, len(table)) if table.nodes[i].pool == buffer.pool]
+    rows += [i for i in range(known, len(table)) if table.nodes[i].pool == buffer.pool and table.enabled[i]]
     gpu_columns = [n for n in table.columns if is_gpu_resource(n)]
     free = sum(max(table.free_of(i, n), 0) for i in rows for n in gpu_columns)
     ordered = sum(a for n, a in pool.allocatable.items if n in gpu_columns)
@@ -191,6 +212,9 @@ def buffer_scale_ups(table: NodeTable, world: _World, busy: set[int], pools: Map
             continue
         room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
         count = min(want, room.nodes)
+        if pool.zero_or_max:  # the whole step to max_size, or nothing
+            step = pool.zero_or_max_step((totals.nodes_by_pool or {}).get(pool.name, 0))
+            count = step if room.nodes >= step else 0
         if count <= 0:
             continue
         reasons = [Reason(ReasonCode.BUFFER, f"warm capacity for {pool.name}: {warm.idle} idle node(s), "
@@ -200,6 +224,9 @@ def buffer_scale_ups(table: NodeTable, world: _World, busy: set[int], pools: Map
                            "target_free_gpus": warm.target_gpus})]
         if count < want:
             reasons.append(Reason(ReasonCode.LIMIT_REACHED, f"capped by {room.binding}"))
+        elif count > want:
+            reasons.append(Reason(ReasonCode.SCALE_UP, f"{pool.name} scales zero-or-max: {count} node(s) to its "
+                                                       f"max size {pool.max_size}"))
         result.append(ScaleUp(pool=pool.name, nodes=count, pods=(), reasons=tuple(reasons)))
         totals = totals.add(pool, count)
     return result, totals
@@ -286,6 +313,7 @@ def _respect_buffers(removals: Sequence[Removal], table: NodeTable, world: _Worl
     free_left = {name: w.free_gpus for name, (_, w) in warm.items()}
     kept: list[Removal] = []
     blocked: list[NodeVerdict] = []
+    held: set[str] = set()
     for removal in removals:
         entry = warm.get(removal.pool)
         if entry is None or removal.evict:
@@ -297,6 +325,7 @@ def _respect_buffers(removals: Sequence[Removal], table: NodeTable, world: _Worl
         short_idle = buffer.idle_nodes and idle_left[removal.pool] <= buffer.idle_nodes
         short_gpus = gpus and free_left[removal.pool] - gpus < state.target_gpus
         if short_idle or short_gpus:
+            held.add(removal.pool)
             blocked.append(NodeVerdict(node=removal.node, reasons=(Reason(
                 ReasonCode.BUFFER, f"kept as warm capacity for {removal.pool} ({buffer.idle_nodes} idle node(s), "
                                    f"{state.target_gpus} free GPU(s) for {state.in_use} in use)"),)))
@@ -304,4 +333,10 @@ def _respect_buffers(removals: Sequence[Removal], table: NodeTable, world: _Worl
         idle_left[removal.pool] -= 1
         free_left[removal.pool] -= gpus
         kept.append(removal)
+    whole = {r.pool for r in removals if r.pool in held and pools[r.pool].zero_or_max}
+    if whole:  # a zero-or-max pool goes whole or not at all
+        blocked += [NodeVerdict(node=r.node, reasons=(Reason(
+            ReasonCode.BUFFER, f"kept with the rest of zero-or-max pool {r.pool} as warm capacity"),))
+            for r in kept if r.pool in whole]
+        kept = [r for r in kept if r.pool not in whole]
     return tuple(kept), blocked

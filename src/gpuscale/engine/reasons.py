@@ -47,6 +47,7 @@ class ReasonCode(StrEnum):
     SCALE_DOWN_COOLDOWN = "ScaleDownCooldown"
     TOO_MANY_UNREADY = "TooManyUnreadyNodes"
     PARALLELISM = "ParallelismLimit"
+    ATOMIC_SCALE_DOWN = "AtomicScaleDownFailed"
     NOT_READY = "NodeNotReady"
     UNKNOWN_POOL = "UnknownPool"
 

@@ -1141,6 +1141,12 @@ def _select(unneeded: Sequence[_Candidate], nodes: NodeSet, unneeded_since: Mapp
     removals: list[Removal] = []
     blocked: list[NodeVerdict] = []
     waiting: list[NodeVerdict] = []
+    if any(c.pool.zero_or_max for c in unneeded):  # whole pools first, as Cluster Autoscaler crops them
+        whole = _Whole(nodes, unneeded_since, halt, budget, policy, state, now, empty_slots, drain_slots)
+        for members in _by_pool(c for c in unneeded if c.pool.zero_or_max):
+            whole.select(members, removals, blocked, waiting)
+        budget, empty_slots, drain_slots = whole.budget, whole.empty_slots, whole.drain_slots
+        unneeded = [c for c in unneeded if not c.pool.zero_or_max]
     for c in unneeded:
         pool = c.pool_name
         since = unneeded_since.get(c.name, now)
@@ -1167,6 +1173,77 @@ def _select(unneeded: Sequence[_Candidate], nodes: NodeSet, unneeded_since: Mapp
             reason = Reason(c.reason.code, c.reason.message, {**c.reason.numbers, "unneeded_s": now - since})
             removals.append(Removal(node=c.name, pool=pool, evict=c.drain.evict_keys, reasons=(reason,)))
     return removals, blocked, waiting
+
+
+def _by_pool(candidates: Iterable[_Candidate]) -> list[list[_Candidate]]:
+    """Candidates grouped by pool, pools in the order of their first candidate."""
+    groups: dict[str, list[_Candidate]] = {}
+    for c in candidates:
+        groups.setdefault(c.pool_name, []).append(c)
+    return list(groups.values())
+
+
+class _Whole:
+    """Step 6 for zero-or-max pools (`NodePool.zero_or_max`, CA's ZeroOrMaxNodeScaling): a pool's nodes go all at
+    once or not at all — only when every node of it is unneeded, has waited its time, its evictions fit the PDBs
+    together, and the pool may shrink to zero. Such pools are taken before single nodes; the first one taken may
+    exceed the decision's empty/drain slots (a pool bigger than them would otherwise never go), later ones may not."""
+
+    def __init__(self, nodes: NodeSet, unneeded_since: Mapping[str, float], halt: Reason | None,
+                 budget: PdbBudget, policy: Policy, state: EngineState, now: float, empty_slots: int,
+                 drain_slots: int) -> None:
+        self.nodes, self.unneeded_since, self.halt, self.policy, self.state, self.now = (
+            nodes, unneeded_since, halt, policy, state, now)
+        self.budget, self.empty_slots, self.drain_slots = budget, empty_slots, drain_slots
+        self.overflow = True
+
+    def select(self, members: list[_Candidate], removals: list[Removal], blocked: list[NodeVerdict],
+               waiting: list[NodeVerdict]) -> None:
+        pool, now = members[0].pool, self.now
+        name, size = pool.name, self.nodes.pool_sizes()[pool.name]
+        if len(members) < size:
+            blocked += self._all(members, Reason(
+                ReasonCode.ATOMIC_SCALE_DOWN, f"pool {name} scales zero-or-max: {len(members)} of its {size} nodes "
+                f"are unneeded, and it goes only as a whole", {"unneeded": len(members), "nodes": size}))
+            return
+        if pool.min_size > 0:
+            blocked += self._all(members, Reason(
+                ReasonCode.POOL_AT_MIN, f"pool {name} scales zero-or-max and has min size {pool.min_size}: it does not "
+                f"go to zero", {"min_size": pool.min_size, "nodes": size}))
+            return
+        budget = self.budget
+        for c in members:
+            since = self.unneeded_since.get(c.name, now)
+            wait = (_wait_reason(c, since, now) or self.halt or _pool_cooldown(name, self.state, self.policy, now)
+                    or budget.shortfall(c.drain.evict))
+            if wait is not None:
+                waiting += [NodeVerdict(node=m.name, reasons=(wait if m is c else Reason(
+                    ReasonCode.ATOMIC_SCALE_DOWN, f"pool {name} scales zero-or-max: node {m.name} waits with node "
+                    f"{c.name}: {wait.message}"), m.reason)) for m in members]
+                return
+            budget = budget.spend(c.drain.evict)
+        empties = sum(1 for c in members if c.drain.empty)
+        drains = len(members) - empties
+        fits = empties <= self.empty_slots and drains <= self.drain_slots
+        may_overflow = self.overflow and (not empties or self.empty_slots > 0) and (not drains or self.drain_slots > 0)
+        if not fits and not may_overflow:
+            waiting += self._all(members, Reason(
+                ReasonCode.PARALLELISM, f"pool {name} scales zero-or-max: its {len(members)} nodes wait, "
+                f"max_empty_bulk_delete / max_drain_parallelism reached this decision",
+                {"empty": empties, "drain": drains}))
+            return
+        self.budget, self.overflow = budget, False
+        self.empty_slots, self.drain_slots = max(self.empty_slots - empties, 0), max(self.drain_slots - drains, 0)
+        for c in members:
+            reason = Reason(c.reason.code, c.reason.message,
+                            {**c.reason.numbers, "unneeded_s": now - self.unneeded_since.get(c.name, now)})
+            removals.append(Removal(node=c.name, pool=name, evict=c.drain.evict_keys, reasons=(reason, Reason(
+                ReasonCode.ATOMIC_SCALE_DOWN, f"pool {name} scales zero-or-max: all {size} of its nodes go together",
+                {"nodes": size}))))
+
+    @staticmethod
+    def _all(members: list[_Candidate], reason: Reason) -> list[NodeVerdict]:
+        return [NodeVerdict(node=c.name, reasons=(reason, c.reason)) for c in members]
 
 
 # ------------------------------------------------------------------------------------------------------------- plan

@@ -766,15 +766,24 @@ class Estimate:
     option: Option
     table: NodeTable
     placed: tuple[Unit, ...]
+    unused: tuple[int, ...] = ()
+    """New template rows of `table` that no pod took and that are not ordered (the option orders only the rows its
+    pods use, except in a zero-or-max pool, which takes every row)."""
 
 
 def estimate(pool: NodePool, hostable: Sequence[Unit], table: NodeTable, room: Headroom,
-             name_prefix: str) -> Estimate | None:
+             name_prefix: str, size: int = 0) -> Estimate | None:
     """Step 3: how many new nodes of `pool` host which of `hostable` (units a new node of the pool hosts: see
-    `PoolFits`), bounded by the limits' headroom."""
+    `PoolFits`), bounded by the limits' headroom. `size`: the pool's nodes, existing and ordered; a zero-or-max pool
+    (`NodePool.zero_or_max`) takes the whole step to its max size or nothing (not when a limit allows less)."""
     if room.nodes <= 0 or not hostable:
         return None
-    upper = min(room.nodes, sum(len(u.pods) for u in hostable))
+    if pool.zero_or_max:
+        upper = pool.zero_or_max_step(size)
+        if upper <= 0 or room.nodes < upper:
+            return None
+    else:
+        upper = min(room.nodes, sum(len(u.pods) for u in hostable))
     templates = [pool.template(f"{name_prefix}{pool.name}-{k}") for k in range(upper)]
     start = len(table)
     # templates differ only in name and hostname label, which the node-group key leaves out: one key for all
@@ -789,9 +798,13 @@ def estimate(pool: NodePool, hostable: Sequence[Unit], table: NodeTable, room: H
     if not used:
         return None
     pods = tuple(p for u in placement.placed for p in u.pods)
+    if pool.zero_or_max:
+        return Estimate(option=Option(pool=pool, nodes=upper, pods=pods), table=placement.table,
+                        placed=tuple(placement.placed))
     capped = room.binding if placement.leftover and len(used) >= room.nodes else None
     return Estimate(option=Option(pool=pool, nodes=len(used), pods=pods, capped_by=capped),
-                    table=placement.table, placed=tuple(placement.placed))
+                    table=placement.table, placed=tuple(placement.placed),
+                    unused=tuple(row for row in range(start, start + upper) if row not in used))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -819,6 +832,9 @@ def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePoo
             continue
         room = headroom(pool, reserved, policy.limits, policy.max_nodes_per_scale_up)
         count = min(room.nodes, max(len(u.pods) for u in gangs))
+        if pool.zero_or_max:  # the whole step to max_size, or nothing
+            step = pool.zero_or_max_step((reserved.nodes_by_pool or {}).get(pool.name, 0))
+            count = step if room.nodes >= step else 0
         if count <= 0:
             continue
         start = len(extended)
@@ -836,6 +852,9 @@ def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePoo
         if not rows:
             continue
         pods = tuple(sorted(key for key, row in placement.rows.items() if row in rows))
+        if pool.zero_or_max:  # every row of its step is ordered
+            rows = {row for row, p in new_pool if p is pool}
+            used_rows |= rows
         scale_ups.append(ScaleUp(pool=pool.name, nodes=len(rows), pods=pods, reasons=(Reason(
             ReasonCode.SCALE_UP, f"{len(rows)} node(s) of {pool.name} for {len(pods)} pod(s) of a gang no single "
                                  f"pool can host: the gang spans pools", {"nodes": len(rows), "pods": len(pods)}),)))
@@ -907,7 +926,8 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
             if not hostable:
                 continue
             room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-            found = estimate(pool, hostable, table, room, f"new{round_no}-")
+            found = estimate(pool, hostable, table, room, f"new{round_no}-",
+                             (totals.nodes_by_pool or {}).get(pool.name, 0))
             if found is not None:
                 estimates.append(found)
         if not estimates:
@@ -931,6 +951,8 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
         placed_keys = {u.key for u in best.placed}
         remaining = [u for u in remaining if u.key not in placed_keys]
         table = best.table
+        for row in best.unused:  # not ordered: no later gang may count on them, no warm buffer as idle
+            table.disable(row)
         used_pools.add(best_option.pool.name)
         round_no += 1
     dead = split.dead if split is not None else []
@@ -989,8 +1011,10 @@ def _why_unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str
             code = ReasonCode.POOL_BACKOFF
             continue
         room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-        if room.nodes <= 0:
-            parts.append(f"{pool.name}: limit {room.binding} reached")
+        step = pool.zero_or_max_step((totals.nodes_by_pool or {}).get(pool.name, 0)) if pool.zero_or_max else 0
+        if room.nodes <= 0 or room.nodes < step:
+            parts.append(f"{pool.name}: limit {room.binding} reached" if room.nodes <= 0 else
+                         f"{pool.name}: its zero-or-max step of {step} node(s) exceeds limit {room.binding}")
             if code is not ReasonCode.POOL_BACKOFF:
                 code = ReasonCode.LIMIT_REACHED
         else:

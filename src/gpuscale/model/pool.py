@@ -37,6 +37,11 @@ class NodePool:
     scale_down_unready_time_s: float | None = None
     ignore_daemonsets_utilization: bool | None = None
     """Whether DaemonSet pods are left out of its nodes' utilization; `None`: as the policy says."""
+    zero_or_max: bool = False
+    """Cluster Autoscaler's ZeroOrMaxNodeScaling: the pool grows straight to `max_size` in one step and shrinks only as
+    a whole, once every node of it can go — for multi-host GPU slices (an NVLink domain, a TPU-like slice) that work
+    only whole. A scale-up that a limit would cut short is not made at all; nodes still starting when one of them times
+    out are all rolled back."""
 
     def own_utilization(self) -> bool:
         """Whether this pool has options of its own for how its nodes' utilization is judged (a threshold, or
@@ -44,6 +49,11 @@ class NodePool:
         return (self.scale_down_utilization_threshold is not None
                 or self.scale_down_gpu_utilization_threshold is not None
                 or self.ignore_daemonsets_utilization is not None)
+
+    def zero_or_max_step(self, size: int) -> int:
+        """With `zero_or_max`, the only scale-up this pool takes at `size` nodes (existing and ordered): to
+        `max_size`."""
+        return max(self.max_size - size, 0)
 
     def template(self, name: str | None = None) -> Node:
         """A node of this pool as it will look once Ready with GPUs registered, named `name` (unique per what-if)."""

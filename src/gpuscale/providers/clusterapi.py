@@ -71,6 +71,7 @@ _OPTIONS: Mapping[str, tuple[str, str]] = {
     "scaledownunreadytime": ("scale_down_unready_time_s", "duration"),
     "maxnodeprovisiontime": ("max_node_provision_time_s", "duration"),
     "ignoredaemonsetsutilization": ("ignore_daemonsets_utilization", "bool"),
+    "zeroormaxnodescaling": ("zero_or_max", "bool"),
 }
 """Option → the `NodePool` field it sets, and its kind: a fraction 0…1, a duration, or `true`/`false`."""
 _GO_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
@@ -152,7 +153,7 @@ def group_state(kind: str, obj: Mapping[str, Any]) -> GroupState:
 def group_options(kind: str, obj: Mapping[str, Any]) -> tuple[dict[str, float | bool], list[str]]:
     """The `NodePool` fields a group's `cluster.x-k8s.io/autoscaling-options-*` annotations set (CA's per-node-group
     options: utilization thresholds as fractions 0…1, times as Go durations or seconds, `ignoredaemonsetsutilization`
-    as `true`/`false`), and the option annotations
+    and `zeroormaxnodescaling` as `true`/`false`), and the option annotations
     gpuscale does not know (CA has more, `maxnodestartuptime` say: left to the caller to report, not acted on);
     `InputError` naming the object and annotation when a known one is malformed."""
     ref = _ref(kind, obj)
