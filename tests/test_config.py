@@ -156,6 +156,14 @@ def test_per_pool_scale_down_options() -> None:
             parse_config({"pools": [{**POOLS[0], key: value}]})
 
 
+def test_startup_time_for_the_policy_and_a_pool() -> None:
+    config = parse_config({"pools": [{**POOLS[1], "max_node_startup_time": "20m"}, POOLS[0]],
+                           "max_node_startup_time": "5m"})
+    assert config.policy.max_node_startup_time_s == 300
+    assert [p.max_node_startup_time_s for p in config.pools] == [1200, None]
+    assert parse_config({"pools": POOLS}).policy.max_node_startup_time_s is None
+
+
 def test_a_zero_or_max_pool() -> None:
     whole = parse_config({"pools": [{**POOLS[1], "zero_or_max_scaling": True}, POOLS[0]]}).pools
     assert whole[0].zero_or_max and not whole[1].zero_or_max

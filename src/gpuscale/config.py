@@ -116,6 +116,7 @@ class PoolConfig(_Strict):
     allocatable: dict[str, int | float | str]
     gpu: GpuConfig | None = None
     max_node_provision_time: Duration | None = None
+    max_node_startup_time: Duration | None = None
     scale_down_utilization_threshold: Fraction01 | None = None
     scale_down_gpu_utilization_threshold: Fraction01 | None = None
     scale_down_unneeded_time: Duration | None = None
@@ -164,6 +165,7 @@ class PoolConfig(_Strict):
             gpu_model=self.gpu.model if self.gpu else None, gpus_per_node=self.gpu.count if self.gpu else 0,
             usd_per_hour=self.usd_per_hour, min_size=self.min_size, max_size=self.max_size, zones=self.zones,
             max_node_provision_time_s=self.max_node_provision_time,
+            max_node_startup_time_s=self.max_node_startup_time,
             scale_down_utilization_threshold=self.scale_down_utilization_threshold,
             scale_down_gpu_utilization_threshold=self.scale_down_gpu_utilization_threshold,
             scale_down_unneeded_time_s=self.scale_down_unneeded_time,
@@ -228,6 +230,7 @@ _POLICY_NAMES: Mapping[str, str] = {
     "gpu_placement": "gpu_placement",
     "max_nodes_per_scale_up": "max_nodes_per_scale_up",
     "max_node_provision_time": "max_node_provision_time_s",
+    "max_node_startup_time": "max_node_startup_time_s",
     "max_gpu_init_time": "max_gpu_init_time_s",
     "initial_node_group_backoff_duration": "backoff_initial_s",
     "max_node_group_backoff_duration": "backoff_max_s",
@@ -274,6 +277,7 @@ class ConfigFile(_Strict):
     gpu_placement: Literal["gpuscale", "fgd", "first-fit"] | None = None
     max_nodes_per_scale_up: int | None = Field(default=None, ge=1)
     max_node_provision_time: Duration | None = None
+    max_node_startup_time: Duration | None = None
     max_gpu_init_time: Duration | None = None
     initial_node_group_backoff_duration: Duration | None = None
     max_node_group_backoff_duration: Duration | None = None

@@ -443,7 +443,8 @@ def test_node_groups_are_discovered_again_while_running(capi: Capi, controllers:
     t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
           CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
     capi.machine_deployment("t4-late", replicas=0, min_size=0, max_size=2, annotations={
-        **t4, OPTIONS + "scaledownunneededtime": "2h", OPTIONS + "maxnodestartuptime": "10m"})
+        **t4, OPTIONS + "scaledownunneededtime": "2h", OPTIONS + "maxnodestartuptime": "10m",
+        OPTIONS + "someoptionfromthefuture": "1"})
     pods("infer", accelerator="nvidia-tesla-t4", gpus=1)
     reports = []
     deadline = time.monotonic() + 30
@@ -456,7 +457,8 @@ def test_node_groups_are_discovered_again_while_running(capi: Capi, controllers:
     assert sorted(p.name for p in controller.autoscaler.pools) == ["cpu-pool", "t4-late"]
     late = next(p for p in controller.autoscaler.pools if p.name == "t4-late")
     assert late.scale_down_unneeded_time_s == 7200.0 and late.scale_down_utilization_threshold is None
-    assert f"{OPTIONS}maxnodestartuptime]: an option gpuscale does not apply, ignored" in caplog.text
+    assert late.max_node_startup_time_s == 600.0
+    assert f"{OPTIONS}someoptionfromthefuture]: an option gpuscale does not apply, ignored" in caplog.text
     assert controller.metrics is not None
     metrics = controller.metrics.exposition().decode()
     assert 'gpuscale_nodes{pool="t4-late",state="upcoming"} 1.0' in metrics, metrics

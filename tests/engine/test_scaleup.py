@@ -300,6 +300,21 @@ def test_provision_and_gpu_init_timeouts_back_the_pool_off() -> None:
     assert codes(plan.timed_out) == {ReasonCode.GPU_INIT_TIMEOUT}
 
 
+def test_a_registered_node_has_the_startup_time_to_become_ready() -> None:
+    """CA's max node startup time: registered but not Ready past it, a node is given back; requests not registered
+    yet keep the provisioning deadline. Unset, the provisioning deadline applies to both (from the node's creation)."""
+    a100 = SEED_POOLS[1]
+    booting = pool_node(a100, "a100-booting", ready=False, created_s=NOW - 400)
+    asked = UpcomingNode(pool=a100.name, request_id="req", requested_s=NOW - 400)
+    assert run((), nodes=(booting,), upcoming=(asked,)).timed_out == ()
+    plan = run((), nodes=(booting,), upcoming=(asked,), policy=Policy(max_node_startup_time_s=300))
+    assert [t.node for t in plan.timed_out] == ["a100-booting"] and "limit 300s" in plan.timed_out[0].reasons[0].message
+    slow = (SEED_POOLS[0], replace(a100, max_node_startup_time_s=1200), *SEED_POOLS[2:])
+    late = replace(booting, created_s=NOW - 1000)
+    assert [t.node for t in run((), nodes=(late,)).timed_out] == ["a100-booting"]
+    assert run((), nodes=(late,), pools=slow, policy=Policy(max_node_startup_time_s=300)).timed_out == ()
+
+
 def test_warm_buffer_keeps_an_idle_node_ready() -> None:
     policy = Policy(buffers=(Buffer(pool="gpu-training-a100", idle_nodes=1),), scale_down_enabled=False)
     plan = run((), policy=policy)

@@ -112,15 +112,17 @@ def test_per_group_autoscaling_options_as_ca_spells_them() -> None:
         **BOUNDS, OPTIONS + "scaledownutilizationthreshold": "0.3", OPTIONS + "scaledowngpuutilizationthreshold": "0",
         OPTIONS + "scaledownunneededtime": "1h30m", OPTIONS + "scaledownunreadytime": "300",
         OPTIONS + "maxnodeprovisiontime": "25m", OPTIONS + "maxnodestartuptime": "20m",
+        OPTIONS + "someoptionfromthefuture": "1",
         OPTIONS + "ignoredaemonsetsutilization": "TRUE"}))
     assert options == {"scale_down_utilization_threshold": 0.3, "scale_down_gpu_utilization_threshold": 0.0,
                        "scale_down_unneeded_time_s": 5400.0, "scale_down_unready_time_s": 300.0,
-                       "max_node_provision_time_s": 1500.0, "ignore_daemonsets_utilization": True}
+                       "max_node_provision_time_s": 1500.0, "max_node_startup_time_s": 1200.0,
+                       "ignore_daemonsets_utilization": True}
     assert group_options(MACHINE_DEPLOYMENT, md({OPTIONS + "ignoredaemonsetsutilization": "0"}))[0] == {
         "ignore_daemonsets_utilization": False}  # Go's ParseBool spellings, as CA reads them
     assert group_options(MACHINE_DEPLOYMENT, md({OPTIONS + "zeroormaxnodescaling": "true"}))[0] == {
         "zero_or_max": True}
-    assert unknown == [OPTIONS + "maxnodestartuptime"]  # CA has it; gpuscale reports it and applies nothing
+    assert unknown == [OPTIONS + "someoptionfromthefuture"]  # reported by the caller, nothing applied
     assert group_options(MACHINE_DEPLOYMENT, md(BOUNDS)) == ({}, [])
 
 

@@ -46,6 +46,16 @@ def _provision_limit(pool: NodePool | None, policy: Policy) -> float:
     return float(override) if override is not None else policy.max_node_provision_time_s
 
 
+def _startup_limit(pool: NodePool, policy: Policy) -> float:
+    """How long a registered node of `pool` may stay not Ready: the pool's startup time, the policy's, else the
+    provisioning deadline."""
+    if pool.max_node_startup_time_s is not None:
+        return pool.max_node_startup_time_s
+    if policy.max_node_startup_time_s is not None:
+        return policy.max_node_startup_time_s
+    return _provision_limit(pool, policy)
+
+
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
                   now: float, facts: Mapping[str, NodeFacts],
                   starting: Sequence[NodeFacts] | None = None) -> _Timeouts:
@@ -70,7 +80,7 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         if pool is None:
             continue
         if current is NodePhase.REGISTERED and node.created_s is not None:
-            limit = _provision_limit(pool, policy)
+            limit = _startup_limit(pool, policy)
             if now - node.created_s > limit:
                 timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
                     Reason(ReasonCode.PROVISION_TIMEOUT, f"not Ready {now - node.created_s:.0f}s after creation "

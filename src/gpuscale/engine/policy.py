@@ -88,6 +88,9 @@ class Policy:
     limits: Limits = field(default_factory=Limits)
     buffers: tuple[Buffer, ...] = ()
     max_node_provision_time_s: float = 900.0
+    max_node_startup_time_s: float | None = None
+    """How long a registered node may stay not Ready (CA's `--max-node-startup-time`); `None`: the provisioning time,
+    counted from the node's creation, as before this option existed."""
     max_gpu_init_time_s: float = 600.0
     backoff_initial_s: float = 300.0
     backoff_max_s: float = 1800.0

@@ -8,11 +8,11 @@ in as `unneeded_since` (read back from the `DeletionCandidateOfClusterAutoscaler
 Steps, in this order:
 1. **Gate.** Scale-down disabled: nothing. Cooldown (after a scale-up, a failed or a successful scale-down) or too many
    unready nodes (> max(`ok_total_unready_count`, `max_total_unready_percentage` % of nodes); unready nodes younger
-   than `max_node_provision_time_s` are still starting and not counted): removals are withheld, but unneeded nodes are
-   still computed and their clocks kept, as CA does.
+   than the startup time (`max_node_startup_time_s`, else `max_node_provision_time_s`) are still starting and not
+   counted): removals are withheld, but unneeded nodes are still computed and their clocks kept, as CA does.
 2. **Candidates.** Nodes not being deleted and not waiting for their GPUs to register (the GPU-initialisation timeout
-   handles those) nor still starting (not Ready and younger than `max_node_provision_time_s`: the provisioning timeout
-   handles those). Ready nodes wait `scale_down_unneeded_time_s`; not-Ready nodes `scale_down_unready_time_s` (CA's
+   handles those) nor still starting (not Ready and younger than that startup time: the provisioning timeout handles
+   those). Ready nodes wait `scale_down_unneeded_time_s`; not-Ready nodes `scale_down_unready_time_s` (CA's
    unready rule). Utilization is requests / allocatable: GPU nodes (GPU pool, or GPUs in allocatable) by GPU requests
    only (`gpuscale.io/gpu-milli` counts as thousandths of a GPU), other nodes max(cpu, memory); DaemonSet and mirror
    pods count unless `ignore_daemonsets_utilization` leaves DaemonSet pods out (CA's `--ignore-daemonsets-utilization`,
@@ -582,9 +582,11 @@ class NodeSet:
 
 # ------------------------------------------------------------------------------------------------------------- gate
 def _starting(node: Node, policy: Policy, now: float) -> bool:
-    """A not-Ready node younger than the provisioning bound is still starting (an upcoming node, CA's NotStarted):
+    """A not-Ready node younger than the startup bound is still starting (an upcoming node, CA's NotStarted):
     neither counted as unready nor a scale-down candidate — the provisioning timeout owns it."""
-    return not node.ready and node.created_s is not None and now - node.created_s < policy.max_node_provision_time_s
+    limit = policy.max_node_startup_time_s
+    return (not node.ready and node.created_s is not None
+            and now - node.created_s < (policy.max_node_provision_time_s if limit is None else limit))
 
 
 def _halt(nodes: NodeSet, policy: Policy, state: EngineState, now: float) -> Reason | None:

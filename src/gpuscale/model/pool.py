@@ -28,6 +28,9 @@ class NodePool:
     zones: tuple[str, ...] = ()
     max_node_provision_time_s: float | None = None
     """This pool's own provisioning deadline (big GPU hosts boot slower); `None` uses the policy's."""
+    max_node_startup_time_s: float | None = None
+    """This pool's own deadline for a registered node to become Ready (CA's MaxNodeStartupTime); `None`: the policy's
+    startup time, else this pool's provisioning deadline."""
     scale_down_utilization_threshold: float | None = None
     """This pool's own scale-down options (CA's per-node-group autoscaling options), each `None` for the policy's:
     the utilization below which a node of it is underutilized (non-GPU nodes), the same for GPU nodes, how long a Ready

@@ -70,6 +70,7 @@ _OPTIONS: Mapping[str, tuple[str, str]] = {
     "scaledownunneededtime": ("scale_down_unneeded_time_s", "duration"),
     "scaledownunreadytime": ("scale_down_unready_time_s", "duration"),
     "maxnodeprovisiontime": ("max_node_provision_time_s", "duration"),
+    "maxnodestartuptime": ("max_node_startup_time_s", "duration"),
     "ignoredaemonsetsutilization": ("ignore_daemonsets_utilization", "bool"),
     "zeroormaxnodescaling": ("zero_or_max", "bool"),
 }
@@ -154,7 +155,7 @@ def group_options(kind: str, obj: Mapping[str, Any]) -> tuple[dict[str, float | 
     """The `NodePool` fields a group's `cluster.x-k8s.io/autoscaling-options-*` annotations set (CA's per-node-group
     options: utilization thresholds as fractions 0…1, times as Go durations or seconds, `ignoredaemonsetsutilization`
     and `zeroormaxnodescaling` as `true`/`false`), and the option annotations
-    gpuscale does not know (CA has more, `maxnodestartuptime` say: left to the caller to report, not acted on);
+    gpuscale does not know (left to the caller to report, not acted on);
     `InputError` naming the object and annotation when a known one is malformed."""
     ref = _ref(kind, obj)
     out: dict[str, float | bool] = {}
