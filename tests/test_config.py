@@ -164,6 +164,12 @@ def test_startup_time_for_the_policy_and_a_pool() -> None:
     assert parse_config({"pools": POOLS}).policy.max_node_startup_time_s is None
 
 
+def test_scale_down_turned_off_for_one_pool() -> None:
+    kept, plain = parse_config({"pools": [{**POOLS[1], "scale_down_enabled": False}, POOLS[0]]}).pools
+    assert kept.scale_down_disabled == "scale-down is turned off for it in the configuration"
+    assert plain.scale_down_disabled is None
+
+
 def test_a_zero_or_max_pool() -> None:
     whole = parse_config({"pools": [{**POOLS[1], "zero_or_max_scaling": True}, POOLS[0]]}).pools
     assert whole[0].zero_or_max and not whole[1].zero_or_max

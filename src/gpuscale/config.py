@@ -123,6 +123,7 @@ class PoolConfig(_Strict):
     scale_down_unready_time: Duration | None = None
     ignore_daemonsets_utilization: bool | None = None
     zero_or_max_scaling: bool = False
+    scale_down_enabled: bool = True
 
     @field_validator("allocatable")
     @classmethod
@@ -172,6 +173,8 @@ class PoolConfig(_Strict):
             scale_down_unready_time_s=self.scale_down_unready_time,
             ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
             zero_or_max=self.zero_or_max_scaling,
+            scale_down_disabled=None if self.scale_down_enabled else "scale-down is turned off for it in the "
+                                                                     "configuration",
         )
 
 

@@ -10,6 +10,7 @@ from gpuscale.engine.decide import decide
 from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Snapshot
 from gpuscale.engine.policy import Policy
+from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.pool import NodePool
@@ -35,6 +36,16 @@ def test_a_pool_threshold_can_keep_every_node_of_it() -> None:
     pools["keep"] = replace(pools["keep"], scale_down_utilization_threshold=0.0)  # CA's "0": never underutilized
     assert removed(run(nodes, [busy("z", "b")], pools=pools)) == []
     assert removed(run(nodes, [busy("z", "b")])) == ["a"]
+
+
+def test_a_pool_with_scale_down_disabled_keeps_even_its_empty_nodes_and_says_why() -> None:
+    nodes = [node("a", pool="reserved"), node("b"), node("c")]
+    pools = pools_for(nodes)
+    pools["reserved"] = replace(pools["reserved"], scale_down_disabled="reserved capacity")
+    result = run(nodes, [busy("z", "b")], pools=pools)
+    assert removed(result) == ["c"]
+    assert codes(result.blocked, "a") == [ReasonCode.SCALE_DOWN_DISABLED]
+    assert "pool reserved: reserved capacity" in result.blocked[0].reasons[0].message
 
 
 def test_gpu_threshold_of_a_pool_applies_to_its_gpu_nodes() -> None:

@@ -750,6 +750,9 @@ def _judge(record: NodeRecord, numbers: _Numbers, gpu_pool: bool, pods: Sequence
     figures = {"utilization": value, "threshold": threshold, **({"gpu": gpu} if gpu_node else
                                                                  {"cpu": cpu, "memory": memory})}
     pool, pool_name = record.pool, record.pool_name
+    if pool is not None and pool.scale_down_disabled is not None:
+        return NodeVerdict(node=node.name, reasons=(Reason(
+            ReasonCode.SCALE_DOWN_DISABLED, f"node {node.name}: pool {pool.name}: {pool.scale_down_disabled}"),))
     drain = None if pool is None or pool_name is None else drain_node(node, pods, policy=policy, budget=budget)
     if drain is not None and drain.blocked is None and drain.empty:  # the usual candidate: no utilization message
         reason = Reason(ReasonCode.EMPTY, f"node {node.name} is empty: no pod needs to move", figures)

@@ -40,6 +40,9 @@ class NodePool:
     scale_down_unready_time_s: float | None = None
     ignore_daemonsets_utilization: bool | None = None
     """Whether DaemonSet pods are left out of its nodes' utilization; `None`: as the policy says."""
+    scale_down_disabled: str | None = None
+    """Why no node of this pool is ever scaled down (turned off in the configuration, or a provider that cannot remove
+    a chosen node of it), or `None`: its nodes may go."""
     zero_or_max: bool = False
     """Cluster Autoscaler's ZeroOrMaxNodeScaling: the pool grows straight to `max_size` in one step and shrinks only as
     a whole, once every node of it can go — for multi-host GPU slices (an NVLink domain, a TPU-like slice) that work
