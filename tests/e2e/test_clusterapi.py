@@ -50,6 +50,7 @@ from gpuscale.providers.clusterapi import (
     MIN_SIZE,
     OPTIONS,
     POOL_ANNOTATION,
+    POOL_NAME_LABEL,
     ClusterAPIProvider,
 )
 
@@ -135,31 +136,60 @@ class Capi:
         self.made.append(("machinedeployments", name))
         return created
 
-    def replicas(self, name: str) -> int:
-        md = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "machinedeployments", name)
+    def machine_pool(self, name: str, *, replicas: int, min_size: int, max_size: int,
+                     annotations: dict[str, str] | None = None) -> None:
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MachinePool",
+                "metadata": {"name": name, "namespace": self.namespace,
+                             "annotations": {MIN_SIZE: str(min_size), MAX_SIZE: str(max_size), **(annotations or {})}},
+                "spec": {"clusterName": CLUSTER, "replicas": replicas,
+                         "template": {"metadata": {"labels": {"node-role.kubernetes.io/worker": ""}},
+                                      "spec": {"clusterName": CLUSTER, "bootstrap": {"dataSecretName": "bootstrap"},
+                                               "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                                                     "kind": "KwokMachinePool", "name": name}}}}}
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, "machinepools", body)
+        self.made.append(("machinepools", name))
+
+    def pool_instance(self, pool: str, node: str) -> None:
+        """An instance of MachinePool `pool` with no Machine: the kwok Node `node`, listed in the pool's
+        `spec.providerIDList` as its infrastructure provider would."""
+        self.core.create_node(self._node_body(node, pool, f"capi-kwok://{node}"))
+        self.nodes.append(node)
+        mp = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "machinepools", pool)
+        ids = [*(mp["spec"].get("providerIDList") or []), f"capi-kwok://{node}"]
+        self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, "machinepools", pool,
+                                                   {"spec": {"providerIDList": ids}})
+
+    def replicas(self, name: str, plural: str = "machinedeployments") -> int:
+        md = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name)
         return int(md["spec"].get("replicas", 0))
 
     def annotate(self, name: str, annotations: dict[str, str | None]) -> None:
         self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, "machinedeployments", name,
                                                    {"metadata": {"annotations": annotations}})
 
-    def machine(self, md: str, node: str, *, node_ref: bool) -> str:
-        """A Machine of `md` whose infrastructure is the kwok Node `node` (created here, Ready after 0 s), linked by
-        providerID, and by `status.nodeRef` too when `node_ref`."""
-        provider_id = f"capi-kwok://{node}"
+    @staticmethod
+    def _node_body(node: str, group: str, provider_id: str) -> client.V1Node:
+        """A kwok Node (Ready after 0 s) for an instance of `group`: a T4 node for groups named t4…."""
         labels = {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4", "gpuscale.io/gpu-count": "1"} \
-            if md.startswith("t4") else {}
+            if group.startswith("t4") else {}
         taints = [client.V1Taint(key=NVIDIA_GPU, value="present", effect="NoSchedule")] if labels else None
         body = kwok_node_body(node, labels=labels, taints=taints,
                               annotations={"gpuscale.io/ready-after": "0s", "gpuscale.io/gpu-register-after": "1s"})
         body.spec.provider_id = provider_id
-        self.core.create_node(body)
+        return body
+
+    def machine(self, md: str, node: str, *, node_ref: bool, pool: bool = False) -> str:
+        """A Machine of `md` (a MachinePool's Machine with `pool`) whose infrastructure is the kwok Node `node`
+        (created here), linked by providerID, and by `status.nodeRef` too when `node_ref`."""
+        provider_id = f"capi-kwok://{node}"
+        self.core.create_node(self._node_body(node, md, provider_id))
         self.nodes.append(node)
         name = f"{md}-{uuid.uuid4().hex[:5]}"
         self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, "machines", {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "Machine",
             "metadata": {"name": name, "namespace": self.namespace,
-                         "labels": {DEPLOYMENT_NAME_LABEL: md, f"{GROUP}/cluster-name": CLUSTER}},
+                         "labels": {POOL_NAME_LABEL if pool else DEPLOYMENT_NAME_LABEL: md,
+                                    f"{GROUP}/cluster-name": CLUSTER}},
             "spec": {"clusterName": CLUSTER, "providerID": provider_id, "bootstrap": {"dataSecretName": "bootstrap"},
                      "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "KwokMachine",
                                            "name": name}}})
@@ -395,6 +425,49 @@ def test_a_zero_or_max_group_grows_to_its_max_and_goes_whole(capi: Capi, control
     assert sorted(marked()) == sorted(machines) and capi.replicas("cpu-slice") == 0
     deleted = [sorted(r.deleted) for r in reports if r.deleted]
     assert deleted == [sorted(nodes)], deleted  # both in one decision
+
+
+def test_machine_pools_scale_up_and_lose_a_chosen_node_only_through_its_machine(
+        capi: Capi, controllers: Callable[[], Controller], pods: Callable[..., str], core_v1: client.CoreV1Api) -> None:
+    """MachinePools are node groups too (CA's clusterapi provider scales them): replicas through the scale
+    subresource, nodes found by the pool's `spec.providerIDList` or its MachinePool Machines. A chosen node goes by its
+    Machine's delete annotation, as in a MachineDeployment; a pool whose instances have no Machine is never scaled
+    down (lowering the replicas would let the infrastructure pick the instance) and says so."""
+    t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
+          CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
+    cpu = {CAPACITY + "cpu": "16", CAPACITY + "memory": "64G"}
+    capi.machine_pool("t4-mp", replicas=0, min_size=0, max_size=3, annotations=t4)
+    capi.machine_pool("cpu-bare", replicas=1, min_size=0, max_size=2, annotations=cpu)
+    capi.machine_pool("cpu-machines", replicas=1, min_size=0, max_size=2, annotations=cpu)
+    bare, backed = (f"cpu-mp-{uuid.uuid4().hex[:5]}" for _ in range(2))
+    capi.pool_instance("cpu-bare", bare)
+    machine = capi.machine("cpu-machines", backed, node_ref=False, pool=True)
+    for node in (bare, backed):
+        wait_for(lambda node=node: any(c.type == "Ready" and c.status == "True"
+                                       for c in core_v1.read_node(node).status.conditions or []), 30,
+                 desc=f"{node} Ready")
+    controller = controllers()
+    provider = controller.provider
+    assert isinstance(provider, ClusterAPIProvider)
+    pools = {p.name: p for p in controller.autoscaler.pools}
+    assert set(pools) == {"t4-mp", "cpu-bare", "cpu-machines"}, provider.problems()
+    assert "has no MachinePool Machines" in (pools["cpu-bare"].scale_down_disabled or "")
+    assert pools["cpu-machines"].scale_down_disabled is None and pools["t4-mp"].allocatable.get(NVIDIA_GPU) == 1
+    assert provider.node_pools() == {bare: "cpu-bare", backed: "cpu-machines"}
+    controller.cache.snapshot()
+    assert provider.upcoming() == ()
+
+    pods("infer", accelerator="nvidia-tesla-t4", gpus=1)
+    reports = tick_until(controller, lambda: capi.replicas("t4-mp", "machinepools") > 0, 30, "a T4 scale-up")
+    assert scaled(reports) == [("t4-mp", 1)]
+    assert [u.request_id for u in provider.upcoming()] == ["t4-mp#0"]
+    reports += tick_until(controller, lambda: DELETE_MACHINE in capi.machine_annotations(machine), 30,
+                          "the idle MachinePool Machine marked for deletion")
+    reports += tick_for(controller, 5, lambda: None)
+    assert capi.replicas("cpu-machines", "machinepools") == 0
+    assert capi.replicas("cpu-bare", "machinepools") == 1  # idle too, but no Machine names it
+    assert {d for r in reports for d in r.deleted} == {backed}
+    assert not [e for r in reports for e in r.errors], [e for r in reports for e in r.errors]
 
 
 def test_malformed_annotations_put_a_group_out_of_action(capi: Capi, controllers: Callable[[], Controller],

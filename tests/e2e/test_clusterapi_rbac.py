@@ -346,14 +346,16 @@ def test_every_verb_of_the_clusterapi_role_is_one_the_provider_uses(
         as_service_account: client.ApiClient, api_client: client.ApiClient, capi: Capi,  # noqa: F811
         core_v1: client.CoreV1Api) -> None:
     """Each (verb, resource) of `gpuscale-clusterapi` taken away in turn, for real: the provider's discovery, a
-    scale-up of a MachineDeployment and of a MachineSet, and a node removal, run as the ServiceAccount, stop at a 403
-    naming exactly that verb and resource. With the whole role they all succeed."""
+    scale-up of a MachineDeployment, a MachineSet and a MachinePool, and a node removal, run as the ServiceAccount,
+    stop at a 403 naming exactly that verb and resource. With the whole role they all succeed."""
     role = _by_key(render_overlay())["ClusterRole/gpuscale-clusterapi"]
     rbac_api = client.RbacAuthorizationV1Api(api_client)
     ns = capi.namespace
     capi.machine_deployment("t4-pool", replicas=1, min_size=0, max_size=3, annotations={
         CAPACITY + "cpu": "4", CAPACITY + "memory": "15G"})
     unowned_machine_set(capi, "cpu-set", min_size=0, max_size=2)
+    capi.machine_pool("cpu-mp", replicas=0, min_size=0, max_size=2, annotations={
+        CAPACITY + "cpu": "16", CAPACITY + "memory": "64G"})
     node = f"t4-node-{uuid.uuid4().hex[:5]}"
     machine = capi.machine("t4-pool", node, node_ref=False)
 
@@ -362,14 +364,17 @@ def test_every_verb_of_the_clusterapi_role_is_one_the_provider_uses(
             capi.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, plural, name,
                                                        {"spec": {"replicas": 1 if plural == "machinedeployments"
                                                                  else 0}})
+        capi.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "machinepools", "cpu-mp",
+                                                   {"spec": {"replicas": 0}})
         capi.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "machines", machine,
                                                    {"metadata": {"annotations": {DELETE_MACHINE: None}}})
 
     def exercise() -> None:
-        provider = ClusterAPIProvider(as_service_account, ())  # discovery: list both kinds, cluster-wide
-        assert sorted(provider.groups) == ["cpu-set", "t4-pool"]
+        provider = ClusterAPIProvider(as_service_account, ())  # discovery: list the three kinds, cluster-wide
+        assert sorted(provider.groups) == ["cpu-mp", "cpu-set", "t4-pool"]
         provider.increase("t4-pool", 1)
         provider.increase("cpu-set", 1)
+        provider.increase("cpu-mp", 1)
         provider.delete([node])  # get the groups, list Machines (and Nodes), patch the Machine, lower the replicas
 
     def set_role(body: dict[str, Any], verb: str, resource: str, allowed: bool) -> None:
@@ -382,9 +387,10 @@ def test_every_verb_of_the_clusterapi_role_is_one_the_provider_uses(
 
     exercise()
     assert (capi.replicas("t4-pool"), machine_set_replicas(capi, "cpu-set")) == (1, 1)  # 1 + 1 - 1
+    assert capi.replicas("cpu-mp", "machinepools") == 1
     assert DELETE_MACHINE in capi.machine_annotations(machine)
     pairs = _granted(role)
-    assert len(pairs) == 10, pairs
+    assert len(pairs) == 14, pairs
     try:
         for verb, resource in pairs:
             reset()

@@ -1,6 +1,7 @@
 """`ClusterAPIProvider`: a `NodeProvider` over Cluster API, with Cluster Autoscaler's clusterapi semantics.
 
-**Node groups** are the MachineDeployments — and the MachineSets no MachineDeployment owns — that carry both
+**Node groups** are the MachineDeployments — and the MachineSets no MachineDeployment owns, and the MachinePools where
+their (feature-gated) CRD is served — that carry both
 `cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size` and `…-max-size` (CA's discovery rule). Each becomes a
 gpuscale pool, named by the object's `gpuscale.io/pool` annotation, else by the object's name:
 - a pool of that name in the configuration gives the template (allocatable, labels, taints, GPU model, price, zones)
@@ -25,7 +26,11 @@ as many (the MachineSet controller deletes annotated machines first); it refuses
 annotations again if the replicas write fails. A Machine already annotated or being deleted is not counted twice.
 **Node → pool**: a Machine's `status.nodeRef.name`, else the Node whose `spec.providerID` equals the Machine's
 `spec.providerID`; a Machine belongs to the MachineDeployment named by its `cluster.x-k8s.io/deployment-name` label,
-else to the MachineSet named by `cluster.x-k8s.io/set-name`. **Upcoming** = replicas − machines (not being deleted)
+else to the MachinePool named by `cluster.x-k8s.io/pool-name` (a MachinePool Machine), else to the MachineSet named
+by `cluster.x-k8s.io/set-name`. A MachinePool's instances are also the Nodes whose providerID is in its
+`spec.providerIDList`, Machine or not. **A MachinePool with no MachinePool Machines is never scaled down**: lowering
+its replicas would let the infrastructure pick the instance that goes, not the node the engine chose; its pool says so
+(`NodePool.scale_down_disabled`, re-read at every discovery) and `delete` refuses such a node. **Upcoming** = replicas − machines (not being deleted)
 whose Node is registered: machines still without a registered Node by name (request id `<namespace>/<machine>`),
 replicas no Machine exists for yet as `<pool>#<i>`. "Registered" is the cache's last snapshot, as for kwok, so a tick
 never counts a node both as upcoming and as missing.
@@ -61,6 +66,8 @@ MAX_SIZE = f"{GROUP}/cluster-api-autoscaler-node-group-max-size"
 DELETE_MACHINE = f"{GROUP}/delete-machine"
 DEPLOYMENT_NAME_LABEL = f"{GROUP}/deployment-name"
 SET_NAME_LABEL = f"{GROUP}/set-name"
+POOL_NAME_LABEL = f"{GROUP}/pool-name"
+"""On a MachinePool Machine: the MachinePool it belongs to."""
 CAPACITY = "capacity.cluster-autoscaler.kubernetes.io/"
 OPTIONS = f"{GROUP}/autoscaling-options-"
 """CA's per-node-group autoscaling options: `<prefix><option>` annotations override the policy for that group."""
@@ -78,8 +85,8 @@ _OPTIONS: Mapping[str, tuple[str, str]] = {
 _GO_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
              **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 POOL_ANNOTATION = "gpuscale.io/pool"
-MACHINE_DEPLOYMENT, MACHINE_SET = "MachineDeployment", "MachineSet"
-PLURALS = {MACHINE_DEPLOYMENT: "machinedeployments", MACHINE_SET: "machinesets"}
+MACHINE_DEPLOYMENT, MACHINE_SET, MACHINE_POOL = "MachineDeployment", "MachineSet", "MachinePool"
+PLURALS = {MACHINE_DEPLOYMENT: "machinedeployments", MACHINE_SET: "machinesets", MACHINE_POOL: "machinepools"}
 PROPAGATED_LABEL_DOMAINS = ("node-role.kubernetes.io", "node-restriction.kubernetes.io", "node.cluster.x-k8s.io")
 """Template labels Cluster API copies onto the Node (its metadata-propagation rules): these domains and subdomains."""
 
@@ -311,6 +318,11 @@ class ClusterAPIProvider:
             owned = any(r.get("kind") == MACHINE_DEPLOYMENT for r in meta.get("ownerReferences") or [])
             if not owned and DEPLOYMENT_NAME_LABEL not in (meta.get("labels") or {}):
                 objects.append((MACHINE_SET, ms))
+        try:  # MachinePools are behind a feature gate: a server without their CRD has none
+            objects += [(MACHINE_POOL, o) for o in self._list(PLURALS[MACHINE_POOL])]
+        except ApiException as err:
+            if err.status != 404:
+                raise
         return [(k, o) for k, o in objects if is_autoscaled(o)]
 
     def _discover(self) -> tuple[dict[str, GroupRef], tuple[NodePool, ...]]:
@@ -320,7 +332,9 @@ class ClusterAPIProvider:
         by_name = {p.name: p for p in self._configured}
         found: dict[str, list[tuple[GroupRef, NodePool]]] = {}
         seen: set[str] = set()
-        for kind, obj in self._group_objects():
+        objects = self._group_objects()
+        with_machines = self._pools_with_machines() if any(k == MACHINE_POOL for k, _ in objects) else set()
+        for kind, obj in objects:
             ref, name = _ref(kind, obj), pool_name_of(kind, obj)
             seen.add(str(ref))
             try:
@@ -330,6 +344,9 @@ class ClusterAPIProvider:
                         else template_pool(kind, obj, name, state.min_size, state.max_size))
                 options, unknown = group_options(kind, obj)
                 pool = replace(pool, **options)  # type: ignore[arg-type]
+                if kind == MACHINE_POOL and ref not in with_machines:
+                    pool = replace(pool, scale_down_disabled=f"{ref} has no MachinePool Machines: gpuscale does not "
+                                                             "lower its replicas without naming the instance that goes")
                 for key in unknown:
                     if (str(ref), key) not in self._ignored:
                         self._ignored.add((str(ref), key))
@@ -353,6 +370,17 @@ class ClusterAPIProvider:
         for key in [k for k in self._problems if k not in seen]:
             del self._problems[key]
         return groups, tuple(pools)
+
+    def _pools_with_machines(self) -> set[GroupRef]:
+        """The MachinePools some Machine belongs to (MachinePool Machines: an infrastructure provider that has them
+        lets a chosen node be deleted, as in a MachineDeployment)."""
+        out = set()
+        for machine in self._list("machines"):
+            meta = _meta(machine)
+            pool = (meta.get("labels") or {}).get(POOL_NAME_LABEL)
+            if pool:
+                out.add(GroupRef(MACHINE_POOL, str(meta.get("namespace", "")), pool))
+        return out
 
     def _log_groups(self) -> None:
         unmatched = sorted({p.name for p in self._configured} - set(self.groups))
@@ -449,6 +477,10 @@ class ClusterAPIProvider:
         by_pool: dict[str, list[dict[str, Any]]] = {}
         for name in nodes:
             machine = view.machine_of_node.get(name)
+            if machine is None and name in view.pool_of_bare_node:
+                ref = self.groups[view.pool_of_bare_node[name]]
+                raise ProviderError(FailureKind.OTHER, f"Node {name}: {ref} has no Machine for it: gpuscale does not "
+                                                       "lower the replicas without naming the instance that goes")
             if machine is None:
                 raise ProviderError(FailureKind.OTHER, f"Node {name}: no Machine of a Cluster API node group has it")
             if _deleting(machine):
@@ -518,7 +550,8 @@ class ClusterAPIProvider:
                 continue  # out of action this tick
             live = [m for m in view.machines_of_pool.get(pool, []) if not _deleting(m)]
             waiting = [m for m in live if not self._is_registered(view.node_of_machine.get(_machine_key(m)))]
-            registered = len(live) - len(waiting)
+            registered = len(live) - len(waiting) + sum(
+                1 for node in view.bare_nodes_of_pool.get(pool, ()) if self._is_registered(node))
             missing = max(0, replicas - registered)
             waiting.sort(key=_created)
             times = self._increased.get(pool, [])
@@ -538,17 +571,23 @@ class ClusterAPIProvider:
 
     def node_pools(self) -> Mapping[str, str]:
         view = self._view()
-        return {node: view.pool_of_machine[key] for key, node in view.node_of_machine.items()
-                if view.pool_of_machine.get(key) in view.replicas}
+        return {**{node: pool for node, pool in view.pool_of_bare_node.items() if pool in view.replicas},
+                **{node: view.pool_of_machine[key] for key, node in view.node_of_machine.items()
+                   if view.pool_of_machine.get(key) in view.replicas}}
 
     # --- the view: groups, machines, their nodes
 
     def _view(self) -> _View:
         view = _View()
         refs = {ref: pool for pool, ref in self.groups.items()}
+        provider_ids: dict[str, list[str]] = {}
+        """MachinePool → its `spec.providerIDList`: the instances it has, Machine or not."""
         for pool, ref in self.groups.items():
             try:
-                view.replicas[pool] = group_state(ref.kind, self._get(ref)).replicas
+                obj = self._get(ref)
+                view.replicas[pool] = group_state(ref.kind, obj).replicas
+                if ref.kind == MACHINE_POOL:
+                    provider_ids[pool] = [str(p) for p in (obj.get("spec") or {}).get("providerIDList") or []]
                 self._problems.pop(str(ref), None)
             except InputError as err:
                 self._report(str(ref), str(err))
@@ -563,6 +602,7 @@ class ClusterAPIProvider:
             labels = meta.get("labels") or {}
             ns = str(meta.get("namespace", ""))
             owner = (GroupRef(MACHINE_DEPLOYMENT, ns, labels[DEPLOYMENT_NAME_LABEL]) if DEPLOYMENT_NAME_LABEL in labels
+                     else GroupRef(MACHINE_POOL, ns, labels[POOL_NAME_LABEL]) if POOL_NAME_LABEL in labels
                      else GroupRef(MACHINE_SET, ns, labels.get(SET_NAME_LABEL, "")))
             machine_pool = refs.get(owner)
             if machine_pool is None:
@@ -576,12 +616,17 @@ class ClusterAPIProvider:
                 view.node_of_machine[key] = node
             elif (machine.get("spec") or {}).get("providerID"):
                 need_provider_ids = True
-        if need_provider_ids:
+        if need_provider_ids or any(provider_ids.values()):
             by_provider_id = self._nodes_by_provider_id()
             for key, machine in view.machines.items():
                 pid = (machine.get("spec") or {}).get("providerID")
                 if key not in view.node_of_machine and pid in by_provider_id:
                     view.node_of_machine[key] = by_provider_id[pid]
+            with_machine = set(view.node_of_machine.values())
+            for pool, ids in provider_ids.items():  # a MachinePool's instances without a Machine: nodes all the same
+                bare = [by_provider_id[p] for p in ids if p in by_provider_id and by_provider_id[p] not in with_machine]
+                view.bare_nodes_of_pool[pool] = bare
+                view.pool_of_bare_node.update((node, pool) for node in bare)
         view.machine_of_node = {node: view.machines[key] for key, node in view.node_of_machine.items()
                                 if view.pool_of_machine[key] in view.replicas}
         return view
@@ -606,6 +651,9 @@ class _View:
         self.machines_of_pool: dict[str, list[dict[str, Any]]] = {}
         self.node_of_machine: dict[str, str] = {}
         self.machine_of_node: dict[str, dict[str, Any]] = {}
+        self.bare_nodes_of_pool: dict[str, list[str]] = {}
+        """MachinePool → the Nodes of its `spec.providerIDList` no Machine has."""
+        self.pool_of_bare_node: dict[str, str] = {}
 
 
 def _machine_key(machine: Mapping[str, Any]) -> str:
