@@ -398,6 +398,10 @@ def run(
     pool_refresh_interval: Annotated[str, typer.Option(
         "--pool-refresh-interval", help="clusterapi provider: discover the node groups again this often (0s: every "
                                         "tick).")] = "60s",
+    node_group_auto_discovery: Annotated[list[str] | None, typer.Option(
+        "--node-group-auto-discovery", help="clusterapi provider, as CA: only node groups matching "
+                                            "clusterapi:namespace=NS,clusterName=NAME,LABEL=VALUE (any part may be "
+                                            "left out; repeat for several: a group any one matches).")] = None,
 ) -> None:
     """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
     import logging
@@ -411,9 +415,13 @@ def run(
     from gpuscale.kube.lease import LeaseSettings
     from gpuscale.kube.metrics import MetricsServer
     from gpuscale.kube.tracer import Tracer
+    from gpuscale.providers.clusterapi import AUTO_DISCOVERY_FLAG, parse_auto_discovery
     from gpuscale.providers.kwok import KwokProfile, KwokSettings
 
     settings = load_config(config)
+    specs = [parse_auto_discovery(spec) for spec in node_group_auto_discovery or ()]
+    if specs and provider is not ProviderName.CLUSTERAPI:
+        raise ConfigError(AUTO_DISCOVERY_FLAG, f"applies to --provider clusterapi, not {provider.value}")
     own_namespace = namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
     durations = {}
     for flag, text in (("--lease-duration", lease_duration), ("--renew-deadline", renew_deadline),
@@ -445,7 +453,7 @@ def run(
                                             gpu_register_after_s=durations["--kwok-gpu-register-after"]))
     controller = build_controller(api_client, settings, dry_run=dry_run, kwok=kwok, options=options,
                                   tracer=Tracer(retention=trace_retention, sink=trace_file),
-                                  provider_name=provider.value)
+                                  provider_name=provider.value, auto_discovery=specs)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -50,7 +50,7 @@ from gpuscale.loop.provreq import DryRunRequests, ProvisioningRequests, SkipSynt
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
 from gpuscale.model.pool import NodePool
-from gpuscale.providers.clusterapi import ClusterAPIProvider
+from gpuscale.providers.clusterapi import AutoDiscovery, ClusterAPIProvider
 from gpuscale.providers.kwok import KwokProvider, KwokSettings
 
 log = logging.getLogger("gpuscale.controller")
@@ -277,11 +277,11 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
                      start_cache: bool = True, decide: DecideFn | None = None,
                      options: RunOptions | None = None, tracer: Tracer | None = None,
                      provider_name: str = "kwok", provisioning_requests: bool = True,
-                     booking_s: float = 600.0) -> Controller:
+                     booking_s: float = 600.0, auto_discovery: Sequence[AutoDiscovery] = ()) -> Controller:
     """Wire the adapters around an `Autoscaler`. The cache's threads start here unless `start_cache=False`; the
     leader elector and the status publisher start here too when `options` asks for them. A `tracer` listens to
     the cache (plus an Event watch outside the synced gate) and to every tick. `provider_name="clusterapi"`: the pools
-    are the Cluster API node groups it discovers (providers/clusterapi.py).
+    are the Cluster API node groups it discovers (providers/clusterapi.py), those `auto_discovery` allows if given.
 
     ProvisioningRequests are handled unless `provisioning_requests` is False (while the CRD is not installed there are
     simply none); their capacity is booked for `booking_s` after Provisioned (docs/kueue.md)."""
@@ -293,7 +293,8 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     real_provider: NodeProvider
     capi: ClusterAPIProvider | None = None
     if provider_name == "clusterapi":
-        real_provider = capi = ClusterAPIProvider(api_client, config.pools, registered=cache.in_last_snapshot)
+        real_provider = capi = ClusterAPIProvider(api_client, config.pools, registered=cache.in_last_snapshot,
+                                                  discovery=auto_discovery)
     else:
         real_provider = KwokProvider(api_client, config.pools, kwok, registered=cache.in_last_snapshot)
 

@@ -23,6 +23,10 @@ CONFIG = Path(__file__).resolve().parents[2] / "examples" / "seed-pools" / "gpus
     (["--metrics-address", "localhost"], "--metrics-address: expected HOST:PORT"),
     (["--kwok-ready-after", "-1s"], "--kwok-ready-after: must be a finite duration"),
     (["--pool-refresh-interval", "often"], "--pool-refresh-interval: expected a duration"),
+    (["--provider", "clusterapi", "--node-group-auto-discovery", "aws:namespace=a"],
+     "--node-group-auto-discovery: unsupported discoverer 'aws' (only clusterapi)"),
+    (["--node-group-auto-discovery", "clusterapi:namespace=a"],
+     "--node-group-auto-discovery: applies to --provider clusterapi, not kwok"),
 ])
 def test_bad_run_flags_exit_2_with_one_line(flags: list[str], expected: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", "--config", str(CONFIG), "--kubeconfig", str(tmp_path / "missing"),

@@ -52,6 +52,7 @@ from gpuscale.providers.clusterapi import (
     POOL_ANNOTATION,
     POOL_NAME_LABEL,
     ClusterAPIProvider,
+    parse_auto_discovery,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,9 +121,10 @@ class Capi:
         self.nodes: list[str] = []
 
     def machine_deployment(self, name: str, *, replicas: int, min_size: int, max_size: int,
-                           annotations: dict[str, str] | None = None) -> dict[str, Any]:
+                           annotations: dict[str, str] | None = None,
+                           labels: dict[str, str] | None = None) -> dict[str, Any]:
         body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MachineDeployment",
-                "metadata": {"name": name, "namespace": self.namespace,
+                "metadata": {"name": name, "namespace": self.namespace, "labels": labels or {},
                              "annotations": {MIN_SIZE: str(min_size), MAX_SIZE: str(max_size), **(annotations or {})}},
                 "spec": {"clusterName": CLUSTER, "replicas": replicas,
                          "selector": {"matchLabels": {DEPLOYMENT_NAME_LABEL: name}},
@@ -468,6 +470,26 @@ def test_machine_pools_scale_up_and_lose_a_chosen_node_only_through_its_machine(
     assert capi.replicas("cpu-bare", "machinepools") == 1  # idle too, but no Machine names it
     assert {d for r in reports for d in r.deleted} == {backed}
     assert not [e for r in reports for e in r.errors], [e for r in reports for e in r.errors]
+
+
+def test_auto_discovery_specs_narrow_the_node_groups(capi: Capi, api_client: client.ApiClient) -> None:
+    """`--node-group-auto-discovery=clusterapi:…` as CA: by namespace, Cluster name and labels; several specs: a group
+    any of them allows."""
+    cpu = {CAPACITY + "cpu": "16", CAPACITY + "memory": "64G"}
+    capi.machine_deployment("green-md", replicas=0, min_size=0, max_size=2, annotations=cpu, labels={"color": "green"})
+    capi.machine_deployment("plain-md", replicas=0, min_size=0, max_size=2, annotations=cpu)
+    ns = capi.namespace
+
+    def groups(*specs: str) -> set[str]:
+        provider = ClusterAPIProvider(api_client, (), discovery=[parse_auto_discovery(s) for s in specs])
+        return {name for name, ref in provider.groups.items() if ref.namespace == ns}
+
+    assert groups() == {"green-md", "plain-md"}
+    assert groups(f"clusterapi:namespace={ns},color=green") == {"green-md"}
+    assert groups(f"clusterapi:namespace={ns},clusterName={CLUSTER}") == {"green-md", "plain-md"}
+    assert groups(f"clusterapi:namespace={ns},clusterName=elsewhere") == set()
+    assert groups("clusterapi:namespace=elsewhere") == set()
+    assert groups(f"clusterapi:namespace={ns},color=blue", f"clusterapi:namespace={ns},color=green") == {"green-md"}
 
 
 def test_malformed_annotations_put_a_group_out_of_action(capi: Capi, controllers: Callable[[], Controller],

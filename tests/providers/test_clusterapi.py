@@ -7,19 +7,22 @@ from typing import Any
 
 import pytest
 
-from gpuscale.model.errors import InputError
+from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.resources import NVIDIA_GPU
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.providers.clusterapi import (
     CAPACITY,
+    CLUSTER_NAME_LABEL,
     MACHINE_DEPLOYMENT,
     MAX_SIZE,
     MIN_SIZE,
     OPTIONS,
     POOL_ANNOTATION,
+    AutoDiscovery,
     group_options,
     group_state,
     is_autoscaled,
+    parse_auto_discovery,
     pool_name_of,
     template_pool,
 )
@@ -141,3 +144,34 @@ def test_malformed_autoscaling_options_name_object_and_annotation(option: str, t
     message = str(err.value)
     assert message.startswith(f"MachineDeployment capi/gpu-md: metadata.annotations[{OPTIONS}{option}]: "), message
     assert problem in message
+
+
+def test_auto_discovery_specs_as_ca_writes_them() -> None:
+    spec = parse_auto_discovery("clusterapi:namespace=blue,clusterName=fred,color=green,team.example.com/owner=ml")
+    assert spec == AutoDiscovery("blue", "fred", (("color", "green"), ("team.example.com/owner", "ml")))
+    group = md({}, name="gpu-md")
+    group["metadata"] |= {"namespace": "blue", "labels": {"color": "green", "team.example.com/owner": "ml"}}
+    group["spec"] = {"clusterName": "fred"}
+    assert spec.allows(group)
+    assert not spec.allows({**group, "spec": {"clusterName": "wilma"}})
+    assert not spec.allows({**group, "metadata": {**group["metadata"], "namespace": "red"}})
+    assert not spec.allows({**group, "metadata": {**group["metadata"], "labels": {"color": "green"}}})
+    labels = {**group["metadata"]["labels"], CLUSTER_NAME_LABEL: "fred"}
+    by_label = {**group, "spec": {}, "metadata": {**group["metadata"], "labels": labels}}
+    assert spec.allows(by_label)  # the cluster-name label when the spec has no clusterName
+    assert parse_auto_discovery("clusterapi:") == AutoDiscovery() and AutoDiscovery().allows(group)
+
+
+@pytest.mark.parametrize(("spec", "problem"), [
+    ("namespace=blue", "should be clusterapi:key=value,key=value"),
+    ("gce:namespace=blue", "unsupported discoverer 'gce'"),
+    ("clusterapi:namespace", "'namespace' is not key=value"),
+    ("clusterapi:a=b=c", "'a=b=c' is not key=value"),
+    ("clusterapi:-bad=1", "'-bad' is not a label key"),
+    ("clusterapi:Bad_Prefix/x=1", "the label key's prefix must be a DNS subdomain"),
+    ("clusterapi:color=no way", "'no way' is not a label value"),
+])
+def test_malformed_auto_discovery_names_the_flag(spec: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_auto_discovery(spec)
+    assert str(err.value).startswith("--node-group-auto-discovery: ") and problem in str(err.value)

@@ -13,7 +13,8 @@ The bounds always come from the min/max annotations, read again at every scale c
 as in CA. Groups are discovered when the provider is built (`gpuscale run` start-up) and again at every `refresh`
 (the controller calls it every `--pool-refresh-interval`; CA rediscovers every loop): a group created later becomes a
 pool, one deleted or no longer autoscaled leaves, a pool follows its annotations. Configured pools that match no group
-are left out (nothing could scale them) and logged.
+are left out (nothing could scale them) and logged. `--node-group-auto-discovery=clusterapi:namespace=…,clusterName=…,
+<label>=<value>` specs (`AutoDiscovery`, CA's syntax) narrow the groups to those some spec allows.
 
 **A malformed annotation** (or a duplicate pool name) puts the group out of action: at start-up it is not a pool;
 later, every call for it raises, naming the object and the annotation, and its nodes and machines are left out of
@@ -30,7 +31,8 @@ else to the MachinePool named by `cluster.x-k8s.io/pool-name` (a MachinePool Mac
 by `cluster.x-k8s.io/set-name`. A MachinePool's instances are also the Nodes whose providerID is in its
 `spec.providerIDList`, Machine or not. **A MachinePool with no MachinePool Machines is never scaled down**: lowering
 its replicas would let the infrastructure pick the instance that goes, not the node the engine chose; its pool says so
-(`NodePool.scale_down_disabled`, re-read at every discovery) and `delete` refuses such a node. **Upcoming** = replicas − machines (not being deleted)
+(`NodePool.scale_down_disabled`, re-read at every discovery) and `delete` refuses such a node.
+**Upcoming** = replicas − machines (not being deleted)
 whose Node is registered: machines still without a registered Node by name (request id `<namespace>/<machine>`),
 replicas no Machine exists for yet as `<pool>#<i>`. "Registered" is the cache's last snapshot, as for kwok, so a tick
 never counts a node both as upcoming and as missing.
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -93,6 +96,69 @@ PROPAGATED_LABEL_DOMAINS = ("node-role.kubernetes.io", "node-restriction.kuberne
 
 def _annotation(key: str) -> str:
     return f"metadata.annotations[{key}]"
+
+
+CLUSTER_NAME_LABEL = f"{GROUP}/cluster-name"
+AUTO_DISCOVERY_FLAG = "--node-group-auto-discovery"
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class AutoDiscovery:
+    """One `--node-group-auto-discovery=clusterapi:key=value,…` spec, as CA reads it: node groups in `namespace`, of
+    the Cluster `cluster_name` (`spec.clusterName`, else the `cluster.x-k8s.io/cluster-name` label), carrying every
+    label of `labels`; a part not given matches every group. Several specs: a group any of them allows."""
+
+    namespace: str | None = None
+    cluster_name: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def allows(self, obj: Mapping[str, Any]) -> bool:
+        meta = _meta(obj)
+        labels = meta.get("labels") or {}
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        if self.cluster_name is not None and ((obj.get("spec") or {}).get("clusterName")
+                                              or labels.get(CLUSTER_NAME_LABEL)) != self.cluster_name:
+            return False
+        return all(labels.get(key) == value for key, value in self.labels)
+
+
+def _label_key_problem(key: str) -> str | None:
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"{key!r}: the label key's prefix must be a DNS subdomain"
+    if not _LABEL_NAME.match(name):
+        return f"{key!r} is not a label key"
+    return None
+
+
+def parse_auto_discovery(spec: str) -> AutoDiscovery:
+    """`clusterapi:namespace=…,clusterName=…,<label>=<value>,…` (CA's syntax); `ConfigError` naming the flag."""
+    discoverer, colon, rest = spec.partition(":")
+    if not colon:
+        raise ConfigError(AUTO_DISCOVERY_FLAG, f"{spec!r} should be clusterapi:key=value,key=value")
+    if discoverer != "clusterapi":
+        raise ConfigError(AUTO_DISCOVERY_FLAG, f"unsupported discoverer {discoverer!r} (only clusterapi)")
+    namespace = cluster_name = None
+    labels: dict[str, str] = {}
+    for pair in (p for p in rest.split(",") if p):
+        key, eq, value = pair.partition("=")
+        if not eq or not key or "=" in value:
+            raise ConfigError(AUTO_DISCOVERY_FLAG, f"{pair!r} is not key=value")
+        if key == "namespace":
+            namespace = value
+        elif key == "clusterName":
+            cluster_name = value
+        else:
+            problem = _label_key_problem(key)
+            if problem is None and value and not _LABEL_NAME.match(value):
+                problem = f"{value!r} is not a label value"
+            if problem is not None:
+                raise ConfigError(AUTO_DISCOVERY_FLAG, problem)
+            labels[key] = value
+    return AutoDiscovery(namespace, cluster_name, tuple(sorted(labels.items())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,13 +341,16 @@ class ClusterAPIProvider:
     def __init__(self, api_client: client.ApiClient, configured: Sequence[NodePool], *,
                  namespace: str | None = None, version: str = "v1beta2",
                  registered: Callable[[str], bool] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, discovery: Sequence[AutoDiscovery] = ()) -> None:
         self._custom = client.CustomObjectsApi(api_client)
         self._core = client.CoreV1Api(api_client)
         self.namespace = namespace
         self.version = version
         self.registered = registered
         self._clock = clock
+        self.discovery = tuple(discovery)
+        """Auto-discovery specs (`--node-group-auto-discovery`): a group is one only if some spec allows it (none:
+        every autoscaled group)."""
         self._problems: dict[str, str] = {}
         self._increased: dict[str, list[float]] = {}
         self._configured = tuple(configured)
@@ -323,7 +392,8 @@ class ClusterAPIProvider:
         except ApiException as err:
             if err.status != 404:
                 raise
-        return [(k, o) for k, o in objects if is_autoscaled(o)]
+        return [(k, o) for k, o in objects
+                if is_autoscaled(o) and (not self.discovery or any(d.allows(o) for d in self.discovery))]
 
     def _discover(self) -> tuple[dict[str, GroupRef], tuple[NodePool, ...]]:
         """The node groups and their pools as the API server has them now. A group whose annotations do not parse, or
