@@ -472,6 +472,56 @@ def test_machine_pools_scale_up_and_lose_a_chosen_node_only_through_its_machine(
     assert not [e for r in reports for e in r.errors], [e for r in reports for e in r.errors]
 
 
+INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
+
+
+@pytest.fixture
+def kwok_templates(api_client: client.ApiClient) -> Iterator[str]:
+    """A stand-in infrastructure provider's machine template CRD (`KwokMachineTemplate`, with a status subresource,
+    as Cluster API's scale-from-zero contract asks of providers); removed afterwards. Yields its plural."""
+    ext = client.ApiextensionsV1Api(api_client)
+    plural = "kwokmachinetemplates"
+    name = f"{plural}.{INFRA_GROUP}"
+    ext.create_custom_resource_definition({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name},
+        "spec": {"group": INFRA_GROUP, "scope": "Namespaced",
+                 "names": {"kind": "KwokMachineTemplate", "plural": plural, "singular": "kwokmachinetemplate"},
+                 "versions": [{"name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    wait_for(lambda: any(c.type == "Established" and c.status == "True"
+                         for c in ext.read_custom_resource_definition(name).status.conditions or []), 30,
+             desc="KwokMachineTemplate CRD Established")
+    yield plural
+    ext.delete_custom_resource_definition(name)
+
+
+def test_the_infrastructure_template_capacity_is_the_template_without_annotations(
+        capi: Capi, api_client: client.ApiClient, kwok_templates: str) -> None:
+    """CA's other scale-from-zero source: a MachineDeployment without capacity annotations takes cpu, memory and
+    GPUs from its infrastructure machine template's `status.capacity` (found by the API server's discovery)."""
+    ns = capi.namespace
+    custom = client.CustomObjectsApi(api_client)
+    wait_for(lambda: custom.list_namespaced_custom_object(INFRA_GROUP, "v1alpha1", ns, kwok_templates) is not None,
+             30, desc="KwokMachineTemplates served")
+    custom.create_namespaced_custom_object(INFRA_GROUP, "v1alpha1", ns, kwok_templates, {
+        "apiVersion": f"{INFRA_GROUP}/v1alpha1", "kind": "KwokMachineTemplate", "metadata": {"name": "t4-infra"},
+        "spec": {"template": {"spec": {}}}})
+    custom.patch_namespaced_custom_object_status(INFRA_GROUP, "v1alpha1", ns, kwok_templates, "t4-infra", {
+        "status": {"capacity": {"cpu": "8", "memory": "30Gi", NVIDIA_GPU: "1"}}})
+    capi.machine_deployment("t4-infra", replicas=0, min_size=0, max_size=2,
+                            annotations={CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS})
+    capi.machine_deployment("bare-infra", replicas=0, min_size=0, max_size=2)  # its template does not exist
+    provider = ClusterAPIProvider(api_client, (), discovery=[parse_auto_discovery(f"clusterapi:namespace={ns}")])
+    pools = {p.name: p for p in provider.pools}
+    assert set(pools) == {"t4-infra"}, provider.problems()
+    t4 = pools["t4-infra"]
+    assert (t4.allocatable.get("cpu"), t4.allocatable.get("memory"), t4.allocatable.get(NVIDIA_GPU)) == (
+        8_000, 30 * 2**30, 1)
+    assert t4.gpu_model == "Tesla-T4"
+    assert any("bare-infra" in p and "required to build the node template" in p for p in provider.problems())
+
+
 def test_auto_discovery_specs_narrow_the_node_groups(capi: Capi, api_client: client.ApiClient) -> None:
     """`--node-group-auto-discovery=clusterapi:…` as CA: by namespace, Cluster name and labels; several specs: a group
     any of them allows."""

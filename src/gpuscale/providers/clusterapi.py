@@ -292,24 +292,46 @@ def _propagated(labels: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in labels.items() if keep(k)}
 
 
-def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: int, max_size: int) -> NodePool:
-    """The pool a node group's capacity annotations describe (CA's scale-from-zero template)."""
+def needs_capacity(obj: Mapping[str, Any]) -> bool:
+    """Whether a group's annotations leave cpu or memory out, so the template needs the infrastructure template's
+    `status.capacity`."""
+    annotations = _meta(obj).get("annotations") or {}
+    return CAPACITY + "cpu" not in annotations or CAPACITY + "memory" not in annotations
+
+
+INFRA_CAPACITY = "infrastructure template status.capacity"
+
+
+def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: int, max_size: int,
+                  capacity: Mapping[str, Any] | None = None) -> NodePool:
+    """The pool a node group's capacity annotations describe (CA's scale-from-zero template). `capacity`: its
+    infrastructure machine template's `status.capacity` (CA's other source, which Cluster API's opt-in
+    autoscaling-from-zero contract has infrastructure providers fill): used for what the annotations leave out — cpu,
+    memory, pods, the GPU count — the annotations winning where both say."""
     ref = _ref(kind, obj)
     annotations = _meta(obj).get("annotations") or {}
+    capacity = capacity or {}
     amounts: dict[str, int | str] = {}
     for field, resource, parse in (("cpu", "cpu", to_milli), ("memory", "memory", to_units)):
         key = CAPACITY + field
-        text = annotations.get(key)
+        text, where = annotations.get(key), _annotation(key)
+        if text is None and resource in capacity:
+            text, where = capacity[resource], f"{INFRA_CAPACITY}.{resource}"
         if text is None:
-            raise InputError(str(ref), _annotation(key), "required to build the node template (scale from zero)")
+            raise InputError(str(ref), where, "required to build the node template (scale from zero), here or in the "
+                                              f"{INFRA_CAPACITY}")
         try:
             parse(str(text))
         except QuantityError as err:
-            raise InputError(str(ref), _annotation(key), f"{text!r}: {err}") from None
+            raise InputError(str(ref), where, f"{text!r}: {err}") from None
         amounts[resource] = str(text)
-    amounts["pods"] = _int_annotation(ref, annotations, CAPACITY + "maxPods", 110)
-    gpus = _int_annotation(ref, annotations, CAPACITY + "gpu-count", 0)
+    pods = capacity.get("pods")
+    amounts["pods"] = _int_annotation(ref, annotations, CAPACITY + "maxPods",
+                                      _capacity_count(ref, "pods", pods) if pods is not None else 110)
     gpu_type = str(annotations.get(CAPACITY + "gpu-type", "nvidia.com/gpu")).strip()
+    listed = capacity.get(gpu_type)
+    gpus = _int_annotation(ref, annotations, CAPACITY + "gpu-count",
+                           _capacity_count(ref, gpu_type, listed) if listed is not None else 0)
     if gpus:
         if "/" not in gpu_type:
             raise InputError(str(ref), _annotation(CAPACITY + "gpu-type"),
@@ -330,6 +352,16 @@ def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: i
         raise InputError(str(ref), f"pool {where}", first["msg"]) from None
 
 
+def _capacity_count(ref: GroupRef, resource: str, value: Any) -> int:
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        raise InputError(str(ref), f"{INFRA_CAPACITY}.{resource}", f"{value!r} is not a whole number") from None
+    if count < 0:
+        raise InputError(str(ref), f"{INFRA_CAPACITY}.{resource}", f"{count} is negative")
+    return count
+
+
 def pool_name_of(kind: str, obj: Mapping[str, Any]) -> str:
     meta = _meta(obj)
     return str((meta.get("annotations") or {}).get(POOL_ANNOTATION) or meta.get("name", ""))
@@ -342,7 +374,10 @@ class ClusterAPIProvider:
                  namespace: str | None = None, version: str = "v1beta2",
                  registered: Callable[[str], bool] | None = None,
                  clock: Callable[[], float] = time.time, discovery: Sequence[AutoDiscovery] = ()) -> None:
+        self._api = api_client
         self._custom = client.CustomObjectsApi(api_client)
+        self._resources: dict[tuple[str, str], tuple[str, str] | None] = {}
+        """(API group, kind) → (version, plural), from discovery (`_resource_of`)."""
         self._core = client.CoreV1Api(api_client)
         self.namespace = namespace
         self.version = version
@@ -411,7 +446,8 @@ class ClusterAPIProvider:
                 state = group_state(kind, obj)
                 base = by_name.get(name)
                 pool = (replace(base, min_size=state.min_size, max_size=state.max_size) if base is not None
-                        else template_pool(kind, obj, name, state.min_size, state.max_size))
+                        else template_pool(kind, obj, name, state.min_size, state.max_size,
+                                           self._infra_capacity(ref, obj) if needs_capacity(obj) else None))
                 options, unknown = group_options(kind, obj)
                 pool = replace(pool, **options)  # type: ignore[arg-type]
                 if kind == MACHINE_POOL and ref not in with_machines:
@@ -440,6 +476,45 @@ class ClusterAPIProvider:
         for key in [k for k in self._problems if k not in seen]:
             del self._problems[key]
         return groups, tuple(pools)
+
+    def _infra_capacity(self, ref: GroupRef, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The `status.capacity` of the group's infrastructure template (`spec.template.spec.infrastructureRef`), or
+        None when it has none or cannot be read (logged once: RBAC must grant `get` on the provider's templates)."""
+        infra = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("infrastructureRef") or {}
+        group = infra.get("apiGroup") or str(infra.get("apiVersion", "")).partition("/")[0]
+        kind, name = infra.get("kind"), infra.get("name")
+        if not (group and kind and name):
+            return None
+        try:
+            located = self._resource_of(str(group), str(kind))
+            if located is None:
+                raise LookupError(f"the API server serves no kind {kind} in {group}")
+            version, plural = located
+            body: Any = self._custom.get_namespaced_custom_object(group, version, ref.namespace, plural, name)
+        except (ApiException, LookupError) as err:
+            reason = err.reason if isinstance(err, ApiException) else str(err)
+            if (str(ref), "infra") not in self._ignored:
+                self._ignored.add((str(ref), "infra"))
+                log.warning("%s: infrastructure template %s %s not read (%s): only the capacity annotations count",
+                            ref, kind, name, reason)
+            return None
+        capacity = (body.get("status") or {}).get("capacity")
+        return capacity if isinstance(capacity, Mapping) else None
+
+    def _resource_of(self, group: str, kind: str) -> tuple[str, str] | None:
+        """(preferred version, plural) of `kind` in API group `group`, from the server's discovery; kept."""
+        key = (group, kind)
+        if key not in self._resources:
+            found = None
+            groups: Any = client.ApisApi(self._api).get_api_versions()
+            version = next((g.preferred_version.version for g in groups.groups or []
+                            if g.name == group and g.preferred_version is not None), None)
+            if version:
+                resources: Any = self._custom.get_api_resources(group, version)
+                found = next(((version, str(r.name)) for r in resources.resources or []
+                              if r.kind == kind and "/" not in str(r.name)), None)
+            self._resources[key] = found
+        return self._resources[key]
 
     def _pools_with_machines(self) -> set[GroupRef]:
         """The MachinePools some Machine belongs to (MachinePool Machines: an infrastructure provider that has them
