@@ -64,6 +64,9 @@ A100_POOL = "gpu-training-a100"
 T4_LABELS = "cloud.google.com/gke-accelerator=nvidia-tesla-t4,nvidia.com/gpu.product=Tesla-T4"
 GPU_TAINTS = "nvidia.com/gpu=present:NoSchedule"
 TICK_EVERY_S = 0.2
+T4_CAPACITY = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
+               CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
+"""CA's scale-from-zero annotations of a 1×T4 group."""
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +273,13 @@ def pods(core_v1: client.CoreV1Api, namespace: str) -> Iterator[Callable[..., st
                 raise
 
 
+def wait_ready(core_v1: client.CoreV1Api, *nodes: str) -> None:
+    for node in nodes:
+        wait_for(lambda node=node: any(c.type == "Ready" and c.status == "True"
+                                       for c in core_v1.read_node(node).status.conditions or []), 30,
+                 desc=f"{node} Ready")
+
+
 def _unschedulable(pod: client.V1Pod) -> bool:
     return any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
                for c in pod.status.conditions or [])
@@ -306,8 +316,7 @@ def scaled(reports: list[TickReport]) -> list[tuple[str, int]]:
 def test_t4_pod_scales_the_t4_machine_deployment_from_zero_by_one(capi: Capi, controllers: Callable[[], Controller],
                                                                  pods: Callable[..., str], core_v1: client.CoreV1Api,
                                                                  namespace: str) -> None:
-    t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
-          CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
+    t4 = T4_CAPACITY
     capi.machine_deployment("t4-pool", replicas=0, min_size=0, max_size=5, annotations=t4)
     capi.machine_deployment("a100", replicas=0, min_size=0, max_size=3, annotations={POOL_ANNOTATION: A100_POOL})
     capi.machine_deployment("cpu-pool", replicas=0, min_size=0, max_size=5,
@@ -371,10 +380,7 @@ def test_idle_machine_node_is_removed_by_delete_annotation_and_replicas(capi: Ca
     first, second = (f"cpu-node-{uuid.uuid4().hex[:5]}" for _ in range(2))
     m1 = capi.machine("cpu-pool", first, node_ref=True)
     m2 = capi.machine("cpu-pool", second, node_ref=False)
-    for node in (first, second):
-        wait_for(lambda node=node: any(c.type == "Ready" and c.status == "True"
-                                       for c in core_v1.read_node(node).status.conditions or []), 30,
-                 desc=f"{node} Ready")
+    wait_ready(core_v1, first, second)
     controller = controllers()
     provider = controller.provider
     assert isinstance(provider, ClusterAPIProvider)
@@ -402,17 +408,13 @@ def test_a_zero_or_max_group_grows_to_its_max_and_goes_whole(capi: Capi, control
     """CA's `autoscaling-options-zeroormaxnodescaling`: one pod scales an empty group straight to its max size; a group
     whose nodes are all idle is scaled down whole, every Machine marked in one decision."""
     whole = {OPTIONS + "zeroormaxnodescaling": "true"}
-    t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
-          CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
+    t4 = T4_CAPACITY
     capi.machine_deployment("t4-slice", replicas=0, min_size=0, max_size=3, annotations={**t4, **whole})
     capi.machine_deployment("cpu-slice", replicas=2, min_size=0, max_size=2,
                             annotations={CAPACITY + "cpu": "16", CAPACITY + "memory": "64G", **whole})
     nodes = [f"cpu-slice-{uuid.uuid4().hex[:5]}" for _ in range(2)]
     machines = [capi.machine("cpu-slice", node, node_ref=True) for node in nodes]
-    for node in nodes:
-        wait_for(lambda node=node: any(c.type == "Ready" and c.status == "True"
-                                       for c in core_v1.read_node(node).status.conditions or []), 30,
-                 desc=f"{node} Ready")
+    wait_ready(core_v1, *nodes)
     controller = controllers()
     assert {p.name: p.zero_or_max for p in controller.autoscaler.pools} == {"t4-slice": True, "cpu-slice": True}
 
@@ -435,8 +437,7 @@ def test_machine_pools_scale_up_and_lose_a_chosen_node_only_through_its_machine(
     subresource, nodes found by the pool's `spec.providerIDList` or its MachinePool Machines. A chosen node goes by its
     Machine's delete annotation, as in a MachineDeployment; a pool whose instances have no Machine is never scaled
     down (lowering the replicas would let the infrastructure pick the instance) and says so."""
-    t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
-          CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
+    t4 = T4_CAPACITY
     cpu = {CAPACITY + "cpu": "16", CAPACITY + "memory": "64G"}
     capi.machine_pool("t4-mp", replicas=0, min_size=0, max_size=3, annotations=t4)
     capi.machine_pool("cpu-bare", replicas=1, min_size=0, max_size=2, annotations=cpu)
@@ -444,10 +445,7 @@ def test_machine_pools_scale_up_and_lose_a_chosen_node_only_through_its_machine(
     bare, backed = (f"cpu-mp-{uuid.uuid4().hex[:5]}" for _ in range(2))
     capi.pool_instance("cpu-bare", bare)
     machine = capi.machine("cpu-machines", backed, node_ref=False, pool=True)
-    for node in (bare, backed):
-        wait_for(lambda node=node: any(c.type == "Ready" and c.status == "True"
-                                       for c in core_v1.read_node(node).status.conditions or []), 30,
-                 desc=f"{node} Ready")
+    wait_ready(core_v1, bare, backed)
     controller = controllers()
     provider = controller.provider
     assert isinstance(provider, ClusterAPIProvider)
@@ -585,8 +583,7 @@ def test_node_groups_are_discovered_again_while_running(capi: Capi, controllers:
     assert isinstance(provider, ClusterAPIProvider)
     assert [p.name for p in controller.autoscaler.pools] == ["cpu-pool"]
 
-    t4 = {CAPACITY + "cpu": "4", CAPACITY + "memory": "15G", CAPACITY + "gpu-type": NVIDIA_GPU,
-          CAPACITY + "gpu-count": "1", CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS}
+    t4 = T4_CAPACITY
     capi.machine_deployment("t4-late", replicas=0, min_size=0, max_size=2, annotations={
         **t4, OPTIONS + "scaledownunneededtime": "2h", OPTIONS + "maxnodestartuptime": "10m",
         OPTIONS + "someoptionfromthefuture": "1"})
