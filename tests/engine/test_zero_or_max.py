@@ -119,7 +119,7 @@ def test_warm_capacity_does_not_count_nodes_an_estimate_left_unordered_as_idle()
 def test_an_idle_pool_goes_whole() -> None:
     plan = run((), nodes=tuple(slice_node(f"s{i}") for i in range(4)), pools=POOLS)
     assert removed(plan) == ["s0", "s1", "s2", "s3"]
-    assert all(ReasonCode.ATOMIC_SCALE_DOWN in {r.code for r in rm.reasons} for rm in plan.scale_down)
+    assert all(ReasonCode.ZERO_OR_MAX in {r.code for r in rm.reasons} for rm in plan.scale_down)
 
 
 def test_one_busy_node_keeps_the_whole_pool() -> None:
@@ -135,7 +135,7 @@ def test_one_node_not_unneeded_long_enough_holds_the_others() -> None:
     plan = run((), nodes=nodes, pools=POOLS)
     assert removed(plan) == []
     assert ReasonCode.UNNEEDED_TOO_SHORT in reasons_of(plan, "s3")
-    assert ReasonCode.ATOMIC_SCALE_DOWN in reasons_of(plan, "s0")
+    assert ReasonCode.ZERO_OR_MAX in reasons_of(plan, "s0")
 
 
 def test_a_min_size_keeps_a_zero_or_max_pool() -> None:

@@ -48,6 +48,9 @@ class ReasonCode(StrEnum):
     TOO_MANY_UNREADY = "TooManyUnreadyNodes"
     PARALLELISM = "ParallelismLimit"
     ATOMIC_SCALE_DOWN = "AtomicScaleDownFailed"
+    """Some node of a zero-or-max pool is not removable, so none is (CA's reason)."""
+    ZERO_OR_MAX = "ZeroOrMaxScaling"
+    """A zero-or-max pool's node goes, or waits, with the rest of its pool."""
     NOT_READY = "NodeNotReady"
     UNKNOWN_POOL = "UnknownPool"
 

@@ -1223,7 +1223,7 @@ class _Whole:
                     or budget.shortfall(c.drain.evict))
             if wait is not None:
                 waiting += [NodeVerdict(node=m.name, reasons=(wait if m is c else Reason(
-                    ReasonCode.ATOMIC_SCALE_DOWN, f"pool {name} scales zero-or-max: node {m.name} waits with node "
+                    ReasonCode.ZERO_OR_MAX, f"pool {name} scales zero-or-max: node {m.name} waits with node "
                     f"{c.name}: {wait.message}"), m.reason)) for m in members]
                 return
             budget = budget.spend(c.drain.evict)
@@ -1243,7 +1243,7 @@ class _Whole:
             reason = Reason(c.reason.code, c.reason.message,
                             {**c.reason.numbers, "unneeded_s": now - self.unneeded_since.get(c.name, now)})
             removals.append(Removal(node=c.name, pool=name, evict=c.drain.evict_keys, reasons=(reason, Reason(
-                ReasonCode.ATOMIC_SCALE_DOWN, f"pool {name} scales zero-or-max: all {size} of its nodes go together",
+                ReasonCode.ZERO_OR_MAX, f"pool {name} scales zero-or-max: all {size} of its nodes go together",
                 {"nodes": size}))))
 
     @staticmethod
