@@ -497,7 +497,8 @@ def kwok_templates(api_client: client.ApiClient) -> Iterator[str]:
 def test_the_infrastructure_template_capacity_is_the_template_without_annotations(
         capi: Capi, api_client: client.ApiClient, kwok_templates: str) -> None:
     """CA's other scale-from-zero source: a MachineDeployment without capacity annotations takes cpu, memory and
-    GPUs from its infrastructure machine template's `status.capacity` (found by the API server's discovery)."""
+    GPUs from its infrastructure machine template's `status.capacity`, and its architecture from `status.nodeInfo`
+    (the template found by the API server's discovery)."""
     ns = capi.namespace
     custom = client.CustomObjectsApi(api_client)
     wait_for(lambda: custom.list_namespaced_custom_object(INFRA_GROUP, "v1alpha1", ns, kwok_templates) is not None,
@@ -506,7 +507,8 @@ def test_the_infrastructure_template_capacity_is_the_template_without_annotation
         "apiVersion": f"{INFRA_GROUP}/v1alpha1", "kind": "KwokMachineTemplate", "metadata": {"name": "t4-infra"},
         "spec": {"template": {"spec": {}}}})
     custom.patch_namespaced_custom_object_status(INFRA_GROUP, "v1alpha1", ns, kwok_templates, "t4-infra", {
-        "status": {"capacity": {"cpu": "8", "memory": "30Gi", NVIDIA_GPU: "1"}}})
+        "status": {"capacity": {"cpu": "8", "memory": "30Gi", NVIDIA_GPU: "1"},
+                   "nodeInfo": {"architecture": "arm64", "operatingSystem": "linux"}}})
     capi.machine_deployment("t4-infra", replicas=0, min_size=0, max_size=2,
                             annotations={CAPACITY + "labels": T4_LABELS, CAPACITY + "taints": GPU_TAINTS})
     capi.machine_deployment("bare-infra", replicas=0, min_size=0, max_size=2)  # its template does not exist
@@ -516,7 +518,7 @@ def test_the_infrastructure_template_capacity_is_the_template_without_annotation
     t4 = pools["t4-infra"]
     assert (t4.allocatable.get("cpu"), t4.allocatable.get("memory"), t4.allocatable.get(NVIDIA_GPU)) == (
         8_000, 30 * 2**30, 1)
-    assert t4.gpu_model == "Tesla-T4"
+    assert t4.gpu_model == "Tesla-T4" and t4.template().labels["kubernetes.io/arch"] == "arm64"
     assert any("bare-infra" in p and "required to build the node template" in p for p in provider.problems())
 
 

@@ -405,3 +405,15 @@ def test_scale_down_keeps_the_idle_gpus_the_proportional_buffer_needs() -> None:
     nodes, pods = t4_serving(5)  # use fell: 0.5 → 1 warm GPU, two idle nodes go
     plan = run(pods, nodes=(*nodes, *idle), policy=policy)
     assert len(plan.scale_down) == 2 and plan.scale_up == ()
+
+
+def test_templates_carry_the_labels_every_kubelet_sets() -> None:
+    """`nodeSelector: kubernetes.io/os: linux` (in many charts) must not make a pod unschedulable on every template;
+    an Arm pool says so in its labels, and the beta label follows."""
+    linux = pending("web", cpu="1", node_selector={"kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"})
+    assert scale_ups(run((linux,))) == {"cpu-general": 1}
+    arm = pending("grace", cpu="1", node_selector={"kubernetes.io/arch": "arm64"})
+    assert run((arm,)).scale_up == ()
+    arm_pool = replace(SEED_POOLS[0], name="cpu-arm", labels={"kubernetes.io/arch": "arm64"})
+    assert scale_ups(run((arm,), pools=(*SEED_POOLS, arm_pool))) == {"cpu-arm": 1}
+    assert arm_pool.template().labels["beta.kubernetes.io/arch"] == "arm64"

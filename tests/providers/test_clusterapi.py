@@ -83,23 +83,28 @@ def test_template_defaults_max_pods_and_needs_no_gpu() -> None:
 
 def test_the_infrastructure_template_capacity_fills_what_the_annotations_leave_out() -> None:
     capacity = {"cpu": "8", "memory": "32Gi", "pods": "58", NVIDIA_GPU: "1", "ephemeral-storage": "100Gi"}
+    status = {"capacity": capacity, "nodeInfo": {"architecture": "arm64", "operatingSystem": "linux"}}
     pool = template_pool(MACHINE_DEPLOYMENT, md({CAPACITY + "labels": "nvidia.com/gpu.product=Tesla-T4"}), "t4-md",
-                         0, 3, capacity)
+                         0, 3, status)
     assert (pool.allocatable.get("cpu"), pool.allocatable.get("memory")) == (8_000, 32 * 2**30)
     assert pool.allocatable.get("pods") == 58 and pool.allocatable.get(NVIDIA_GPU) == 1
     assert pool.gpu_model == "Tesla-T4" and pool.gpus_per_node == 1
+    template = pool.template()  # the node info's architecture, and the kubelet's labels that follow it
+    assert (template.labels["kubernetes.io/arch"], template.labels["beta.kubernetes.io/arch"]) == ("arm64", "arm64")
+    assert template.labels["kubernetes.io/os"] == "linux"
     both = template_pool(MACHINE_DEPLOYMENT, md({CAPACITY + "cpu": "4", CAPACITY + "gpu-count": "0"}), "t4-md", 0, 3,
-                         capacity)
+                         {"capacity": capacity})
     assert both.allocatable.get("cpu") == 4_000 and both.allocatable.get("memory") == 32 * 2**30  # annotations win
     assert not both.is_gpu_pool()
     with pytest.raises(InputError) as err:
-        template_pool(MACHINE_DEPLOYMENT, md({}), "t4-md", 0, 3, {"cpu": "8", "memory": "a lot"})
+        template_pool(MACHINE_DEPLOYMENT, md({}), "t4-md", 0, 3, {"capacity": {"cpu": "8", "memory": "a lot"}})
     assert str(err.value).startswith("MachineDeployment capi/gpu-md: infrastructure template status.capacity.memory: "
                                      "'a lot'")
     with pytest.raises(InputError, match=r"status\.capacity\.pods: 'many' is not a whole number"):
-        template_pool(MACHINE_DEPLOYMENT, md({}), "t4-md", 0, 3, {"cpu": "8", "memory": "1Gi", "pods": "many"})
+        template_pool(MACHINE_DEPLOYMENT, md({}), "t4-md", 0, 3,
+                      {"capacity": {"cpu": "8", "memory": "1Gi", "pods": "many"}})
     with pytest.raises(InputError, match=r"metadata.annotations\[.*memory\]: required .* or in the infrastructure"):
-        template_pool(MACHINE_DEPLOYMENT, md({}), "t4-md", 0, 3, {"cpu": "8"})
+        template_pool(MACHINE_DEPLOYMENT, md({}), "t4-md", 0, 3, {"capacity": {"cpu": "8"}})
 
 
 @pytest.mark.parametrize(("change", "field", "problem"), [

@@ -13,6 +13,13 @@ from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import Taint
 
+OS_LABEL, ARCH_LABEL = "kubernetes.io/os", "kubernetes.io/arch"
+_BETA = {OS_LABEL: "beta.kubernetes.io/os", ARCH_LABEL: "beta.kubernetes.io/arch"}
+_DEFAULTS = {OS_LABEL: "linux", ARCH_LABEL: "amd64"}
+"""What the kubelet puts on every node it registers, as a template assumes it unless the pool's `labels` say
+otherwise (Cluster Autoscaler's generic labels): an Arm pool (Grace Hopper, say) sets `kubernetes.io/arch: arm64`.
+The deprecated `beta.kubernetes.io/*` twins follow the stable labels, as the kubelet still sets them."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodePool:
@@ -65,6 +72,9 @@ class NodePool:
         """A node of this pool as it will look once Ready with GPUs registered, named `name` (unique per what-if)."""
         name = name or f"template-{self.name}"
         labels = {**self.labels, POOL_LABEL: self.name, "kubernetes.io/hostname": name}
+        for key, default in _DEFAULTS.items():
+            value = labels.setdefault(key, default)
+            labels.setdefault(_BETA[key], value)
         if self.zones and "topology.kubernetes.io/zone" not in labels:
             labels["topology.kubernetes.io/zone"] = self.zones[0]
         return Node(name=name, allocatable=self.allocatable, capacity=self.allocatable, labels=labels,

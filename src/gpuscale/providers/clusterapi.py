@@ -303,14 +303,16 @@ INFRA_CAPACITY = "infrastructure template status.capacity"
 
 
 def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: int, max_size: int,
-                  capacity: Mapping[str, Any] | None = None) -> NodePool:
-    """The pool a node group's capacity annotations describe (CA's scale-from-zero template). `capacity`: its
-    infrastructure machine template's `status.capacity` (CA's other source, which Cluster API's opt-in
-    autoscaling-from-zero contract has infrastructure providers fill): used for what the annotations leave out — cpu,
-    memory, pods, the GPU count — the annotations winning where both say."""
+                  status: Mapping[str, Any] | None = None) -> NodePool:
+    """The pool a node group's capacity annotations describe (CA's scale-from-zero template). `status`: its
+    infrastructure machine template's status (CA's other source, which Cluster API's opt-in autoscaling-from-zero
+    contract has infrastructure providers fill): `capacity` gives what the annotations leave out — cpu, memory, pods,
+    the GPU count — and `nodeInfo` the `kubernetes.io/arch` and `kubernetes.io/os` labels; the annotations win where
+    both say."""
     ref = _ref(kind, obj)
     annotations = _meta(obj).get("annotations") or {}
-    capacity = capacity or {}
+    capacity: Mapping[str, Any] = _mapping((status or {}).get("capacity"))
+    node_info: Mapping[str, Any] = _mapping((status or {}).get("nodeInfo"))
     amounts: dict[str, int | str] = {}
     for field, resource, parse in (("cpu", "cpu", to_milli), ("memory", "memory", to_units)):
         key = CAPACITY + field
@@ -338,7 +340,10 @@ def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: i
                              f"{gpu_type!r} is not an extended resource name like nvidia.com/gpu")
         amounts[gpu_type] = gpus
     template = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
-    labels = {**_propagated(template.get("labels") or {}), **_labels(ref, annotations)}
+    labels = {**{label: str(node_info[field]) for label, field in (("kubernetes.io/arch", "architecture"),
+                                                                   ("kubernetes.io/os", "operatingSystem"))
+                 if node_info.get(field)},
+              **_propagated(template.get("labels") or {}), **_labels(ref, annotations)}
     model = labels.get(GPU_PRODUCT_LABEL)
     raw: dict[str, Any] = {"name": pool_name, "min_size": min_size, "max_size": max_size, "labels": labels,
                            "taints": _taints(ref, annotations), "allocatable": amounts}
@@ -350,6 +355,10 @@ def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: i
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise InputError(str(ref), f"pool {where}", first["msg"]) from None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _capacity_count(ref: GroupRef, resource: str, value: Any) -> int:
@@ -447,7 +456,7 @@ class ClusterAPIProvider:
                 base = by_name.get(name)
                 pool = (replace(base, min_size=state.min_size, max_size=state.max_size) if base is not None
                         else template_pool(kind, obj, name, state.min_size, state.max_size,
-                                           self._infra_capacity(ref, obj) if needs_capacity(obj) else None))
+                                           self._infra_status(ref, obj) if needs_capacity(obj) else None))
                 options, unknown = group_options(kind, obj)
                 pool = replace(pool, **options)  # type: ignore[arg-type]
                 if kind == MACHINE_POOL and ref not in with_machines:
@@ -477,9 +486,9 @@ class ClusterAPIProvider:
             del self._problems[key]
         return groups, tuple(pools)
 
-    def _infra_capacity(self, ref: GroupRef, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """The `status.capacity` of the group's infrastructure template (`spec.template.spec.infrastructureRef`), or
-        None when it has none or cannot be read (logged once: RBAC must grant `get` on the provider's templates)."""
+    def _infra_status(self, ref: GroupRef, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The `status` of the group's infrastructure template (`spec.template.spec.infrastructureRef`), or None when
+        it has none or cannot be read (logged once: RBAC must grant `get` on the provider's templates)."""
         infra = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("infrastructureRef") or {}
         group = infra.get("apiGroup") or str(infra.get("apiVersion", "")).partition("/")[0]
         kind, name = infra.get("kind"), infra.get("name")
@@ -498,8 +507,8 @@ class ClusterAPIProvider:
                 log.warning("%s: infrastructure template %s %s not read (%s): only the capacity annotations count",
                             ref, kind, name, reason)
             return None
-        capacity = (body.get("status") or {}).get("capacity")
-        return capacity if isinstance(capacity, Mapping) else None
+        status = body.get("status")
+        return status if isinstance(status, Mapping) else None
 
     def _resource_of(self, group: str, kind: str) -> tuple[str, str] | None:
         """(preferred version, plural) of `kind` in API group `group`, from the server's discovery; kept."""
