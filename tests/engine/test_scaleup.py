@@ -417,3 +417,14 @@ def test_templates_carry_the_labels_every_kubelet_sets() -> None:
     arm_pool = replace(SEED_POOLS[0], name="cpu-arm", labels={"kubernetes.io/arch": "arm64"})
     assert scale_ups(run((arm,), pools=(*SEED_POOLS, arm_pool))) == {"cpu-arm": 1}
     assert arm_pool.template().labels["beta.kubernetes.io/arch"] == "arm64"
+
+
+def test_a_pool_that_does_not_give_ephemeral_storage_says_so_and_one_that_does_scales() -> None:
+    asks = replace(pending("web", cpu="1"), requests=Resources.of({"cpu": 1000, "memory": 2**30,
+                                                                  "ephemeral-storage": 10 * 2**30}))
+    plan = run((asks,))
+    assert plan.scale_up == ()
+    assert ("cpu-general: Insufficient ephemeral-storage (the pool's allocatable does not give ephemeral-storage: "
+            "add it)") in plan.unplaceable[0].reasons[0].message
+    disk = replace(SEED_POOLS[0], allocatable=SEED_POOLS[0].allocatable + Resources.of({"ephemeral-storage": 2**37}))
+    assert scale_ups(run((asks,), pools=(disk, *SEED_POOLS[1:]))) == {"cpu-general": 1}

@@ -79,6 +79,10 @@ def test_scale_from_zero_template() -> None:
 def test_template_defaults_max_pods_and_needs_no_gpu() -> None:
     pool = template_pool(MACHINE_DEPLOYMENT, md({CAPACITY + "cpu": "4", CAPACITY + "memory": "8Gi"}), "cpu-md", 1, 3)
     assert pool.allocatable.get("pods") == 110 and not pool.is_gpu_pool() and pool.gpu_model is None
+    assert pool.allocatable.get("ephemeral-storage") == 0  # not given: none (CA's ephemeral-disk is optional)
+    disk = template_pool(MACHINE_DEPLOYMENT, md({CAPACITY + "cpu": "4", CAPACITY + "memory": "8Gi",
+                                                 CAPACITY + "ephemeral-disk": "20Gi"}), "cpu-md", 1, 3)
+    assert disk.allocatable.get("ephemeral-storage") == 20 * 2**30
 
 
 def test_the_infrastructure_template_capacity_fills_what_the_annotations_leave_out() -> None:
@@ -88,6 +92,7 @@ def test_the_infrastructure_template_capacity_fills_what_the_annotations_leave_o
                          0, 3, status)
     assert (pool.allocatable.get("cpu"), pool.allocatable.get("memory")) == (8_000, 32 * 2**30)
     assert pool.allocatable.get("pods") == 58 and pool.allocatable.get(NVIDIA_GPU) == 1
+    assert pool.allocatable.get("ephemeral-storage") == 100 * 2**30
     assert pool.gpu_model == "Tesla-T4" and pool.gpus_per_node == 1
     template = pool.template()  # the node info's architecture, and the kubelet's labels that follow it
     assert (template.labels["kubernetes.io/arch"], template.labels["beta.kubernetes.io/arch"]) == ("arm64", "arm64")
@@ -115,6 +120,7 @@ def test_the_infrastructure_template_capacity_fills_what_the_annotations_leave_o
     ({CAPACITY + "labels": "team"}, "labels", "'team' is not key=value"),
     ({CAPACITY + "taints": "a=b:Sometimes"}, "taints", "'a=b:Sometimes' is not key=value:NoSchedule"),
     ({CAPACITY + "maxPods": "many"}, "maxPods", "'many' is not a whole number"),
+    ({CAPACITY + "ephemeral-disk": "big"}, "ephemeral-disk", "'big'"),
 ])
 def test_malformed_capacity_annotations(change: dict[str, str | None], field: str, problem: str) -> None:
     annotations = {k: v for k, v in {**GPU, **change}.items() if v is not None}

@@ -36,7 +36,7 @@ from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
-from gpuscale.model.resources import PODS, Resources
+from gpuscale.model.resources import EPHEMERAL_STORAGE, PODS, Resources
 
 POOL_FITS = "fits"
 
@@ -169,4 +169,14 @@ def pool_verdict(pod: Pod, pool: NodePool, topology: Topology | None = None) -> 
     if not failures and topology is not None:
         failures = topology.failures(pod, template)
     failures = failures or unsupported_failures(pod.constraints)
-    return "; ".join(f.message for f in failures) if failures else POOL_FITS
+    return "; ".join(_worded(f, pool) for f in failures) if failures else POOL_FITS
+
+
+def _worded(failure: FitFailure, pool: NodePool) -> str:
+    """The scheduler's words, plus a hint when the pool's allocatable leaves out a storage resource the pod asks for
+    (`ephemeral-storage`, `hugepages-*`): every real node reports them, a configured template only if told."""
+    name = failure.detail
+    if (failure.code is FitCode.INSUFFICIENT and (name == EPHEMERAL_STORAGE or name.startswith("hugepages-"))
+            and not pool.allocatable.get(name)):
+        return f"{failure.message} (the pool's allocatable does not give {name}: add it)"
+    return failure.message

@@ -327,6 +327,15 @@ def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: i
         except QuantityError as err:
             raise InputError(str(ref), where, f"{text!r}: {err}") from None
         amounts[resource] = str(text)
+    disk, where = annotations.get(CAPACITY + "ephemeral-disk"), _annotation(CAPACITY + "ephemeral-disk")
+    if disk is None and "ephemeral-storage" in capacity:
+        disk, where = capacity["ephemeral-storage"], f"{INFRA_CAPACITY}.ephemeral-storage"
+    if disk is not None:  # optional, as in CA; without it pods asking ephemeral-storage fit no new node
+        try:
+            to_units(str(disk))
+        except QuantityError as err:
+            raise InputError(str(ref), where, f"{disk!r}: {err}") from None
+        amounts["ephemeral-storage"] = str(disk)
     pods = capacity.get("pods")
     amounts["pods"] = _int_annotation(ref, annotations, CAPACITY + "maxPods",
                                       _capacity_count(ref, "pods", pods) if pods is not None else 110)
