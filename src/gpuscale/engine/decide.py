@@ -221,10 +221,7 @@ def buffer_scale_ups(table: NodeTable, world: _World, busy: set[int], pools: Map
         if want <= 0:
             continue
         room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-        count = min(want, room.nodes)
-        if pool.zero_or_max:  # the whole step to max_size, or nothing
-            step = pool.zero_or_max_step((totals.nodes_by_pool or {}).get(pool.name, 0))
-            count = step if room.nodes >= step else 0
+        count = room.nodes if pool.zero_or_max else min(want, room.nodes)  # zero-or-max: the whole step, or none
         if count <= 0:
             continue
         reasons = [Reason(ReasonCode.BUFFER, f"warm capacity for {pool.name}: {warm.idle} idle node(s), "

@@ -69,10 +69,14 @@ class Headroom:
     nodes: int
     binding: str
     """The limit that allows the fewest nodes, in words (`pool max_size 8`, `max_nodes_total 100`, …)."""
+    refused_step: int = 0
+    """A zero-or-max pool's step to its max size that the limits cut short (`nodes` is then 0), else 0."""
 
 
 def headroom(pool: NodePool, totals: Totals, limits: Limits, max_per_scale_up: int) -> Headroom:
-    """How many nodes of `pool` may still be added, and which limit decides that."""
+    """How many nodes of `pool` may still be added, and which limit decides that. A zero-or-max pool
+    (`NodePool.zero_or_max`) takes exactly its step to `max_size` or nothing: `nodes` is that step when every limit
+    allows it, else 0 (with `refused_step`)."""
     in_pool = (totals.nodes_by_pool or {}).get(pool.name, 0)
     candidates: list[tuple[int, str]] = [
         (pool.max_size - in_pool, f"pool {pool.name} max_size {pool.max_size}"),
@@ -96,4 +100,6 @@ def headroom(pool: NodePool, totals: Totals, limits: Limits, max_per_scale_up: i
         left = limits.max_usd_per_hour - totals.usd_per_hour
         candidates.append((int(left // pool.usd_per_hour + 1e-9), f"max_usd_per_hour {limits.max_usd_per_hour:g}"))
     nodes, binding = min(candidates, key=lambda c: c[0])
+    if pool.zero_or_max and nodes < pool.max_size - in_pool:  # the pool's own max is a candidate: nodes ≤ step
+        return Headroom(0, binding, refused_step=pool.max_size - in_pool)
     return Headroom(max(nodes, 0), binding)

@@ -772,18 +772,13 @@ class Estimate:
 
 
 def estimate(pool: NodePool, hostable: Sequence[Unit], table: NodeTable, room: Headroom,
-             name_prefix: str, size: int = 0) -> Estimate | None:
+             name_prefix: str) -> Estimate | None:
     """Step 3: how many new nodes of `pool` host which of `hostable` (units a new node of the pool hosts: see
-    `PoolFits`), bounded by the limits' headroom. `size`: the pool's nodes, existing and ordered; a zero-or-max pool
-    (`NodePool.zero_or_max`) takes the whole step to its max size or nothing (not when a limit allows less)."""
+    `PoolFits`), bounded by the limits' headroom; a zero-or-max pool (`NodePool.zero_or_max`) orders its whole room,
+    the step to its max size."""
     if room.nodes <= 0 or not hostable:
         return None
-    if pool.zero_or_max:
-        upper = pool.zero_or_max_step(size)
-        if upper <= 0 or room.nodes < upper:
-            return None
-    else:
-        upper = min(room.nodes, sum(len(u.pods) for u in hostable))
+    upper = room.nodes if pool.zero_or_max else min(room.nodes, sum(len(u.pods) for u in hostable))
     templates = [pool.template(f"{name_prefix}{pool.name}-{k}") for k in range(upper)]
     start = len(table)
     # templates differ only in name and hostname label, which the node-group key leaves out: one key for all
@@ -831,10 +826,7 @@ def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePoo
         if not any(pool.name in fits.hosts(u) for u in gangs):
             continue
         room = headroom(pool, reserved, policy.limits, policy.max_nodes_per_scale_up)
-        count = min(room.nodes, max(len(u.pods) for u in gangs))
-        if pool.zero_or_max:  # the whole step to max_size, or nothing
-            step = pool.zero_or_max_step((reserved.nodes_by_pool or {}).get(pool.name, 0))
-            count = step if room.nodes >= step else 0
+        count = room.nodes if pool.zero_or_max else min(room.nodes, max(len(u.pods) for u in gangs))
         if count <= 0:
             continue
         start = len(extended)
@@ -926,8 +918,7 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
             if not hostable:
                 continue
             room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-            found = estimate(pool, hostable, table, room, f"new{round_no}-",
-                             (totals.nodes_by_pool or {}).get(pool.name, 0))
+            found = estimate(pool, hostable, table, room, f"new{round_no}-")
             if found is not None:
                 estimates.append(found)
         if not estimates:
@@ -1011,10 +1002,9 @@ def _why_unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str
             code = ReasonCode.POOL_BACKOFF
             continue
         room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-        step = pool.zero_or_max_step((totals.nodes_by_pool or {}).get(pool.name, 0)) if pool.zero_or_max else 0
-        if room.nodes <= 0 or room.nodes < step:
-            parts.append(f"{pool.name}: limit {room.binding} reached" if room.nodes <= 0 else
-                         f"{pool.name}: its zero-or-max step of {step} node(s) exceeds limit {room.binding}")
+        if room.nodes <= 0:
+            parts.append(f"{pool.name}: its zero-or-max step of {room.refused_step} node(s) exceeds limit "
+                         f"{room.binding}" if room.refused_step else f"{pool.name}: limit {room.binding} reached")
             if code is not ReasonCode.POOL_BACKOFF:
                 code = ReasonCode.LIMIT_REACHED
         else:

@@ -63,11 +63,6 @@ class NodePool:
                 or self.scale_down_gpu_utilization_threshold is not None
                 or self.ignore_daemonsets_utilization is not None)
 
-    def zero_or_max_step(self, size: int) -> int:
-        """With `zero_or_max`, the only scale-up this pool takes at `size` nodes (existing and ordered): to
-        `max_size`."""
-        return max(self.max_size - size, 0)
-
     def template(self, name: str | None = None) -> Node:
         """A node of this pool as it will look once Ready with GPUs registered, named `name` (unique per what-if)."""
         name = name or f"template-{self.name}"
