@@ -24,6 +24,24 @@ class SelectorOperator(StrEnum):
 
 
 _INT64 = re.compile(r"[+-]?[0-9]+")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def is_label_value(text: str) -> bool:
+    """A label value as the API server accepts it: ≤ 63 of `[-A-Za-z0-9_.]`, alphanumeric at both ends, or empty."""
+    return len(text) <= 63 and _LABEL_VALUE.fullmatch(text) is not None
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why `key` is no label key (an optional DNS-subdomain prefix and `/`, then a non-empty name shaped as a value),
+    or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (len(prefix) > 253 or _DNS_SUBDOMAIN.fullmatch(prefix) is None):
+        return f"{key!r}: the label key's prefix must be a DNS subdomain"
+    if not name or not is_label_value(name):
+        return f"{key!r} is not a label key"
+    return None
 
 
 def parse_int64(text: str) -> int | None:

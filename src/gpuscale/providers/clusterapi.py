@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -60,6 +59,7 @@ from gpuscale.loop.ports import ProviderError
 from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import QuantityError, to_milli, to_units
+from gpuscale.model.selectors import is_label_value, label_key_problem
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +100,6 @@ def _annotation(key: str) -> str:
 
 CLUSTER_NAME_LABEL = f"{GROUP}/cluster-name"
 AUTO_DISCOVERY_FLAG = "--node-group-auto-discovery"
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,15 +123,6 @@ class AutoDiscovery:
         return all(labels.get(key) == value for key, value in self.labels)
 
 
-def _label_key_problem(key: str) -> str | None:
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return f"{key!r}: the label key's prefix must be a DNS subdomain"
-    if not _LABEL_NAME.match(name):
-        return f"{key!r} is not a label key"
-    return None
-
-
 def parse_auto_discovery(spec: str) -> AutoDiscovery:
     """`clusterapi:namespace=…,clusterName=…,<label>=<value>,…` (CA's syntax); `ConfigError` naming the flag."""
     discoverer, colon, rest = spec.partition(":")
@@ -152,8 +141,8 @@ def parse_auto_discovery(spec: str) -> AutoDiscovery:
         elif key == "clusterName":
             cluster_name = value
         else:
-            problem = _label_key_problem(key)
-            if problem is None and value and not _LABEL_NAME.match(value):
+            problem = label_key_problem(key)
+            if problem is None and not is_label_value(value):
                 problem = f"{value!r} is not a label value"
             if problem is not None:
                 raise ConfigError(AUTO_DISCOVERY_FLAG, problem)

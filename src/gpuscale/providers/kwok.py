@@ -39,6 +39,7 @@ from gpuscale.loop.ports import ProviderError
 from gpuscale.model.node import HOSTNAME_LABEL, POOL_LABEL, ZONE_LABEL
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import CPU, NVIDIA_GPU, is_gpu_resource
+from gpuscale.model.selectors import is_label_value
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_VALUE = "fake"
@@ -49,14 +50,11 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpuscale-kwok"
 
 
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-
-
 def label_value(value: str) -> str:
     """A template label value as the API server accepts it (≤ 63 of `[-A-Za-z0-9_.]`, alphanumeric at both ends):
     the seed's `n1-standard-4+nvidia-tesla-t4` instance type becomes `n1-standard-4-nvidia-tesla-t4` instead of a 422
     on every scale-up of that pool."""
-    if len(value) <= 63 and _LABEL_VALUE.fullmatch(value):
+    if is_label_value(value):
         return value
     return re.sub(r"[^-A-Za-z0-9_.]", "-", value)[:63].strip("-_.")
 
