@@ -191,12 +191,17 @@ def _int_annotation(ref: GroupRef, annotations: Mapping[str, str], key: str, def
         if default is None:
             raise InputError(str(ref), _annotation(key), "required")
         return default
+    return _whole(ref, _annotation(key), text)
+
+
+def _whole(ref: GroupRef, where: str, text: Any) -> int:
+    """`text` as a whole number ≥ 0, else an `InputError` naming the object and `where` it was read."""
     try:
         value = int(str(text).strip())
     except ValueError:
-        raise InputError(str(ref), _annotation(key), f"{text!r} is not a whole number") from None
+        raise InputError(str(ref), where, f"{text!r} is not a whole number") from None
     if value < 0:
-        raise InputError(str(ref), _annotation(key), f"{value} is negative")
+        raise InputError(str(ref), where, f"{value} is negative")
     return value
 
 
@@ -295,20 +300,31 @@ def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: i
                   status: Mapping[str, Any] | None = None) -> NodePool:
     """The pool a node group's capacity annotations describe (CA's scale-from-zero template). `status`: its
     infrastructure machine template's status (CA's other source, which Cluster API's opt-in autoscaling-from-zero
-    contract has infrastructure providers fill): `capacity` gives what the annotations leave out — cpu, memory, pods,
-    the GPU count — and `nodeInfo` the `kubernetes.io/arch` and `kubernetes.io/os` labels; the annotations win where
-    both say."""
+    contract has infrastructure providers fill): `capacity` gives what the annotations leave out — cpu, memory,
+    ephemeral storage, pods, the GPU count — and `nodeInfo` the `kubernetes.io/arch` and `kubernetes.io/os` labels;
+    the annotations win where both say."""
     ref = _ref(kind, obj)
     annotations = _meta(obj).get("annotations") or {}
     capacity: Mapping[str, Any] = _mapping((status or {}).get("capacity"))
     node_info: Mapping[str, Any] = _mapping((status or {}).get("nodeInfo"))
-    amounts: dict[str, int | str] = {}
-    for field, resource, parse in (("cpu", "cpu", to_milli), ("memory", "memory", to_units)):
+
+    def read(field: str, resource: str) -> tuple[Any, str]:
+        """The capacity annotation `field`, else the template's `status.capacity[resource]` (None if neither), and
+        where it was read (the annotation when neither: where it belongs)."""
         key = CAPACITY + field
-        text, where = annotations.get(key), _annotation(key)
-        if text is None and resource in capacity:
-            text, where = capacity[resource], f"{INFRA_CAPACITY}.{resource}"
+        if key not in annotations and resource in capacity:
+            return capacity[resource], f"{INFRA_CAPACITY}.{resource}"
+        return annotations.get(key), _annotation(key)
+
+    amounts: dict[str, int | str] = {}
+    # cpu and memory are required; ephemeral storage is optional, as in CA (without it pods asking for it fit no new
+    # node)
+    for field, resource, parse in (("cpu", "cpu", to_milli), ("memory", "memory", to_units),
+                                   ("ephemeral-disk", "ephemeral-storage", to_units)):
+        text, where = read(field, resource)
         if text is None:
+            if resource == "ephemeral-storage":
+                continue
             raise InputError(str(ref), where, "required to build the node template (scale from zero), here or in the "
                                               f"{INFRA_CAPACITY}")
         try:
@@ -316,22 +332,11 @@ def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: i
         except QuantityError as err:
             raise InputError(str(ref), where, f"{text!r}: {err}") from None
         amounts[resource] = str(text)
-    disk, where = annotations.get(CAPACITY + "ephemeral-disk"), _annotation(CAPACITY + "ephemeral-disk")
-    if disk is None and "ephemeral-storage" in capacity:
-        disk, where = capacity["ephemeral-storage"], f"{INFRA_CAPACITY}.ephemeral-storage"
-    if disk is not None:  # optional, as in CA; without it pods asking ephemeral-storage fit no new node
-        try:
-            to_units(str(disk))
-        except QuantityError as err:
-            raise InputError(str(ref), where, f"{disk!r}: {err}") from None
-        amounts["ephemeral-storage"] = str(disk)
-    pods = capacity.get("pods")
-    amounts["pods"] = _int_annotation(ref, annotations, CAPACITY + "maxPods",
-                                      _capacity_count(ref, "pods", pods) if pods is not None else 110)
+    text, where = read("maxPods", "pods")
+    amounts["pods"] = 110 if text is None else _whole(ref, where, text)
     gpu_type = str(annotations.get(CAPACITY + "gpu-type", "nvidia.com/gpu")).strip()
-    listed = capacity.get(gpu_type)
-    gpus = _int_annotation(ref, annotations, CAPACITY + "gpu-count",
-                           _capacity_count(ref, gpu_type, listed) if listed is not None else 0)
+    text, where = read("gpu-count", gpu_type)
+    gpus = 0 if text is None else _whole(ref, where, text)
     if gpus:
         if "/" not in gpu_type:
             raise InputError(str(ref), _annotation(CAPACITY + "gpu-type"),
@@ -357,16 +362,6 @@ def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: i
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _capacity_count(ref: GroupRef, resource: str, value: Any) -> int:
-    try:
-        count = int(str(value).strip())
-    except ValueError:
-        raise InputError(str(ref), f"{INFRA_CAPACITY}.{resource}", f"{value!r} is not a whole number") from None
-    if count < 0:
-        raise InputError(str(ref), f"{INFRA_CAPACITY}.{resource}", f"{count} is negative")
-    return count
 
 
 def pool_name_of(kind: str, obj: Mapping[str, Any]) -> str:
