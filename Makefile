@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit e2e k8s-binaries kueue-binary browser clean
+.PHONY: demo test lint typecheck unit e2e k8s-binaries kueue-binary helm-binary browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,17 +30,20 @@ k8s-binaries:
 kueue-binary:
 	bash scripts/kueue-binary.sh
 
+helm-binary:
+	bash scripts/helm-binary.sh
+
 browser:
 	bash scripts/chromium.sh
 
-unit: $(STAMP)
-	$(BIN)/pytest -m 'not e2e'
+unit: $(STAMP) helm-binary
+	GPUSCALE_HELM_BIN=$$(bash scripts/helm-binary.sh | tail -1) $(BIN)/pytest -m 'not e2e'
 
-e2e: $(STAMP) k8s-binaries kueue-binary
-	GPUSCALE_K8S_BIN=$$(bash scripts/k8s-binaries.sh | tail -1) GPUSCALE_KUEUE_BIN=$$(bash scripts/kueue-binary.sh | tail -1) $(BIN)/pytest -m e2e
+e2e: $(STAMP) k8s-binaries kueue-binary helm-binary
+	GPUSCALE_HELM_BIN=$$(bash scripts/helm-binary.sh | tail -1) GPUSCALE_K8S_BIN=$$(bash scripts/k8s-binaries.sh | tail -1) GPUSCALE_KUEUE_BIN=$$(bash scripts/kueue-binary.sh | tail -1) $(BIN)/pytest -m e2e
 
-test: $(STAMP) lint typecheck k8s-binaries kueue-binary browser
-	GPUSCALE_K8S_BIN=$$(bash scripts/k8s-binaries.sh | tail -1) GPUSCALE_KUEUE_BIN=$$(bash scripts/kueue-binary.sh | tail -1) $(BIN)/pytest
+test: $(STAMP) lint typecheck k8s-binaries kueue-binary helm-binary browser
+	GPUSCALE_HELM_BIN=$$(bash scripts/helm-binary.sh | tail -1) GPUSCALE_K8S_BIN=$$(bash scripts/k8s-binaries.sh | tail -1) GPUSCALE_KUEUE_BIN=$$(bash scripts/kueue-binary.sh | tail -1) $(BIN)/pytest
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
