@@ -84,7 +84,7 @@ def test_request_beyond_pool_max_is_held_by_limits(tmp_path: Path) -> None:
 def test_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     path = dump(tmp_path)
     for args, words in ((("nope", "--cluster", str(path)), "expected namespace/name"),
-                        (("team-a/ghost", "--cluster", str(path)), "no such pod or ProvisioningRequest"),
+                        (("team-a/ghost", "--cluster", str(path)), "no such pod, ProvisioningRequest or node"),
                         (("team-a/x",), "give exactly one"),
                         (("team-a/x", "--cluster", str(tmp_path / "missing.yaml")), "missing.yaml")):
         code, _, err = run(*args)

@@ -71,5 +71,5 @@ def test_requests_failed_check_capacity_and_consumers() -> None:
 
 
 def test_unknown_target_is_an_input_error() -> None:
-    with pytest.raises(InputError, match="no such pod or ProvisioningRequest"):
+    with pytest.raises(InputError, match="no such pod, ProvisioningRequest or node"):
         why(Cluster(), "default/nope")

@@ -2,6 +2,7 @@
 
 Order, as in Cluster Autoscaler's RunOnce:
 1. upcoming nodes that missed their provisioning or GPU-initialisation deadline time out (their pool backs off);
+   a node that runs workloads never does: it is degraded (engine.health), counted with its real capacity;
 2. the what-if table is built: usable nodes with their real free capacity, upcoming nodes as their pool's template;
 3. scale-up for pending pods, after dropping pods that existing or upcoming capacity takes; then warm buffers;
 4. scale-down, on the cluster as it will be once those pods land (so a node they need is not removed).
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuscale.engine.arrange import arrange
+from gpuscale.engine.health import degraded_verdicts, workload_count
 from gpuscale.engine.limits import Totals, headroom, totals_of
 from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of, request_names
 from gpuscale.engine.nodes import NodePhase
@@ -39,6 +41,10 @@ class _Timeouts:
     state: EngineState
     expired_nodes: frozenset[str]
     expired_requests: frozenset[str]
+    degraded: tuple[NodeVerdict, ...] = ()
+    """Nodes still in a starting phase that run workloads: degraded, never timed out."""
+    held: frozenset[str] = frozenset()
+    """Of those, the Ready ones: their row counts their real allocatable, not the template's."""
 
 
 def _provision_limit(pool: NodePool | None, policy: Policy) -> float:
@@ -58,10 +64,13 @@ def _startup_limit(pool: NodePool, policy: Policy) -> float:
 
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
                   now: float, facts: Mapping[str, NodeFacts],
-                  starting: Sequence[NodeFacts] | None = None) -> _Timeouts:
+                  starting: Sequence[NodeFacts] | None = None,
+                  pods_by_node: Mapping[str, Sequence[Pod]] | None = None) -> _Timeouts:
     """Upcoming nodes past their deadline: requested/registered but not Ready within `max_node_provision_time_s`
     (per-pool override), or Ready without their GPUs within `max_gpu_init_time_s`. `starting`: the facts in `STARTING`
-    phases, in node order, when known (`DecideMemo.starting`); else every node's facts are looked at."""
+    phases, in node order, when known (`DecideMemo.starting`); else every node's facts are looked at. A node in a
+    starting phase that runs workloads (`pods_by_node`, else the snapshot's) is never timed out: it has been usable,
+    and a time-out deletes with no drain (engine.health)."""
     timed_out: list[TimedOut] = []
     failed: dict[str, FailureKind] = {}
     for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
@@ -75,6 +84,14 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         nodes = snapshot.cluster.nodes  # facts hold them in this order, once each unless two share a name
         every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
         starting = [f for f in every if f.phase in STARTING]
+    if starting:
+        by_node = pods_by_node if pods_by_node is not None else snapshot.cluster.index().by_node
+        busy = [f for f in starting if workload_count(by_node.get(f.node.name))]
+    else:
+        busy = []
+    if busy:
+        skip = {f.node.name for f in busy}
+        starting = [f for f in starting if f.node.name not in skip]
     for fact in starting:
         node, pool, current = fact.node, fact.pool, fact.phase
         if pool is None:
@@ -102,6 +119,8 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         timed_out=tuple(timed_out), state=state,
         expired_nodes=frozenset(t.node for t in timed_out if t.node),
         expired_requests=frozenset(t.request_id for t in timed_out if t.request_id),
+        degraded=degraded_verdicts(((f.node, f.pool, f.phase) for f in busy), by_node) if busy else (),
+        held=frozenset(f.node.name for f in busy if f.phase is NodePhase.READY and f.pool is not None),
     )
 
 
@@ -157,6 +176,7 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
     nodes = [*base.nodes, *templates]
     names = [*base.names, *(t.name for t in templates)]
     capacity = [*base.capacity, *(pool.allocatable for pool in extra)]
+    held = [(i, facts[name].node) for name in sorted(timeouts.held) if (i := base.position.get(name)) is not None]
     group_keys = [*base.group_keys, *(memo.template_key(pool, t) if memo is not None else node_group_key(t)
                                       for pool, t in zip(extra, templates, strict=True))]
     row_pool = (*base.row_pool, *(pool.name for pool in extra))
@@ -165,15 +185,22 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
         gpus = np.concatenate([base.gpu_rows, np.array([p.allocatable.gpu_count() for p in extra], dtype=np.int64)])
     else:  # copies: the base rows' arrays are the memo's
         upcoming, gpus = base.upcoming_rows.copy(), base.gpu_rows.copy()
+    for i, node in held:  # a Ready node that lost its GPUs under its pods offers what it really has
+        capacity[i] = node.allocatable
+        upcoming[i] = False
+        gpus[i] = node.allocatable.gpu_count()
     totals = (memo.totals(base.counted, extra) if memo is not None
               else totals_of([*base.counted, *((pool, 1) for pool in extra)]))
     pods = pods or cluster.index()
     pending_names = memo.pending_names(pods.pending) if memo is not None else request_names(pods.pending)
     edits = memo.world_edits(templates) if memo is not None else None
+    row_moves = memo.world_moves if memo is not None else None
+    if memo is not None and edits is not None and memo.note_held(timeouts.held):
+        edits, row_moves = (edits[0], edits[1], None), None
     table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=pods.pod_affinity,
                             placement=gpu_placement, workload=pods.pending, group_keys=group_keys,
                             by_node=pods.by_node, memo=memo.rows if memo is not None else None, moved=moved,
-                            names=names, node_edits=edits, row_moves=memo.world_moves if memo is not None else None)
+                            names=names, node_edits=edits, row_moves=row_moves)
     return _World(table=table, rows=tuple(nodes), row_pool=row_pool, upcoming_rows=upcoming, totals=totals,
                   free_pods_before=table.free_pods.copy(), gpu_capacity=gpus)
 
@@ -282,7 +309,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     ordered_pools = list(by_name.values())
     facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo, (arranged.generation, arranged.replaced))
     timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts,
-                             memo.starting(facts) if memo is not None else None)
+                             memo.starting(facts) if memo is not None else None, pods.by_node)
     state = timeouts.state
     world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo, pods,
                         (arranged.generation, arranged.moved))
@@ -307,7 +334,17 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
         scale_up=scale_ups, scale_down=removals, blocked=tuple(blocked), unneeded=down.unneeded,
         mark_unneeded=down.mark_unneeded, clear_unneeded=down.clear_unneeded, unplaceable=up.unplaceable,
         covered=up.covered, waiting=up.waiting, timed_out=timeouts.timed_out, state=state,
+        degraded=_degraded(facts, timeouts, pods.by_node),
     )
+
+
+def _degraded(facts: Mapping[str, NodeFacts], timeouts: _Timeouts,
+              pods_by_node: Mapping[str, Sequence[Pod]]) -> tuple[NodeVerdict, ...]:
+    """Every degraded node, in name order: usable ones short of GPUs, and starting-phase ones that run workloads."""
+    usable = degraded_verdicts(((f.node, f.pool, f.phase) for f in facts.values() if f.degraded), pods_by_node)
+    if not timeouts.degraded:
+        return usable
+    return tuple(sorted((*usable, *timeouts.degraded), key=lambda v: v.node))
 
 
 def _respect_buffers(removals: Sequence[Removal], table: NodeTable, world: _World, busy: set[int],

@@ -48,6 +48,7 @@ class Hold(StrEnum):
     STOCKOUT = "stockout"
     CAPACITY = "capacity"
     FAILED = "failed"
+    DEGRADED = "degraded"
     NONE = "none"
 
 
@@ -160,8 +161,8 @@ def explain(cluster: Cluster, target: str, *, pools: Sequence[NodePool], policy:
             state: EngineState | None = None, requests: Sequence[ProvisioningRequest] = (),
             holds: Mapping[str, QueueHold] | None = None, node_pools: Mapping[str, str] | None = None,
             booking_s: float = DEFAULT_BOOKING_S) -> Explanation:
-    """Explain `target`: a pod `namespace/name`, or a ProvisioningRequest `namespace/name` (pods are looked up
-    first). Raises `InputError` when neither exists."""
+    """Explain `target`: a pod `namespace/name`, a ProvisioningRequest `namespace/name` (pods are looked up
+    first), or a node by name (whether it is degraded). Raises `InputError` when none exists."""
     by_name = {p.name: p for p in pools}
     prepared = prepare(cluster, requests, by_name, node_pools or {}, now, booking_s)
     plan = decide(Snapshot(cluster=prepared.cluster, node_pools=node_pools or {}), pools, state or EngineState(),
@@ -169,11 +170,25 @@ def explain(cluster: Cluster, target: str, *, pools: Sequence[NodePool], policy:
     pod = next((p for p in cluster.pods if p.key == target), None)
     request = next((r for r in requests if r.key == target), None)
     if pod is None and request is None:
-        raise InputError(f"explain {target}", "target", "no such pod or ProvisioningRequest in the input")
+        node = next((n for n in cluster.nodes if n.name == target), None)
+        if node is not None:
+            return _node(target, plan)
+        raise InputError(f"explain {target}", "target", "no such pod, ProvisioningRequest or node in the input")
     if pod is None:
         assert request is not None
         return _request(request, plan, prepared, pools)
     return _pod(pod, plan, prepared, requests, holds or {}, pools)
+
+
+def _node(name: str, plan: Plan) -> Explanation:
+    verdict = next((v for v in plan.degraded if v.node == name), None)
+    if verdict is None:
+        return Explanation(target=f"Node {name}", hold=Hold.NONE, reason="not degraded", release="nothing")
+    return Explanation(target=f"Node {name}", hold=Hold.DEGRADED, code=str(ReasonCode.DEGRADED),
+                       reason=verdict.reasons[0].message,
+                       release="the GPUs come back (driver or device plugin restart, a reboot), or the node is "
+                               "replaced: by hand, or by the repair policy (node_repair) through a normal drain",
+                       details=tuple(r.message for r in verdict.reasons[1:]))
 
 
 def _pod(pod: Pod, plan: Plan, prepared: Prepared, requests: Sequence[ProvisioningRequest],

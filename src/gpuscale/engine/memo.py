@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from gpuscale.engine.arrange import ArrangeMemo
 from gpuscale.engine.limits import Totals, totals_of
-from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase
+from gpuscale.engine.nodes import NodePhase, as_it_will_be, degraded_gpus, phase
 from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
 from gpuscale.engine.scaleup import ScaleUpMemo, Verdicts
 from gpuscale.engine.table import GroupKey, RowMemo, RowMoves, node_group_key, node_group_key_again
@@ -60,6 +60,8 @@ class NodeFacts:
     """`node_group_key(row_node)`, the one object every node with an equal key shares (within a memo)."""
     amounts: tuple[int, int, int, int]
     """cpu, memory, whole GPUs and GPU milli of the node's allocatable (scale-down's utilization)."""
+    degraded: bool = False
+    """A usable node advertising fewer GPUs than its pool's template (`engine.nodes.degraded_gpus`)."""
 
 
 def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
@@ -88,9 +90,13 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
            else node_group_key_again(row_node, last.row_node, last.group_key))
     if keys is not None and (last is None or key is not last.group_key):  # a kept key is canonical already
         key = keys.setdefault(key, key)
+    if last is not None and last.phase is current:
+        degraded = last.degraded
+    else:
+        degraded = usable and pool is not None and bool(degraded_gpus(node, pool))
     return NodeFacts(node=node, provider_pool=provider_pool, pool_name=name, pool=pool, phase=current,
                      row_node=row_node, capacity=capacity, gpu_units=gpu_units, group_key=key,
-                     amounts=last.amounts if last is not None else allocatable_amounts(node))
+                     amounts=last.amounts if last is not None else allocatable_amounts(node), degraded=degraded)
 
 
 _GPU_PHASES = (NodePhase.READY, NodePhase.USABLE)
@@ -241,14 +247,16 @@ STARTING = (NodePhase.REGISTERED, NodePhase.READY)
 class DecideMemo:
     """Per-node facts and rows carried from one decision to the next (see the module docstring)."""
 
-    __slots__ = ("_capacities", "_facts", "_facts_change", "_handed", "_keys", "_node_pools", "_node_rows", "_order",
-                 "_pending_names", "_pools", "_rows_edit", "_rows_generation", "_rows_moves", "_rows_told", "_seen",
-                 "_starting", "_templates", "_totals", "_unique", "_upcoming", "_verdicts", "_world", "_world_moves",
-                 "_world_templates", "arrange", "rows", "scale_down", "scale_up")
+    __slots__ = ("_capacities", "_facts", "_facts_change", "_handed", "_held", "_keys", "_node_pools", "_node_rows",
+                 "_order", "_pending_names", "_pools", "_rows_edit", "_rows_generation", "_rows_moves", "_rows_told",
+                 "_seen", "_starting", "_templates", "_totals", "_unique", "_upcoming", "_verdicts", "_world",
+                 "_world_moves", "_world_templates", "arrange", "rows", "scale_down", "scale_up")
 
     def __init__(self) -> None:
         self.arrange = ArrangeMemo()
         """The snapshot in name order and its pod index (`engine.arrange`)."""
+        self._held: frozenset[str] = frozenset()
+        """The nodes the last world counted with their real allocatable though starting (`note_held`)."""
         self._facts: dict[str, NodeFacts] = {}
         self._node_pools: dict[str, str] = {}
         self._handed: Mapping[str, str] | None = None
@@ -460,6 +468,13 @@ class DecideMemo:
         known = len(rows.nodes)
         moved = compress(count(known), map(is_not, templates, last))  # the same number of templates
         return before, self._world, [*edit, *moved]
+
+    def note_held(self, held: frozenset[str]) -> bool:
+        """Whether this world or the last one counts a starting node with its real allocatable (a Ready node that
+        lost its GPUs under its pods, `engine.decide.build_world`): its row's capacity then differs from its facts',
+        so the table compares every row rather than trust the edits. Rare: only broken nodes are held."""
+        before, self._held = self._held, held
+        return bool(before or held)
 
     @property
     def world_moves(self) -> RowMoves | None:

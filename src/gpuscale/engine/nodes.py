@@ -2,13 +2,18 @@
 
 Phases (one transition table; each edge's trigger in the comment):
     REQUESTED  → REGISTERED   a Node object appears (kubelet registered)
-    REGISTERED → READY        condition Ready=True, but GPUs still missing from allocatable
-    READY      → USABLE       allocatable reaches the pool template (driver and device plugin registered);
+    REGISTERED → READY        condition Ready=True, but none of the pool's GPU resources in allocatable yet
+    READY      → USABLE       the device plugin advertises the pool's GPUs (driver and device plugin registered);
                               nodes of pools without GPUs skip READY and become USABLE on Ready
     any        → DELETING     deletionTimestamp set or ToBeDeleted taint
 Only USABLE nodes offer their real free capacity. REQUESTED, REGISTERED and READY nodes are *upcoming*: they count as
 their pool's template so pending pods wait for them instead of causing another scale-up (CA #3164, #7956;
 Karpenter aws#6355) — whatever labels the node carries.
+
+Starting is not degraded (docs/decisions.md, "Starting, usable and degraded nodes"): a node whose device plugin
+advertises some of the pool's GPUs but fewer than the template (a GPU fell off the bus; time-slicing replicas other
+than the pool's) has registered its GPUs. It is USABLE with its real capacity, and `degraded_gpus` names what it
+lacks. Whether a node runs workloads is a fact of the pods, not of the node: `engine.health` reads it.
 """
 
 from __future__ import annotations
@@ -83,15 +88,23 @@ def phase(node: Node, pool: NodePool | None, ready: NodePhase | None = None) -> 
 
 
 def gpu_phase(node: Node, pool: NodePool | None) -> NodePhase:
-    """The phase of a Ready node that is not being deleted: READY while GPUs the pool promises are missing from its
-    allocatable, else USABLE."""
-    if pool is not None and pool.gpus_per_node:
-        have = dict(node.allocatable.items)
-        if any(a > have.get(n, 0) for n, a in _gpu_items(pool)):
-            return NodePhase.READY
-    elif pool is not None and missing_gpus(node, pool):
-        return NodePhase.READY
-    return NodePhase.USABLE
+    """The phase of a Ready node that is not being deleted: READY while none of the GPU resources the pool promises
+    is in its allocatable, else USABLE (all of them, or some: then the node is degraded, not starting)."""
+    if pool is None:
+        return NodePhase.USABLE
+    wanted = _gpu_items(pool)
+    if not wanted:
+        return NodePhase.USABLE
+    have = dict(node.allocatable.items)
+    return NodePhase.USABLE if any(have.get(n, 0) > 0 for n, _ in wanted) else NodePhase.READY
+
+
+def degraded_gpus(node: Node, pool: NodePool | None) -> Resources:
+    """GPU resources a node that registered its GPUs advertises below its pool's template (empty: not degraded, or
+    still starting: a node advertising none of them is READY, not degraded)."""
+    if pool is None or gpu_phase(node, pool) is not NodePhase.USABLE:
+        return Resources()
+    return missing_gpus(node, pool)
 
 
 def usable_capacity(node: Node, pool: NodePool | None) -> Resources:

@@ -102,4 +102,6 @@ class Plan:
     waiting: tuple[PodVerdict, ...] = ()
     """Pending pods not acted on yet (batching delay, scheduling gates, expendable priority)."""
     timed_out: tuple[TimedOut, ...] = ()
+    degraded: tuple[NodeVerdict, ...] = ()
+    """Nodes that have been usable and lack GPUs or readiness (engine.health): reported, never timed out."""
     state: EngineState = field(default_factory=EngineState)

@@ -26,6 +26,10 @@ class ReasonCode(StrEnum):
     EXPANDER = "ExpanderChoice"
     PROVISION_TIMEOUT = "ProvisionTimeout"
     GPU_INIT_TIMEOUT = "GpuInitTimeout"
+    DEGRADED = "NodeDegraded"
+    """A node that has been usable lacks GPUs its template promises, or went NotReady under its pods."""
+    REPAIR = "NodeRepair"
+    """A degraded node is drained and replaced (the opt-in repair policy)."""
     # scale-down
     UNNEEDED = "Unneeded"
     EMPTY = "Empty"

@@ -44,7 +44,8 @@ class Metrics:
         self.last_tick = Gauge("gpuscale_last_successful_tick_timestamp_seconds",
                                "Unix time of the last tick that read a synced view and acted on it", registry=r)
         self.synced = Gauge("gpuscale_cache_synced", "1 when the last tick read a complete (synced) view", registry=r)
-        self.nodes = Gauge("gpuscale_nodes", "Nodes per pool by state (ready, upcoming, unready-gpu, deleting)",
+        self.nodes = Gauge("gpuscale_nodes",
+                           "Nodes per pool by state (ready, upcoming, unready-gpu, deleting, degraded)",
                            ["pool", "state"], registry=r)
         self.pending = Gauge("gpuscale_unschedulable_pods",
                              "Unschedulable pods of the last decision by verdict "
@@ -93,7 +94,8 @@ class Metrics:
             node_pool = {n.name: pool_of(n, snapshot.node_pools) for n in snapshot.cluster.nodes}
         if report.synced and snapshot is not None:
             self.last_tick.set(report.now_s)
-            for pool, counts in node_states(snapshot, self._pools).items():
+            degraded = frozenset(v.node for v in report.plan.degraded) if report.plan is not None else frozenset()
+            for pool, counts in node_states(snapshot, self._pools, degraded).items():
                 for s in NodeState:
                     self.nodes.labels(pool=pool, state=str(s)).set(counts[s])
         if report.plan is not None:

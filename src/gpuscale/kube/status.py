@@ -49,19 +49,26 @@ class NodeState(StrEnum):
     """Ready, but the device plugin has not registered all its GPUs yet."""
     DELETING = "deleting"
     """Being removed (ToBeDeleted taint or deletionTimestamp)."""
+    DEGRADED = "degraded"
+    """Has been usable, but lacks GPUs of its template or went NotReady under its pods (engine.health)."""
 
 
 _BY_PHASE = {NodePhase.USABLE: NodeState.READY, NodePhase.REGISTERED: NodeState.UPCOMING,
              NodePhase.READY: NodeState.UNREADY_GPU, NodePhase.DELETING: NodeState.DELETING}
 
 
-def node_states(snapshot: Snapshot, pools: Mapping[str, NodePool]) -> dict[str, Counter[NodeState]]:
-    """Per configured pool, its nodes by `NodeState` (nodes of no configured pool are left out)."""
+def node_states(snapshot: Snapshot, pools: Mapping[str, NodePool],
+                degraded: frozenset[str] = frozenset()) -> dict[str, Counter[NodeState]]:
+    """Per configured pool, its nodes by `NodeState` (nodes of no configured pool are left out); `degraded`: the
+    nodes the last plan called degraded (counted as such unless being deleted)."""
     counts: dict[str, Counter[NodeState]] = {name: Counter() for name in pools}
     for node in snapshot.cluster.nodes:
         pool = pool_of(node, snapshot.node_pools)
         if pool in counts:
-            counts[pool][_BY_PHASE[phase(node, pools[pool])]] += 1
+            state = _BY_PHASE[phase(node, pools[pool])]
+            if node.name in degraded and state is not NodeState.DELETING:
+                state = NodeState.DEGRADED
+            counts[pool][state] += 1
     for upcoming in snapshot.upcoming:
         if upcoming.pool in counts:
             counts[upcoming.pool][NodeState.UPCOMING] += 1
@@ -141,11 +148,12 @@ def build_status(*, report: TickReport, snapshot: Snapshot | None, pools: Sequen
                  state: EngineState, history: History, leader: str | None) -> dict[str, Any]:
     """The status document for one tick. `snapshot` is what that tick read (None when it could not read)."""
     by_name = {p.name: p for p in pools}
-    counts = node_states(snapshot, by_name) if snapshot is not None else {p: Counter() for p in by_name}
+    plan = report.plan
+    degraded = frozenset(v.node for v in plan.degraded) if plan is not None else frozenset()
+    counts = node_states(snapshot, by_name, degraded) if snapshot is not None else {p: Counter() for p in by_name}
     total: Counter[NodeState] = Counter()
     for c in counts.values():
         total.update(c)
-    plan = report.plan
     cluster: dict[str, Any] = {
         "health": {"status": _health(report), "nodeCounts": {_camel(s): total[s] for s in NodeState}},
         "unschedulablePods": {
@@ -162,6 +170,9 @@ def build_status(*, report: TickReport, snapshot: Snapshot | None, pools: Sequen
     if plan is not None and plan.unplaceable:
         cluster["unplaceable"] = [{"pod": v.pod, "reasons": [r.message for r in v.reasons][:3]}
                                   for v in plan.unplaceable[:10]]
+    if plan is not None and plan.degraded:
+        cluster["degraded"] = [{"node": v.node, "reasons": [r.message for r in v.reasons][:3]}
+                               for v in plan.degraded[:20]]
     return {
         "time": iso(report.now_s), "autoscalerStatus": "Running" if report.synced else "NotSynced",
         "leader": leader,

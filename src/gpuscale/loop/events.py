@@ -25,6 +25,9 @@ SCALE_UP_TIMED_OUT = "ScaleUpTimedOut"
 SCALE_DOWN = "ScaleDown"
 SCALE_DOWN_FAILED = "ScaleDownFailed"
 CLEANUP = "CleanupToBeDeleted"
+NODE_DEGRADED = "NodeDegraded"
+"""gpuscale's own: a node that has been usable lacks GPUs or readiness (engine.health); CA has no such event."""
+NODE_REPAIR = "NodeRepair"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,8 +6,8 @@ Side effects happen only through the ports (`loop/ports.py`). One tick:
 2. decide — the pure engine, with the state the previous tick left; its `plan.state` becomes the new state;
 3. act, in this order: (a) give back upcoming nodes that timed out; (b) scale up, backing a pool off when the
    provider refuses (the *next* decision then falls back to another pool); (c) NotTriggerScaleUp events, rate-limited
-   per pod; (d) write and clear deletion-candidate taints; (e) advance drains started on earlier ticks, then start
-   this plan's removals.
+   per pod, and NodeDegraded events, rate-limited per node; (d) write and clear deletion-candidate taints; (e) advance
+   drains started on earlier ticks, then start this plan's removals.
 A tick never raises for provider or API trouble: each action is attempted on its own, and every failure lands in the
 `TickReport` as data. This module is the loop's outermost layer, the only place that catches broadly. An exception
 from `decide` is a bug in gpuscale, not trouble outside it: it propagates.
@@ -123,6 +123,8 @@ class Autoscaler:
         self.extension = extension
         self._pools = {p.name: p for p in self.pools}
         self._not_triggered = ev.EventLimiter(self.settings.not_triggered_event_interval_s)
+        self._degraded = ev.EventLimiter(self.settings.not_triggered_event_interval_s)
+        self._any_degraded = False
         self._synced_once = False
 
     def use_pools(self, pools: Sequence[NodePool]) -> None:
@@ -159,6 +161,8 @@ class Autoscaler:
         if plan.scale_up:
             self._scale_up(plan.scale_up, snapshot, now, acts)
         self._report_unplaceable(plan, now, acts)
+        if plan.degraded or self._any_degraded:
+            self._report_degraded(plan, now, acts)
         if plan.mark_unneeded or plan.clear_unneeded:
             self._write_unneeded(plan, acts)
         if len(self.drains):
@@ -264,6 +268,15 @@ class Autoscaler:
             verdict = verdicts[i]
             self._emit(acts, POD, verdict.pod, EventType.NORMAL, ev.NOT_TRIGGER_SCALE_UP,
                        ev.not_triggered(verdict.reasons))
+
+    def _report_degraded(self, plan: Plan, now: float, acts: _Acts) -> None:
+        """A Warning event per degraded node, at most once per interval; the pool is not backed off for it."""
+        verdicts = plan.degraded
+        self._any_degraded = bool(verdicts)
+        for i in self._degraded.due([v.node for v in verdicts], now):
+            verdict = verdicts[i]
+            self._emit(acts, NODE, verdict.node, EventType.WARNING, ev.NODE_DEGRADED,
+                       "node degraded: " + "; ".join(r.message for r in verdict.reasons))
 
     def _write_unneeded(self, plan: Plan, acts: _Acts) -> None:
         for node, since in sorted(plan.mark_unneeded.items()):

@@ -39,7 +39,7 @@ def _pods(items: Sequence[PodVerdict]) -> list[dict[str, Any]]:
 
 def plan_json(plan: Plan) -> dict[str, Any]:
     """`scale_up`, `scale_down`, `blocked`, `unplaceable` (the documented core), then `unneeded`, `covered`,
-    `waiting`, `timed_out` and `mark_unneeded` (node → since, Unix s)."""
+    `waiting`, `timed_out`, `degraded` and `mark_unneeded` (node → since, Unix s)."""
     return {
         "scale_up": [{"pool": s.pool, "nodes": s.nodes, "pods": list(s.pods), "reasons": reasons_json(s.reasons)}
                      for s in plan.scale_up],
@@ -52,6 +52,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "waiting": _pods(plan.waiting),
         "timed_out": [{"pool": t.pool, "node": t.node, "request_id": t.request_id, "reasons": reasons_json(t.reasons)}
                       for t in plan.timed_out],
+        "degraded": _nodes(plan.degraded),
         "mark_unneeded": dict(sorted(plan.mark_unneeded.items())),
         "clear_unneeded": list(plan.clear_unneeded),
     }
@@ -107,6 +108,7 @@ def print_plan(plan: Plan, console: Console, sizes: Mapping[str, int] | None = N
             console.print(Text.assemble("  ! ", (t.node or t.request_id or "?", "bold"), f"  ({t.pool})"))
             _reasons(console, t.reasons)
         console.print()
+    _verdicts(console, plan.degraded, "Degraded nodes (kept; never timed out under their pods)", "red")
     _verdicts(console, plan.unplaceable, "Unplaceable pods: no scale-up helps", "yellow")
     _verdicts(console, plan.blocked, "Underutilized nodes kept", "yellow")
     _verdicts(console, plan.unneeded, "Unneeded nodes, waiting", "cyan")
