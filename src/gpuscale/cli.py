@@ -26,7 +26,7 @@ from gpuscale.engine.fit import explain_fit
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Snapshot
 from gpuscale.engine.state import EngineState
 from gpuscale.kube.dump import load_cluster, load_objects
-from gpuscale.kube.queue import explain_input, live_objects
+from gpuscale.kube.logs import LogFormat, configure
 from gpuscale.lifecycle.trace import PodTrace, dump_lines, parse_lines
 from gpuscale.loop.events import pool_sizes
 from gpuscale.model.cluster import Cluster
@@ -50,7 +50,7 @@ app = typer.Typer(
     name="gpuscale",
     help="GPU-aware cluster autoscaler for Kubernetes ML platforms, with a deterministic digital twin.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -76,8 +76,26 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"gpuscale {_version()}")
+        raise typer.Exit(0)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpuscale")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 @app.callback()
-def root() -> None:
+def root(
+    show_version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version, help="Print the version and exit.")] = False,
+) -> None:
     """GPU-aware cluster autoscaler for Kubernetes ML platforms, with a deterministic digital twin.
 
     Start with `gpuscale fit` on a cluster dump to see what the scheduler sees.
@@ -173,13 +191,13 @@ def explain(
         raise InputError("explain", "--cluster/--kubeconfig", "give exactly one of them")
     if "/" not in target or target.startswith("/") or target.endswith("/"):
         raise InputError("explain", "TARGET", f"expected namespace/name, got {target!r}")
+    from gpuscale.kube.queue import explain_input, live_objects
+
     settings = load_config(config)
     if cluster is not None:
         data = explain_input(load_objects(cluster), str(cluster))
     else:
-        from kubernetes import config as kube_config
-
-        api = kube_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+        api = _api_client(kubeconfig)
         try:
             data = explain_input(live_objects(api), str(kubeconfig))
         finally:
@@ -294,6 +312,24 @@ def main() -> None:
     app()
 
 
+def _api_client(kubeconfig: Path | None) -> Any:
+    """A Kubernetes API client from the kubeconfig, or the in-cluster service account; a kubeconfig that cannot be
+    read or used is the user's error (`--kubeconfig` named), not a traceback."""
+    from kubernetes import client as kube_client
+    from kubernetes import config as kube_config
+    from kubernetes.config.config_exception import ConfigException
+    from yaml import YAMLError
+
+    try:
+        if kubeconfig is None:
+            kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+            return kube_client.ApiClient()
+        return kube_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, YAMLError) as err:
+        where = f"--kubeconfig {kubeconfig}" if kubeconfig is not None else "in-cluster config (no --kubeconfig)"
+        raise ConfigError(where, " ".join(str(err).split()) or type(err).__name__) from None
+
+
 class ProviderName(StrEnum):
     KWOK = "kwok"
     CLUSTERAPI = "clusterapi"
@@ -402,14 +438,14 @@ def run(
         "--node-group-auto-discovery", help="clusterapi provider, as CA: only node groups matching "
                                             "clusterapi:namespace=NS,clusterName=NAME,LABEL=VALUE (any part may be "
                                             "left out; repeat for several: a group any one matches).")] = None,
+    log_format: Annotated[LogFormat, typer.Option(
+        "--log-format", help="text, or json: one JSON object per line, each plan item's kind, pool/node/pod and "
+                             "reasons as fields (docs/controller.md).")] = LogFormat.TEXT,
 ) -> None:
     """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
-    import logging
     import os
     import signal
     import threading
-
-    from kubernetes import config as kube_config
 
     from gpuscale.controller import RunOptions, build_controller, run_loop
     from gpuscale.kube.lease import LeaseSettings
@@ -440,15 +476,9 @@ def run(
     options = RunOptions(namespace=own_namespace, leader_elect=not once if leader_elect is None else leader_elect,
                          lease=lease, status_name=status_configmap,
                          pool_refresh_s=durations["--pool-refresh-interval"])
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure(log_format)
     server = None if once else MetricsServer(metrics_address)  # bound now: a port in use fails before anything starts
-    if kubeconfig is not None:
-        api_client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig))
-    else:
-        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
-        from kubernetes import client as kube_client
-        api_client = kube_client.ApiClient()
+    api_client = _api_client(kubeconfig)
     kwok = KwokSettings(default=KwokProfile(ready_after_s=durations["--kwok-ready-after"],
                                             gpu_register_after_s=durations["--kwok-gpu-register-after"]))
     controller = build_controller(api_client, settings, dry_run=dry_run, kwok=kwok, options=options,

@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client
 
 from gpuscale.config import Config
-from gpuscale.engine.plan import UpcomingNode
+from gpuscale.engine.plan import Plan, UpcomingNode
 from gpuscale.kube.cache import WatchCache
 from gpuscale.kube.events import KubeEvents
 from gpuscale.kube.fence import (
@@ -52,6 +52,7 @@ from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
 from gpuscale.model.pool import NodePool
 from gpuscale.providers.clusterapi import AutoDiscovery, ClusterAPIProvider
 from gpuscale.providers.kwok import KwokProvider, KwokSettings
+from gpuscale.report.plan import plan_items
 
 log = logging.getLogger("gpuscale.controller")
 
@@ -380,6 +381,30 @@ def report_fields(report: TickReport) -> dict[str, Any]:
     return fields
 
 
+_ACTIONS = frozenset({"scale_up", "scale_down", "timed_out"})
+
+
+class PlanItemLog:
+    """The plan items worth a log line (`{"msg": "plan item", "now", "kind", pool/node/pod, "reasons", "codes"}`):
+    every action, and a verdict (unplaceable, blocked, unneeded, waiting, covered) when it is new or its reason codes
+    changed since the previous tick, so a pod pending for an hour is one line, not 360."""
+
+    def __init__(self) -> None:
+        self._verdicts: frozenset[tuple[str, str, tuple[str, ...]]] = frozenset()
+
+    def lines(self, plan: Plan, now_s: float) -> list[dict[str, Any]]:
+        out, verdicts = [], set()
+        for item in plan_items(plan):
+            if item["kind"] not in _ACTIONS:
+                key = (item["kind"], str(item.get("pod") or item.get("node")), tuple(item["codes"]))
+                verdicts.add(key)
+                if key in self._verdicts:
+                    continue
+            out.append({"msg": "plan item", "now": round(now_s, 3), **item})
+        self._verdicts = frozenset(verdicts)
+        return out
+
+
 def run_loop(controller: Controller, *, once: bool = False, sync_timeout_s: float = 60.0,
              stop: threading.Event | None = None, emit: Callable[[dict[str, Any]], None] | None = None,
              server: MetricsServer | None = None) -> int:
@@ -405,6 +430,7 @@ def _loop(controller: Controller, *, once: bool, sync_timeout_s: float, stop: th
         if once:
             return 1
     led: bool | None = None
+    items = PlanItemLog()
     idle_s = controller.settings.scan_interval_s
     if controller.elector is not None:
         idle_s = min(idle_s, controller.elector.settings.retry_period_s / 4)
@@ -419,6 +445,8 @@ def _loop(controller: Controller, *, once: bool, sync_timeout_s: float, stop: th
         if leading:
             report = controller.tick()
             emit(report_fields(report))
+            for line in items.lines(report.plan, report.now_s) if report.plan is not None else ():
+                emit(line)
             if once:
                 return 0 if report.ok else 1
             wait = controller.settings.scan_interval_s - (time.monotonic() - started)

@@ -58,6 +58,17 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     }
 
 
+PLAN_ITEM_KINDS = ("scale_up", "scale_down", "timed_out", "unplaceable", "blocked", "unneeded", "waiting", "covered")
+"""The kinds of plan item, actions first, in the order `plan_items` lists them."""
+
+
+def plan_items(plan: Plan) -> list[dict[str, Any]]:
+    """Every plan item as one flat record, for structured logs: `kind`, the item as `plan --format json` shows it
+    (pool, node or pod; `reasons` with code, message and numbers), and `codes`, its reason codes alone."""
+    shown = plan_json(plan)
+    return [{"kind": kind, **item, "codes": [r["code"] for r in item["reasons"]]}
+            for kind in PLAN_ITEM_KINDS for item in shown[kind]]
+
 def _shown(names: Sequence[str]) -> str:
     return ", ".join(names[:MAX_PODS_SHOWN]) + (f", … ({len(names)} in all)" if len(names) > MAX_PODS_SHOWN else "")
 
