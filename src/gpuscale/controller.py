@@ -386,8 +386,8 @@ _ACTIONS = frozenset({"scale_up", "scale_down", "timed_out"})
 
 class PlanItemLog:
     """The plan items worth a log line (`{"msg": "plan item", "now", "kind", pool/node/pod, "reasons", "codes"}`):
-    every action, and a verdict (unplaceable, blocked, unneeded, waiting, covered) when it is new or its reason codes
-    changed since the previous tick, so a pod pending for an hour is one line, not 360."""
+    every action, and a verdict (unplaceable, blocked, unneeded, waiting, covered, degraded) when it is new or its
+    reason codes changed since the previous tick, so a pod pending for an hour is one line, not 360."""
 
     def __init__(self) -> None:
         self._verdicts: frozenset[tuple[str, str, tuple[str, ...]]] = frozenset()

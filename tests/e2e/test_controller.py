@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -274,8 +276,37 @@ def test_run_once_dry_run_decides_and_acts_on_nothing(control_plane: Any, core_v
              if r.name == "gpuscale.controller" and r.getMessage().startswith('{"') and '"msg": "tick"' in
              r.getMessage()]
     assert len(ticks) == 1 and ticks[0]["synced"] is True, caplog.text
+    items = [json.loads(r.getMessage()) for r in caplog.records
+             if r.name == "gpuscale.controller" and '"msg": "plan item"' in r.getMessage()]
+    (up,) = [i for i in items if i["kind"] == "scale_up"]
+    assert (up["pool"], up["nodes"], up["pods"], up["codes"][0]) == (A100, 1, [f"{namespace}/train-a100"], "ScaleUp")
     assert driver_free_of_nodes(core_v1)
     assert _pod(core_v1, namespace, "train-a100").spec.node_name is None
+
+
+def test_run_log_format_json_writes_one_object_per_line(control_plane: Any, core_v1: client.CoreV1Api,
+                                                         namespace: str, create_pod: Callable[[client.V1Pod], None],
+                                                         tmp_path: Path) -> None:
+    """`gpuscale run --log-format json` as its own process: every stderr line is a JSON object with time, level and
+    logger, and the plan item for the A100 scale-up carries its kind, pool, pod and reason codes as fields."""
+    raw = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
+    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "warm_capacity": []}
+    config_path = tmp_path / "gpuscale.yaml"
+    config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    _delete_managed_nodes(core_v1)
+    create_pod(training_pod("train-json"))
+    wait_for(lambda: _unschedulable(_pod(core_v1, namespace, "train-json")), 30, desc="pod Unschedulable")
+    gpuscale = Path(sys.executable).parent / "gpuscale"
+    done = subprocess.run([str(gpuscale), "run", "--kubeconfig", str(control_plane.kubeconfig_path), "--config",
+                           str(config_path), "--once", "--dry-run", "--log-format", "json"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]  # every line parses
+    assert all({"time", "level", "logger", "msg"} <= line.keys() for line in lines), done.stderr
+    (up,) = [line for line in lines if line["msg"] == "plan item" and line["kind"] == "scale_up"]
+    assert (up["logger"], up["level"], up["pool"], up["pods"], up["codes"][0]) == (
+        "gpuscale.controller", "INFO", A100, [f"{namespace}/train-json"], "ScaleUp")
+    assert any(line["msg"] == "tick" and line["synced"] is True for line in lines)
 
 
 def driver_free_of_nodes(core: client.CoreV1Api) -> bool:

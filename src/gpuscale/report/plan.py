@@ -58,7 +58,8 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     }
 
 
-PLAN_ITEM_KINDS = ("scale_up", "scale_down", "timed_out", "unplaceable", "blocked", "unneeded", "waiting", "covered")
+PLAN_ITEM_KINDS = ("scale_up", "scale_down", "timed_out", "unplaceable", "blocked", "unneeded", "waiting", "covered",
+                   "degraded")
 """The kinds of plan item, actions first, in the order `plan_items` lists them."""
 
 
@@ -68,6 +69,7 @@ def plan_items(plan: Plan) -> list[dict[str, Any]]:
     shown = plan_json(plan)
     return [{"kind": kind, **item, "codes": [r["code"] for r in item["reasons"]]}
             for kind in PLAN_ITEM_KINDS for item in shown[kind]]
+
 
 def _shown(names: Sequence[str]) -> str:
     return ", ".join(names[:MAX_PODS_SHOWN]) + (f", … ({len(names)} in all)" if len(names) > MAX_PODS_SHOWN else "")
