@@ -22,13 +22,15 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gpuscale.engine.nodes import with_policy_taints
 from gpuscale.engine.policy import Buffer, CooldownScope, ExpanderName, Limits, Policy, PriorityRule
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.gpu import GpuSharing, MigStrategy, SharingMode, advertised_resources, operator_labels
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import QuantityError, to_milli, to_units
 from gpuscale.model.resources import CPU, GPU_MILLI, NVIDIA_GPU, Resources, is_gpu_resource
-from gpuscale.model.taints import Taint, TaintEffect
+from gpuscale.model.selectors import label_key_problem
+from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, StartupTaints, Taint, TaintEffect
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -100,6 +102,21 @@ class GpuConfig(_Strict):
     sharing: SharingConfig | None = None
 
 
+def _taint_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    for key in keys:
+        problem = label_key_problem(key)
+        if problem is not None:
+            raise ValueError(f"{problem} (a taint key is a label key)")
+    return keys
+
+
+def _taint_prefixes(prefixes: tuple[str, ...]) -> tuple[str, ...]:
+    for prefix in prefixes:
+        if not prefix:
+            raise ValueError("an empty prefix would match every taint")
+    return prefixes
+
+
 def _quantity(name: str, value: Any) -> int:
     return to_milli(value) if name in (CPU, GPU_MILLI) else to_units(value)
 
@@ -124,6 +141,18 @@ class PoolConfig(_Strict):
     ignore_daemonsets_utilization: bool | None = None
     zero_or_max_scaling: bool = False
     scale_down_enabled: bool = True
+    startup_taints: tuple[str, ...] = ()
+    startup_taint_prefixes: tuple[str, ...] = ()
+
+    @field_validator("startup_taints")
+    @classmethod
+    def _startup_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _taint_keys(value)
+
+    @field_validator("startup_taint_prefixes")
+    @classmethod
+    def _startup_prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _taint_prefixes(value)
 
     @field_validator("allocatable")
     @classmethod
@@ -173,6 +202,8 @@ class PoolConfig(_Strict):
             scale_down_unready_time_s=self.scale_down_unready_time,
             ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
             zero_or_max=self.zero_or_max_scaling,
+            startup_taints=DEFAULT_STARTUP_TAINTS.merged(StartupTaints(
+                keys=frozenset(self.startup_taints), prefixes=self.startup_taint_prefixes, status_prefixes=())),
             scale_down_disabled=None if self.scale_down_enabled else "scale-down is turned off for it in the "
                                                                      "configuration",
         )
@@ -312,6 +343,21 @@ class ConfigFile(_Strict):
     skip_nodes_with_system_pods: bool | None = None
     skip_nodes_with_local_storage: bool | None = None
     protect_gpu_jobs: bool | None = None
+    # start-up (added to the defaults: docs/config.md)
+    startup_taints: tuple[str, ...] = ()
+    startup_taint_prefixes: tuple[str, ...] = ()
+    status_taints: tuple[str, ...] = ()
+    status_taint_prefixes: tuple[str, ...] = ()
+
+    @field_validator("startup_taints", "status_taints")
+    @classmethod
+    def _keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _taint_keys(value)
+
+    @field_validator("startup_taint_prefixes", "status_taint_prefixes")
+    @classmethod
+    def _prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _taint_prefixes(value)
 
     @model_validator(mode="after")
     def _unique(self) -> ConfigFile:
@@ -478,8 +524,11 @@ def _policy(parsed: ConfigFile, pools: Sequence[NodePool]) -> Policy:
     priorities = _priorities(parsed.priorities or {})
     if parsed.expander is not None:
         options["expanders"] = _expanders(parsed.expander, bool(priorities))
+    startup = DEFAULT_STARTUP_TAINTS.merged(StartupTaints(
+        keys=frozenset(parsed.startup_taints), prefixes=parsed.startup_taint_prefixes,
+        status_keys=frozenset(parsed.status_taints), status_prefixes=parsed.status_taint_prefixes))
     policy = Policy(**options, priorities=priorities, limits=_limits(parsed, pools),
-                    buffers=_buffers(parsed.warm_capacity, pools))
+                    buffers=_buffers(parsed.warm_capacity, pools), startup_taints=startup)
     if policy.backoff_initial_s > policy.backoff_max_s:
         raise _SettingError("initial_node_group_backoff_duration",
                             f"{policy.backoff_initial_s:g}s is above max_node_group_backoff_duration "
@@ -523,7 +572,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "config") -> Config:
         policy = _policy(parsed, pools)
     except _SettingError as err:
         raise ConfigError(f"{source}: {err.where}", err.problem) from None
-    return Config(pools=tuple(pools), policy=policy,
+    return Config(pools=with_policy_taints(pools, policy.startup_taints), policy=policy,
                   scan_interval_s=parsed.scan_interval if parsed.scan_interval is not None else 10.0,
                   max_graceful_termination_s=(parsed.max_graceful_termination_sec
                                               if parsed.max_graceful_termination_sec is not None else 600.0))

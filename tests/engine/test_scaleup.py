@@ -112,7 +112,13 @@ def test_starting_node_with_the_not_ready_taint_still_absorbs_the_pod() -> None:
     starting = pool_node(a100, "a100-boot", ready=False, taints=(*a100.taints, not_ready))
     plan = run((training_pod(),), nodes=(starting,))
     assert plan.scale_up == () and codes(plan.covered) == {ReasonCode.FITS_UPCOMING}
-    usable_but_tainted = pool_node(a100, "a100-odd", taints=(*a100.taints, not_ready))
+    # Ready with its GPUs but a start-up taint left: not fully started, so it still counts as its template
+    ready_but_tainted = pool_node(a100, "a100-odd", taints=(*a100.taints, not_ready))
+    plan = run((training_pod(),), nodes=(ready_but_tainted,))
+    assert plan.scale_up == () and codes(plan.covered) == {ReasonCode.FITS_UPCOMING}
+    # a taint that is no start-up taint counts against the pod: another node is ordered
+    other = Taint(key="example.com/maintenance", effect=TaintEffect.NO_SCHEDULE)
+    usable_but_tainted = pool_node(a100, "a100-odd", taints=(*a100.taints, other))
     assert scale_ups(run((training_pod(),), nodes=(usable_but_tainted,))) == {"gpu-training-a100": 1}
 
 

@@ -20,7 +20,7 @@ from gpuscale.engine.arrange import arrange
 from gpuscale.engine.health import degraded_verdicts, workload_count
 from gpuscale.engine.limits import Totals, headroom, totals_of
 from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of, request_names
-from gpuscale.engine.nodes import NodePhase
+from gpuscale.engine.nodes import NodePhase, still_lacks
 from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
@@ -101,15 +101,18 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
             if now - node.created_s > limit:
                 timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
                     Reason(ReasonCode.PROVISION_TIMEOUT, f"not Ready {now - node.created_s:.0f}s after creation "
-                                                         f"(limit {limit:g}s)"),)))
+                                                         f"(limit {limit:g}s); {_lacks(node, pool)}"),)))
                 failed.setdefault(pool.name, FailureKind.PROVISION_TIMEOUT)
         elif current is NodePhase.READY:
             since = node.ready_since_s if node.ready_since_s is not None else node.created_s
             if since is not None and now - since > policy.max_gpu_init_time_s:
+                gpus = fact.gpus is NodePhase.READY
+                code = ReasonCode.GPU_INIT_TIMEOUT if gpus else ReasonCode.PROVISION_TIMEOUT
+                what = "GPUs not registered" if gpus else "not fully started"
                 timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
-                    Reason(ReasonCode.GPU_INIT_TIMEOUT, f"Ready for {now - since:.0f}s but GPUs not registered "
-                                                        f"(limit {policy.max_gpu_init_time_s:g}s)"),)))
-                failed.setdefault(pool.name, FailureKind.GPU_INIT_TIMEOUT)
+                    Reason(code, f"Ready for {now - since:.0f}s but {what} (limit "
+                                 f"{policy.max_gpu_init_time_s:g}s); {_lacks(node, pool)}"),)))
+                failed.setdefault(pool.name, FailureKind.GPU_INIT_TIMEOUT if gpus else FailureKind.PROVISION_TIMEOUT)
     whole = sorted(name for name in failed if (pool := pools.get(name)) is not None and pool.zero_or_max)
     if whole:
         timed_out += _roll_back(whole, snapshot, starting, timed_out)
@@ -122,6 +125,10 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         degraded=degraded_verdicts(((f.node, f.pool, f.phase) for f in busy), by_node) if busy else (),
         held=frozenset(f.node.name for f in busy if f.phase is NodePhase.READY and f.pool is not None),
     )
+
+
+def _lacks(node: Node, pool: NodePool) -> str:
+    return "still lacks: " + ", ".join(still_lacks(node, pool))
 
 
 def _roll_back(pools: Sequence[str], snapshot: Snapshot, starting: Sequence[NodeFacts],

@@ -18,7 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import compress, count
 from operator import is_, is_not
 from typing import Any
@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from gpuscale.engine.arrange import ArrangeMemo
 from gpuscale.engine.limits import Totals, totals_of
-from gpuscale.engine.nodes import NodePhase, as_it_will_be, degraded_gpus, phase
+from gpuscale.engine.nodes import NodePhase, as_it_counts, as_it_will_be, degraded_gpus, gpu_phase, phase
 from gpuscale.engine.scaledown import ScaleDownMemo, allocatable_amounts
 from gpuscale.engine.scaleup import ScaleUpMemo, Verdicts
 from gpuscale.engine.table import GroupKey, RowMemo, RowMoves, node_group_key, node_group_key_again
@@ -62,6 +62,9 @@ class NodeFacts:
     """cpu, memory, whole GPUs and GPU milli of the node's allocatable (scale-down's utilization)."""
     degraded: bool = False
     """A usable node advertising fewer GPUs than its pool's template (`engine.nodes.degraded_gpus`)."""
+    gpus: NodePhase | None = field(default=None, compare=False)
+    """`engine.nodes.gpu_phase` of the node when Ready (None: not worked out): it depends on the pool and the
+    allocatable only, so it is kept while they are; the phase also depends on the taints."""
 
 
 def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
@@ -76,9 +79,12 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
     pool = pools.get(name) if name else None
     if last is not None and (last.pool is not pool or last.node.allocatable is not node.allocatable):
         last = None
-    current = phase(node, pool, last.phase if last is not None and last.phase in _GPU_PHASES else None)
+    gpus = last.gpus if last is not None else None
+    if gpus is None and node.ready:
+        gpus = gpu_phase(node, pool)
+    current = phase(node, pool, gpus)
     usable = current is NodePhase.USABLE
-    row_node = node if usable else as_it_will_be(node)
+    row_node = as_it_counts(node, pool) if usable else as_it_will_be(node, pool)
     if last is not None and usable == (last.phase is NodePhase.USABLE):
         capacity, gpu_units = last.capacity, last.gpu_units
     else:
@@ -96,11 +102,8 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
         degraded = usable and pool is not None and bool(degraded_gpus(node, pool))
     return NodeFacts(node=node, provider_pool=provider_pool, pool_name=name, pool=pool, phase=current,
                      row_node=row_node, capacity=capacity, gpu_units=gpu_units, group_key=key,
-                     amounts=last.amounts if last is not None else allocatable_amounts(node), degraded=degraded)
-
-
-_GPU_PHASES = (NodePhase.READY, NodePhase.USABLE)
-"""The phases `engine.nodes.gpu_phase` gives (a node that had one kept it while its pool and allocatable did)."""
+                     amounts=last.amounts if last is not None else allocatable_amounts(node), degraded=degraded,
+                     gpus=gpus)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

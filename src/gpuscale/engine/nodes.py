@@ -2,13 +2,17 @@
 
 Phases (one transition table; each edge's trigger in the comment):
     REQUESTED  → REGISTERED   a Node object appears (kubelet registered)
-    REGISTERED → READY        condition Ready=True, but none of the pool's GPU resources in allocatable yet
-    READY      → USABLE       the device plugin advertises the pool's GPUs (driver and device plugin registered);
-                              nodes of pools without GPUs skip READY and become USABLE on Ready
+    REGISTERED → READY        condition Ready=True, but none of the pool's GPU resources in allocatable yet, or a
+                              start-up taint still on it
+    READY      → USABLE       the device plugin advertises the pool's GPUs and the last start-up taint is gone;
+                              nodes of pools without GPUs or start-up taints skip READY and become USABLE on Ready
     any        → DELETING     deletionTimestamp set or ToBeDeleted taint
 Only USABLE nodes offer their real free capacity. REQUESTED, REGISTERED and READY nodes are *upcoming*: they count as
 their pool's template so pending pods wait for them instead of causing another scale-up (CA #3164, #7956;
-Karpenter aws#6355) — whatever labels the node carries.
+Karpenter aws#6355) — whatever labels the node carries: until it is fully started, a node counts with its pool
+template's labels where it lacks them (GPU feature discovery adds `nvidia.com/gpu.product` only once the driver
+works), its cordon is ignored (GPU and network operators cordon a node while they set it up, CA #7956) and so are its
+start-up and status taints (`StartupTaints`: the pool's, with the policy's merged in). Then it counts as it is.
 
 Starting is not degraded (docs/decisions.md, "Starting, usable and degraded nodes"): a node whose device plugin
 advertises some of the pool's GPUs but fewer than the template (a GPU fell off the bus; time-slicing replicas other
@@ -18,7 +22,7 @@ lacks. Whether a node runs workloads is a fact of the pods, not of the node: `en
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from enum import StrEnum
 
@@ -26,6 +30,7 @@ from gpuscale.engine.plan import TO_BE_DELETED_TAINT
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources, is_gpu_resource
+from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, StartupTaints
 
 
 class NodePhase(StrEnum):
@@ -45,19 +50,61 @@ ALLOWED = {
 }
 
 
-STARTUP_TAINTS = frozenset({
-    "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/network-unavailable",
-    "node.cloudprovider.kubernetes.io/uninitialized"})
-"""Taints a node carries only while it starts (node lifecycle controller, cloud controller manager)."""
-STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
+def rules_of(pool: NodePool | None) -> StartupTaints:
+    return pool.startup_taints if pool is not None else DEFAULT_STARTUP_TAINTS
 
 
-def as_it_will_be(node: Node) -> Node:
-    """An upcoming node as pods will see it once usable: without its start-up taints. Counting the `not-ready` taint
-    against the pod the node was ordered for would order a second node (found against the real control plane)."""
-    kept = tuple(t for t in node.taints
-                 if t.key not in STARTUP_TAINTS and not t.key.startswith(STARTUP_TAINT_PREFIX))
-    return node if kept == node.taints else replace(node, taints=kept)
+def as_it_will_be(node: Node, pool: NodePool | None = None) -> Node:
+    """An upcoming node as pods will see it once usable: without its start-up and status taints and its cordon, with
+    the pool template's labels where it has none of its own. Counting the `not-ready` taint against the pod the node
+    was ordered for would order a second node (found against the real control plane); so would a label GFD adds
+    later, or an operator's cordon."""
+    rules = rules_of(pool)
+    kept = tuple(t for t in node.taints if not rules.is_startup(t.key) and not rules.is_status(t.key))
+    labels = node.labels
+    if pool is not None:
+        template = pool.template(node.name).labels
+        if any(k not in labels for k in template):
+            labels = {**template, **labels}
+    if kept == node.taints and labels is node.labels and not node.unschedulable:
+        return node
+    return replace(node, taints=kept, labels=labels, unschedulable=False)
+
+
+def as_it_counts(node: Node, pool: NodePool | None) -> Node:
+    """A usable node as the scheduling simulation sees it: without its status taints (CA's `--status-taint`)."""
+    rules = rules_of(pool)
+    if not any(rules.is_status(t.key) for t in node.taints):
+        return node
+    return replace(node, taints=tuple(t for t in node.taints if not rules.is_status(t.key)))
+
+
+def startup_taints_left(node: Node, pool: NodePool | None) -> tuple[str, ...]:
+    return rules_of(pool).startup_of(node.taints) if node.taints else ()
+
+
+def still_lacks(node: Node, pool: NodePool | None) -> tuple[str, ...]:
+    """What a node not fully started still lacks, for a time-out's reason: Ready, GPUs, start-up taints gone."""
+    lacks = [] if node.ready else ["Ready"]
+    have = dict(node.allocatable.items)
+    missing = missing_gpus(node, pool)
+    if missing:
+        lacks.append("GPUs registered (" + ", ".join(f"{n} {have.get(n, 0)} of {have.get(n, 0) + a}"
+                                                     for n, a in missing.items) + ")")
+    left = startup_taints_left(node, pool)
+    if left:
+        lacks.append("start-up taints gone (" + ", ".join(left) + ")")
+    return tuple(lacks)
+
+
+def with_policy_taints(pools: Iterable[NodePool], startup: StartupTaints) -> tuple[NodePool, ...]:
+    """The pools with the policy's start-up and status taints merged into each pool's own (the very same pool
+    objects where that adds nothing)."""
+    out = []
+    for pool in pools:
+        merged = pool.startup_taints.merged(startup)
+        out.append(pool if merged is pool.startup_taints else replace(pool, startup_taints=merged))
+    return tuple(out)
 
 
 def pool_of(node: Node, node_pools: Mapping[str, str]) -> str | None:
@@ -79,12 +126,15 @@ def missing_gpus(node: Node, pool: NodePool | None) -> Resources:
 
 def phase(node: Node, pool: NodePool | None, ready: NodePhase | None = None) -> NodePhase:
     """`ready`: the phase `gpu_phase(node, pool)` gives, when the caller knows it (it depends on the pool and the
-    node's allocatable only)."""
+    node's allocatable only). A Ready node with its GPUs but a start-up taint left is READY: not fully started."""
     if node.deleting or any(t.key == TO_BE_DELETED_TAINT for t in node.taints):
         return NodePhase.DELETING
     if not node.ready:
         return NodePhase.REGISTERED
-    return ready if ready is not None else gpu_phase(node, pool)
+    gpus = ready if ready is not None else gpu_phase(node, pool)
+    if gpus is NodePhase.USABLE and node.taints and startup_taints_left(node, pool):
+        return NodePhase.READY
+    return gpus
 
 
 def gpu_phase(node: Node, pool: NodePool | None) -> NodePhase:

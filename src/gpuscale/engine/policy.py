@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, StartupTaints
+
 
 class CooldownScope(StrEnum):
     CLUSTER = "cluster"
@@ -92,6 +94,9 @@ class Policy:
     """How long a registered node may stay not Ready (CA's `--max-node-startup-time`); `None`: the provisioning time,
     counted from the node's creation, as before this option existed."""
     max_gpu_init_time_s: float = 600.0
+    """How long a Ready node may stay not fully started: GPUs not registered, or start-up taints left."""
+    startup_taints: StartupTaints = DEFAULT_STARTUP_TAINTS
+    """Start-up and status taints for every pool (each pool's own are added: `engine.nodes.with_policy_taints`)."""
     backoff_initial_s: float = 300.0
     backoff_max_s: float = 1800.0
     backoff_reset_s: float = 10800.0

@@ -26,6 +26,7 @@ from typing import Protocol, Self
 from gpuscale.config import Config
 from gpuscale.engine.decide import decide as engine_decide
 from gpuscale.engine.memo import DecideMemo
+from gpuscale.engine.nodes import with_policy_taints
 from gpuscale.engine.plan import TO_BE_DELETED_TAINT, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import ReasonCode
@@ -113,7 +114,7 @@ class Autoscaler:
                  settings: LoopSettings | None = None, decide: DecideFn = engine_decide,
                  extension: TickExtension | None = None) -> None:
         self.reader, self.writer, self.provider, self.events, self.clock = reader, writer, provider, events, clock
-        self.pools = tuple(pools)
+        self.pools = with_policy_taints(pools, policy.startup_taints)
         self.policy = policy
         self.settings = settings or LoopSettings()
         self.state = EngineState()
@@ -131,7 +132,7 @@ class Autoscaler:
         """Decide with these pools from the next tick on (the provider discovered its node groups again). What the
         engine state holds of a pool that left (backoff, last scale-up) is kept: it only matters if the pool comes
         back, and then as it was."""
-        self.pools = tuple(pools)
+        self.pools = with_policy_taints(pools, self.policy.startup_taints)
         self._pools = {p.name: p for p in self.pools}
 
     def tick(self) -> TickReport:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.resources import Resources
-from gpuscale.model.taints import Taint
+from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, StartupTaints, Taint
 
 OS_LABEL, ARCH_LABEL = "kubernetes.io/os", "kubernetes.io/arch"
 _BETA = {OS_LABEL: "beta.kubernetes.io/os", ARCH_LABEL: "beta.kubernetes.io/arch"}
@@ -50,6 +50,9 @@ class NodePool:
     scale_down_disabled: str | None = None
     """Why no node of this pool is ever scaled down (turned off in the configuration, or a provider that cannot remove
     a chosen node of it), or `None`: its nodes may go."""
+    startup_taints: StartupTaints = DEFAULT_STARTUP_TAINTS
+    """The taints its nodes carry only while they start, and status taints (engine.nodes); the policy's merged in
+    (`Policy.startup_taints`) with this pool's own."""
     zero_or_max: bool = False
     """Cluster Autoscaler's ZeroOrMaxNodeScaling: the pool grows straight to `max_size` in one step and shrinks only as
     a whole, once every node of it can go — for multi-host GPU slices (an NVLink domain, a TPU-like slice) that work
