@@ -1,11 +1,14 @@
 """The `gpuscale` command line: parse, build a frozen config, wire adapters, run. No decision logic lives here.
 
-Errors the user can fix (`InputError`, `ConfigError`) print one line on stderr and exit 2, never a traceback.
+Errors the user can fix (`InputError`, `ConfigError`, and usage errors) print one line on stderr and exit 2, never a
+traceback; an API server that does not answer is one line and exit 1 (`gpuscale.kube.connect`).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +21,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from typer import rich_utils
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from gpuscale.config import load_config, parse_duration
 from gpuscale.engine.decide import decide
@@ -25,6 +30,8 @@ from gpuscale.engine.explain import explain as explain_target
 from gpuscale.engine.fit import explain_fit
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Snapshot
 from gpuscale.engine.state import EngineState
+from gpuscale.inputs.files import TRACE_BYTES, one_line, read_text
+from gpuscale.kube.connect import ApiUnreachable, api_client, check_reachable
 from gpuscale.kube.dump import load_cluster, load_objects
 from gpuscale.kube.logs import LogFormat, configure
 from gpuscale.lifecycle.trace import PodTrace, dump_lines, parse_lines
@@ -70,8 +77,11 @@ def user_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except (InputError, ConfigError) as err:
-            print(f"gpuscale: error: {err}", file=sys.stderr)
+            print(f"gpuscale: error: {one_line(str(err), 1000)}", file=sys.stderr)
             raise typer.Exit(2) from None
+        except ApiUnreachable as err:
+            print(f"gpuscale: error: {one_line(str(err), 1000)}", file=sys.stderr)
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -135,6 +145,26 @@ def assume_unneeded(cluster: Cluster, since_s: float) -> Cluster:
     return replace(cluster, nodes=nodes)
 
 
+def _finite(option: str, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise InputError(f"option {option}", "UNIX_SECONDS", f"expected a finite number, got {value!r}")
+    return value
+
+
+def writable(option: str, path: Path | None) -> None:
+    """An output path that can be written, checked before the work starts (not a directory, its folder exists and
+    may be written, the file itself, if there, too)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise InputError(f"option {option}", str(path), "is a directory; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"option {option}", str(path), f"no directory {str(parent)!r} to write it in")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"option {option}", str(path), "permission denied")
+
+
 def _duration_option(option: str, text: str) -> float:
     try:
         return parse_duration(text)
@@ -156,6 +186,7 @@ def plan(
         "--now", metavar="UNIX_SECONDS", help="Decision time; default: the wall clock.")] = None,
 ) -> None:
     """One autoscaling decision on a cluster dump — what would be added, removed, kept and why. Acts on nothing."""
+    _finite("--now", now)
     snapshot = load_cluster(cluster)
     settings = load_config(config)
     decision_time = time.time() if now is None else now
@@ -190,15 +221,17 @@ def explain(
     if (cluster is None) == (kubeconfig is None):
         raise InputError("explain", "--cluster/--kubeconfig", "give exactly one of them")
     if "/" not in target or target.startswith("/") or target.endswith("/"):
-        raise InputError("explain", "TARGET", f"expected namespace/name, got {target!r}")
+        raise InputError("explain", "TARGET", f"expected namespace/name, got {target[:80]!r}")
+    _finite("--now", now)
     from gpuscale.kube.queue import explain_input, live_objects
 
     settings = load_config(config)
     if cluster is not None:
         data = explain_input(load_objects(cluster), str(cluster))
     else:
-        api = _api_client(kubeconfig)
+        api = api_client(kubeconfig)
         try:
+            check_reachable(api)
             data = explain_input(live_objects(api), str(kubeconfig))
         finally:
             api.close()
@@ -259,6 +292,8 @@ def simulate(
 ) -> None:
     """Replay a scenario in the digital twin — same engine and loop as the controller, virtual time — and report
     cost, idle GPU-hours and how long pods waited, phase by phase."""
+    for option, path in (("--json", json_out), ("--html", html_out), ("--trace", trace_out)):
+        writable(option, path)
     results = _run_twin(scenario, [policy], seed, quiet)
     print_summary(results[0], Console())
     _write_outputs(results, json_out, html_out, f"gpuscale twin — {results[0].scenario}")
@@ -278,6 +313,8 @@ def compare(
 ) -> None:
     """Run several policies on the same scenario and seed; print them side by side (and overlay them in HTML)."""
     names = policy or ["gpuscale", "ca-defaults"]
+    writable("--json", json_out)
+    writable("--html", html_out)
     results = _run_twin(scenario, names, seed, quiet)
     print_comparison(results, Console())
     _write_outputs(results, json_out, html_out, f"gpuscale twin — {results[0].scenario}: {' vs '.join(names)}")
@@ -308,26 +345,31 @@ def pack(
         print_pack(result, Console())
 
 
-def main() -> None:
-    app()
+HELP_WIDTH = 140
+"""Help printed to a pipe or file is this wide, so no option name is cut (rich would use 80 columns)."""
 
 
-def _api_client(kubeconfig: Path | None) -> Any:
-    """A Kubernetes API client from the kubeconfig, or the in-cluster service account; a kubeconfig that cannot be
-    read or used is the user's error (`--kubeconfig` named), not a traceback."""
-    from kubernetes import client as kube_client
-    from kubernetes import config as kube_config
-    from kubernetes.config.config_exception import ConfigException
-    from yaml import YAMLError
-
+def main(argv: list[str] | None = None) -> None:
+    """The `gpuscale` command. A usage error (unknown option, missing or bad argument) is one line and exit 2; the
+    usage box is for `--help`."""
+    if not sys.stdout.isatty() and not os.environ.get("TERMINAL_WIDTH"):
+        rich_utils.MAX_WIDTH = HELP_WIDTH
     try:
-        if kubeconfig is None:
-            kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
-            return kube_client.ApiClient()
-        return kube_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError, ValueError, YAMLError) as err:
-        where = f"--kubeconfig {kubeconfig}" if kubeconfig is not None else "in-cluster config (no --kubeconfig)"
-        raise ConfigError(where, " ".join(str(err).split()) or type(err).__name__) from None
+        code = app(args=argv, standalone_mode=False, prog_name="gpuscale")
+    except NoArgsIsHelpError:
+        sys.exit(2)  # the help was printed
+    except UsageError as err:
+        command = err.ctx.command_path if err.ctx is not None else "gpuscale"
+        print(f"gpuscale: error: {command}: {one_line(err.format_message(), 500)} (see '{command} --help')",
+              file=sys.stderr)
+        sys.exit(2)
+    except ClickException as err:
+        print(f"gpuscale: error: {one_line(err.format_message(), 500)}", file=sys.stderr)
+        sys.exit(err.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        print("gpuscale: aborted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 class ProviderName(StrEnum):
@@ -343,19 +385,19 @@ def _read_traces(source: Path | None, url: str | None) -> list[PodTrace]:
         import urllib.error
         import urllib.request
         if not url.startswith(("http://", "https://")):
-            raise InputError(url, "--url", "expected http://HOST:PORT of a controller's trace endpoint")
+            raise InputError(url[:80], "--url", "expected http://HOST:PORT of a controller's trace endpoint")
         endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/traces") else "/traces")
         try:
             with urllib.request.urlopen(endpoint, timeout=30) as response:
-                return parse_lines(response.read().decode("utf-8"), endpoint)
-        except (urllib.error.URLError, OSError, UnicodeDecodeError) as err:
-            raise InputError(endpoint, "--url", f"cannot fetch traces: {getattr(err, 'reason', err)}") from None
+                body = response.read(TRACE_BYTES + 1)
+                if len(body) > TRACE_BYTES:
+                    raise InputError(endpoint[:80], "--url", f"answer over the {TRACE_BYTES >> 20} MiB limit")
+                return parse_lines(body.decode("utf-8"), endpoint)
+        except (urllib.error.URLError, OSError, UnicodeDecodeError, ValueError) as err:
+            reason = one_line(str(getattr(err, "reason", None) or err), 200)
+            raise InputError(endpoint[:80], "--url", f"cannot fetch traces: {reason}") from None
     assert source is not None
-    try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(str(source), "(file)", f"cannot read: {getattr(err, 'strerror', None) or err}") from None
-    return parse_lines(text, str(source))
+    return parse_lines(read_text(source, TRACE_BYTES, "a trace file"), str(source))
 
 
 @app.command()
@@ -370,6 +412,7 @@ def trace(
 ) -> None:
     """Where pods wait between Pending and Running: per pool and phase (p50/p95), the slowest pods with the phase
     that dominated, and their waterfalls (docs/tracing.md)."""
+    writable("--html", html_out)
     traces = _read_traces(source, url)
     print_traces(traces, Console(), top=top)
     if html_out is not None:
@@ -384,6 +427,7 @@ def calibrate(
 ) -> None:
     """Fit the twin's per-pool start-up distributions (capacity, boot, registration, Ready, GPU registration, image
     pull, container start) to measured traces; load the profile with `calibrated_profiles:` in a scenario."""
+    writable("--out", out)
     traces = _read_traces(source, None)
     fits = fit_profiles(traces)
     if not fits:
@@ -443,7 +487,6 @@ def run(
                              "reasons as fields (docs/controller.md).")] = LogFormat.TEXT,
 ) -> None:
     """Run the autoscaler against a real cluster: list+watch, decide every scan_interval, act (docs/controller.md)."""
-    import os
     import signal
     import threading
 
@@ -478,10 +521,16 @@ def run(
                          pool_refresh_s=durations["--pool-refresh-interval"])
     configure(log_format)
     server = None if once else MetricsServer(metrics_address)  # bound now: a port in use fails before anything starts
-    api_client = _api_client(kubeconfig)
+    try:
+        api = api_client(kubeconfig)
+        check_reachable(api)
+    except Exception:
+        if server is not None:
+            server.close()
+        raise
     kwok = KwokSettings(default=KwokProfile(ready_after_s=durations["--kwok-ready-after"],
                                             gpu_register_after_s=durations["--kwok-gpu-register-after"]))
-    controller = build_controller(api_client, settings, dry_run=dry_run, kwok=kwok, options=options,
+    controller = build_controller(api, settings, dry_run=dry_run, kwok=kwok, options=options,
                                   tracer=Tracer(retention=trace_retention, sink=trace_file),
                                   provider_name=provider.value, auto_discovery=specs)
     stop = threading.Event()
@@ -492,5 +541,5 @@ def run(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         controller.close()
-        api_client.close()
+        api.close()
     raise typer.Exit(code)

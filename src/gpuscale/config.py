@@ -20,16 +20,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from gpuscale.engine.nodes import with_policy_taints
 from gpuscale.engine.policy import Buffer, CooldownScope, ExpanderName, Limits, Policy, PriorityRule
-from gpuscale.model.errors import ConfigError
+from gpuscale.inputs import yaml12
+from gpuscale.inputs.files import CONFIG_BYTES, excerpt, read_text
+from gpuscale.inputs.strict import StrictModel
+from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.gpu import GpuSharing, MigStrategy, SharingMode, advertised_resources, operator_labels
 from gpuscale.model.pool import NodePool
-from gpuscale.model.quantity import QuantityError, to_milli, to_units
+from gpuscale.model.quantity import QuantityError, parse_quantity, to_milli, to_units
 from gpuscale.model.resources import CPU, GPU_MILLI, NVIDIA_GPU, Resources, is_gpu_resource
-from gpuscale.model.selectors import label_key_problem
+from gpuscale.model.selectors import is_label_value, label_key_problem
 from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, StartupTaints, Taint, TaintEffect
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -69,14 +72,45 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 Fraction01 = Annotated[float, Field(ge=0, le=1)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(StrictModel):
+    """Unknown keys refused; integers, booleans and numbers only as what they are (`gpuscale.inputs.strict`)."""
+
+
+_INT64_MAX = 2**63 - 1
+MAX_GPUS_PER_NODE = 64
+"""More physical GPUs than any machine has (the largest today carry 16): a larger count is a typo."""
+MAX_POOL_SIZE = 100_000
+"""CA's `--max-nodes-total` has no limit, but no cloud group holds more nodes than this."""
+
+
+def _label_key(key: str) -> str:
+    problem = label_key_problem(key)
+    if problem is not None:
+        raise ValueError(problem)
+    return key
+
+
+def _label_value(value: str) -> str:
+    if not is_label_value(value):
+        raise ValueError(f"{excerpt(value)} is not a label value (at most 63 of [-A-Za-z0-9_.], alphanumeric at both "
+                         "ends)")
+    return value
 
 
 class TaintConfig(_Strict):
     key: str = Field(min_length=1)
     value: str = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, key: str) -> str:
+        return _label_key(key)
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, value: str) -> str:
+        return _label_value(value)
 
 
 class SharingConfig(_Strict):
@@ -97,7 +131,7 @@ class SharingConfig(_Strict):
 
 class GpuConfig(_Strict):
     model: str = Field(min_length=1, description="GPU product, e.g. nvidia-tesla-a100 or NVIDIA-A100-SXM4-40GB")
-    count: int = Field(ge=1, description="physical GPUs per node")
+    count: int = Field(ge=1, le=MAX_GPUS_PER_NODE, description="physical GPUs per node")
     resource: str = Field(default=NVIDIA_GPU, description="extended resource the device plugin advertises")
     sharing: SharingConfig | None = None
 
@@ -118,14 +152,19 @@ def _taint_prefixes(prefixes: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _quantity(name: str, value: Any) -> int:
+    if isinstance(value, str) and value != value.strip():
+        raise QuantityError(f"remove the spaces around {excerpt(value)}")
+    if "/" in name and not name.startswith("kubernetes.io/") and name != GPU_MILLI and \
+            parse_quantity(value).denominator != 1:
+        raise QuantityError(f"must be a whole number (an extended resource), got {excerpt(value)}")
     return to_milli(value) if name in (CPU, GPU_MILLI) else to_units(value)
 
 
 class PoolConfig(_Strict):
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     instance_type: str = ""
-    min_size: int = Field(default=0, ge=0)
-    max_size: int = Field(default=1000, ge=0)
+    min_size: int = Field(default=0, ge=0, le=MAX_POOL_SIZE)
+    max_size: int = Field(default=1000, ge=0, le=MAX_POOL_SIZE)
     usd_per_hour: float = Field(default=0.0, ge=0)
     zones: tuple[str, ...] = ()
     labels: dict[str, str] = Field(default_factory=dict)
@@ -153,6 +192,17 @@ class PoolConfig(_Strict):
     @classmethod
     def _startup_prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _taint_prefixes(value)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            try:
+                _label_key(key)
+                _label_value(text)
+            except ValueError as err:
+                raise ValueError(f"{str(key)[:80]}: {err}") from None
+        return value
 
     @field_validator("allocatable")
     @classmethod
@@ -427,9 +477,11 @@ def _max_of(where: str, value: int | float | str, parse: Any = int) -> int:
         high = parse(high_text)
         low = parse(low_text) if sep else 0
     except (ValueError, QuantityError):
-        raise _SettingError(where, f"expected MAX or MIN:MAX, got {value!r}") from None
+        raise _SettingError(where, f"expected MAX or MIN:MAX, got {excerpt(value)}") from None
     if high < 0 or low < 0:
         raise _SettingError(where, "limits must not be negative")
+    if high > _INT64_MAX:
+        raise _SettingError(where, f"{excerpt(high_text)} is beyond int64")
     if low > high:
         raise _SettingError(where, f"minimum {low_text} is above maximum {high_text}")
     if low:
@@ -442,7 +494,10 @@ def _gib_or_quantity(text: str) -> int:
     """Memory as CA counts it: a bare number is GiB (`--memory-total`); a quantity (`4Ti`, `512Gi`) is exact."""
     text = text.strip()
     if re.fullmatch(_NUMBER, text):
-        return math.ceil(float(text) * 2**30)
+        gib = float(text) * 2**30
+        if not math.isfinite(gib) or gib > _INT64_MAX:
+            raise ValueError(f"{excerpt(text)} GiB is beyond int64 bytes")
+        return math.ceil(gib)
     return to_units(text)
 
 
@@ -578,17 +633,22 @@ def parse_config(raw: Mapping[str, Any], source: str = "config") -> Config:
                                               if parsed.max_graceful_termination_sec is not None else 600.0))
 
 
-def load_config(path: Path) -> Config:
+def load_yaml_file(path: Path, what: str) -> Any:
+    """A YAML file of at most `CONFIG_BYTES`, read as YAML 1.2 (`gpuscale.inputs.yaml12`); problems raise
+    `InputError` (the file) or `ConfigError` (the YAML, at its line)."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(str(path), err.strerror or str(err)) from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(str(path), f"not UTF-8 text (byte {err.start})") from None
+        text = read_text(path, CONFIG_BYTES, what)
+    except InputError as err:
+        raise ConfigError(err.obj if err.field == "file" else f"{err.obj}: {err.field}", err.problem) from None
+    try:
+        return yaml12.load(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}: line {mark.line + 1}" if mark else str(path)
-        raise ConfigError(where, f"bad YAML: {getattr(err, 'problem', None) or err}") from None
+        where, problem = yaml12.describe(err)
+        raise ConfigError(f"{path}: {where}" if where else str(path), problem) from None
+
+
+def load_config(path: Path) -> Config:
+    raw = load_yaml_file(path, "a configuration")
     if not isinstance(raw, Mapping):
         raise ConfigError(str(path), "expected a mapping at the top level")
     return parse_config(raw, str(path))

@@ -52,7 +52,7 @@ def test_bad_log_format_is_a_usage_error() -> None:
 def test_a_kubeconfig_that_cannot_be_used_is_one_line_exit_2(tmp_path: Path) -> None:
     broken = tmp_path / "kubeconfig"
     broken.write_text("clusters: [\n", encoding="utf-8")
-    for path, says in ((tmp_path / "missing", "Invalid kube-config file"), (broken, "while parsing")):
+    for path, says in ((tmp_path / "missing", "No such file"), (broken, "while parsing")):
         result = CliRunner().invoke(app, ["run", "--config", str(CONFIG), "--kubeconfig", str(path), "--once"])
         assert result.exit_code == 2, result.output
         (line,) = result.output.strip().splitlines()

@@ -33,7 +33,7 @@ def test_calibrate_writes_a_profile(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "content", "message"), [
-    (["trace", "{dir}/missing.jsonl"], None, "missing.jsonl: (file): cannot read"),
+    (["trace", "{dir}/missing.jsonl"], None, "missing.jsonl: file: No such file or directory"),
     (["trace", "{dir}/t.jsonl"], '{"schema": 1}\n', "t.jsonl:1: pod: expected a non-empty string"),
     (["trace", "{dir}/t.jsonl", "--url", "http://127.0.0.1:1"], "", "give a trace file or --url, not both"),
     (["trace"], None, "give a trace file or --url"),

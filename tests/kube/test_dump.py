@@ -61,9 +61,18 @@ spec:
     assert (pod.key, pod.requests.get("cpu"), pod.requests.get("memory")) == ("ml/a", 500, 2**30)
 
 
-def test_empty_file_is_an_empty_cluster(tmp_path: Path) -> None:
+def test_empty_file_holds_no_objects_and_is_no_cluster(tmp_path: Path) -> None:
+    """An empty listing is a wrong file or a wrong context, not a healthy cluster (issue 30, item 6)."""
     assert load_objects(_write(tmp_path, "empty.yaml", "")) == []
-    assert load_cluster(_write(tmp_path, "empty2.yaml", "---\n")).nodes == ()
+    for name, text in (("empty2.yaml", "---\n"), ("list.json", '{"kind": "List", "items": []}'),
+                       ("pdb.yaml", "kind: PodDisruptionBudget\nmetadata: {name: p}\n")):
+        with pytest.raises(InputError, match="items: no nodes and no pods in the dump"):
+            load_cluster(_write(tmp_path, name, text))
+
+
+def test_nodes_without_pods_are_a_cluster(tmp_path: Path) -> None:
+    node = {"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1", "memory": "1Gi"}}}
+    assert len(load_cluster(_write(tmp_path, "nodes.json", json.dumps(node))).nodes) == 1
 
 
 BAD_FILES = [

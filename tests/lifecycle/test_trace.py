@@ -71,7 +71,7 @@ def _line(**change: object) -> str:
     (_line(milestones={"created": 0, "teleported": 1}), "t.jsonl:1: milestones.teleported: unknown"),
     (_line(phases={"decision": -1}), "t.jsonl:1: phases.decision: negative"),
     (_line(phases={"decision": 1.0}), "t.jsonl:1: phases: missing"),
-    (_line(created_at="yesterday"), "t.jsonl:1: created_at: expected a number"),
+    (_line(created_at="yesterday"), "t.jsonl:1: created_at: expected a finite number"),
 ])
 def test_bad_records_name_the_line_and_field(line: str, message: str) -> None:
     with pytest.raises(InputError) as err:

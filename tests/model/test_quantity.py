@@ -9,7 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from gpuscale.model.quantity import (
@@ -47,8 +47,6 @@ VALID = [
     ("1G", 10**12, 10**9),
     ("1T", 10**15, 10**12),
     ("1P", 10**18, 10**15),
-    ("1E", 10**21, 10**18),
-    ("5E", 5 * 10**21, 5 * 10**18),
     ("1.G", 10**12, 10**9),
     ("1Ki", 1024_000, 1024),
     ("1Mi", 2**20 * 1000, 2**20),
@@ -56,7 +54,6 @@ VALID = [
     ("1.5Gi", 1536 * 2**20 * 1000, 1536 * 2**20),
     ("1Ti", 2**40 * 1000, 2**40),
     ("1Pi", 2**50 * 1000, 2**50),
-    ("1Ei", 2**60 * 1000, 2**60),
     ("1e3", 1_000_000, 1000),
     ("1E3", 1_000_000, 1000),
     ("1e+3", 1_000_000, 1000),
@@ -77,10 +74,6 @@ VALID = [
     ("m", 0, 0),
     ("e3", 0, 0),
     ("0Pi", 0, 0),
-    # Binary-SI values are capped at the largest int64, decimal ones are not.
-    ("10Ei", (2**63 - 1) * 1000, 2**63 - 1),
-    ("-10Ei", -(2**63 - 1) * 1000, -(2**63 - 1)),
-    ("10E", 10**22, 10**19),
 ]
 
 
@@ -88,6 +81,32 @@ VALID = [
 def test_valid_quantities_round_away_from_zero(text: str, milli: int, units: int) -> None:
     assert to_milli(text) == milli
     assert to_units(text) == units
+
+
+@pytest.mark.parametrize(("text", "exact"), [
+    ("1E", Fraction(10**18)), ("1Ei", Fraction(2**60)), ("5E", Fraction(5 * 10**18)), ("10E", Fraction(10**19)),
+    # Binary-SI values are capped at the largest int64 when parsed, decimal ones are not.
+    ("10Ei", Fraction(2**63 - 1)), ("-10Ei", Fraction(-(2**63 - 1))), ("1e400", Fraction(10**400)),
+    ("9223372036854776", Fraction(9223372036854776)), (1e21, Fraction(10**21)), (10**30, Fraction(10**30)),
+])
+def test_values_beyond_int64_milli_units_parse_but_are_refused_as_amounts(text: str | float, exact: Fraction) -> None:
+    """The API server stores no quantity whose thousandths leave int64; neither do we (NumPy int64 in the engine)."""
+    assert parse_quantity(text) == exact
+    for convert in (to_milli, to_units):
+        with pytest.raises(QuantityError, match=r"out of range: more than 9223372036854775 \(int64 milli-units\)"):
+            convert(text)
+
+
+def test_the_largest_amounts_still_fit() -> None:
+    assert to_milli("9223372036854775") == 9223372036854775000
+    assert to_units("9223372036854775807m") == 9223372036854776  # rounded up, still within int64 milli-units
+    assert to_units("8191Ti") == 8191 * 2**40
+
+
+def test_messages_cut_long_values() -> None:
+    with pytest.raises(QuantityError) as err:
+        parse_quantity("1" * 2000)
+    assert len(str(err.value)) < 100
 
 
 INVALID = [
@@ -137,10 +156,8 @@ def test_non_quantity_values_raise_quantity_error(value: object) -> None:
     (0.1, 100, 1),
     (0.5, 500, 1),
     (1e-05, 1, 1),  # repr is "1e-05": an exponent form
-    (1e21, 10**24, 10**21),
     (2.5, 2500, 3),
     (-0.5, -500, -1),
-    (10**30, 10**33, 10**30),
 ])
 def test_json_numbers_parse_as_their_decimal_text(value: float, milli: int, units: int) -> None:
     assert to_milli(value) == milli
@@ -188,6 +205,7 @@ def quantity_texts(draw: st.DrawFn) -> str:
 @given(quantity_texts())
 def test_milli_round_trip_is_stable(text: str) -> None:
     """parse → to_milli → format_milli → parse gives back the same millis (the first rounding is the only one)."""
+    assume(parse_quantity(text) * 1000 <= 2**63 - 1)
     milli = to_milli(text)
     assert to_milli(format_milli(milli)) == milli
     assert milli >= parse_quantity(text) * 1000  # rounding never loses demand
@@ -195,19 +213,22 @@ def test_milli_round_trip_is_stable(text: str) -> None:
 
 @given(quantity_texts())
 def test_units_round_trip_is_stable(text: str) -> None:
+    assume(parse_quantity(text) * 1000 <= 2**63 - 1)
     units = to_units(text)
     assert to_units(format_units(units)) == units
     assert units >= parse_quantity(text)
 
 
-@given(st.integers(min_value=-(2**62), max_value=2**62))
+@given(st.integers(min_value=-(2**63 - 1), max_value=2**63 - 1))
 def test_format_parse_is_identity_on_integers(n: int) -> None:
     assert to_milli(format_milli(n)) == n
-    assert to_units(format_units(n)) == n
+    if abs(n) <= (2**63 - 1) // 1000:
+        assert to_units(format_units(n)) == n
 
 
 @given(quantity_texts())
 def test_negation_mirrors_rounding(text: str) -> None:
     """MilliValue/Value round away from zero, so `-q` is exactly the negation of `q`."""
+    assume(parse_quantity(text) * 1000 <= 2**63 - 1)
     assert to_milli(f"-{text}") == -to_milli(text)
     assert to_units(f"-{text}") == -to_units(text)

@@ -6,17 +6,19 @@ field path, so the CLI can print one line and exit 2. Unknown resource names are
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+from gpuscale.inputs.files import excerpt
 from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.errors import InputError
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import OwnerRef, Pod, PodGroupRef, PodPhase, SchedulingConstraints
-from gpuscale.model.quantity import QuantityError, to_milli, to_units
+from gpuscale.model.quantity import QuantityError, parse_quantity, to_milli, to_units
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources
 from gpuscale.model.selectors import (
     LabelSelector,
@@ -25,6 +27,8 @@ from gpuscale.model.selectors import (
     PodAffinityTerm,
     Requirement,
     SelectorOperator,
+    is_label_value,
+    label_key_problem,
     parse_int64,
 )
 from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator
@@ -72,10 +76,21 @@ def _get(ctx: _Ctx, obj: Any, path: str, kind: type | tuple[type, ...], default:
         value = value.get(part)
         if value is None:
             return default
-    if not isinstance(value, kind):
+    if not isinstance(value, kind) or (type(value) is bool and kind is not bool):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
         names = names.replace("str", "string").replace("dict", "object")
-        raise ctx.fail(_join(at, path), f"expected {names}, got {value!r}")
+        raise ctx.fail(_join(at, path), f"expected {names}, got {excerpt(value)}")
+    return value
+
+
+_INT32 = 2**31 - 1
+
+
+def _int32(ctx: _Ctx, obj: Any, path: str, default: int, at: str = "") -> int:
+    """An int32 field (pod priority, …): beyond ±2^31 the API server refuses the object."""
+    value: int = _get(ctx, obj, path, int, default, at)
+    if not -_INT32 - 1 <= value <= _INT32:
+        raise ctx.fail(_join(at, path), f"must fit in int32 (-2147483648 to 2147483647), got {excerpt(value)}")
     return value
 
 
@@ -92,15 +107,48 @@ def _str_map(ctx: _Ctx, obj: Any, path: str, at: str = "") -> dict[str, str]:
     raw = _get(ctx, obj, path, dict, {}, at)
     bad = [k for k, v in raw.items() if not isinstance(v, str)]
     if bad:
-        raise ctx.fail(f"{_join(at, path)}.{bad[0]}", "expected a string value")
+        raise ctx.fail(f"{_join(at, path)}.{str(bad[0])[:80]}", "expected a string value")
     return dict(raw)
 
 
+@lru_cache(maxsize=65536)
+def _label_problem(key: str, value: str) -> str | None:
+    """Why `key: value` is no label (label keys and values repeat across a cluster: each pair is checked once)."""
+    problem = label_key_problem(key)
+    if problem is not None:
+        return problem
+    return None if is_label_value(value) else (f"{excerpt(value)} is not a label value (at most 63 of "
+                                               "[-A-Za-z0-9_.], alphanumeric at both ends)")
+
+
+def _labels(ctx: _Ctx, meta: Any) -> dict[str, str]:
+    """`metadata.labels`, every key and value checked by the API server's label syntax."""
+    found = _str_map(ctx, meta, "labels", at="metadata")
+    for key, value in found.items():
+        problem = _label_problem(key, value) if type(key) is str else f"{excerpt(key)} is not a string"
+        if problem is not None:
+            raise ctx.fail(f"metadata.labels.{str(key)[:80]}", problem)
+    return found
+
+
 @lru_cache(maxsize=4096)
-def _amount(milli: bool, text: str) -> int:
+def _amount(milli: bool, whole: bool, text: str) -> int:
     """Quantities repeat (`100m`, `256Mi`, `8`) across a cluster's objects: parse each distinct text once. A text that
     raises is not cached (lru_cache caches results only)."""
-    return to_milli(text) if milli else to_units(text)
+    return _convert(milli, whole, text)
+
+
+def _convert(milli: bool, whole: bool, text: str | int | float) -> int:
+    if milli:
+        return to_milli(text)
+    if whole and parse_quantity(text).denominator != 1:
+        raise QuantityError(f"must be a whole number (an extended resource), got {excerpt(text)}")
+    return to_units(text)
+
+
+def _is_extended(name: str) -> bool:
+    """An extended resource (`nvidia.com/gpu`, …): the API server takes only whole amounts of it."""
+    return "/" in name and not name.startswith(("kubernetes.io/", "requests.")) and name not in MILLI_RESOURCES
 
 
 def parse_resources(ctx: _Ctx, raw: Any, path: str) -> Resources:
@@ -114,12 +162,12 @@ def parse_resources(ctx: _Ctx, raw: Any, path: str) -> Resources:
         if text is None:
             continue  # `null` decodes to a zero Quantity
         try:
-            milli = name in MILLI_RESOURCES
-            amount = _amount(milli, text) if type(text) is str else to_milli(text) if milli else to_units(text)
+            milli, whole = name in MILLI_RESOURCES, _is_extended(name)
+            amount = _amount(milli, whole, text) if type(text) is str else _convert(milli, whole, text)
         except QuantityError as err:
             raise ctx.fail(f"{path}.{name}", str(err)) from None
         if amount < 0:
-            raise ctx.fail(f"{path}.{name}", f"must be greater than or equal to 0, got {text!r}")
+            raise ctx.fail(f"{path}.{name}", f"must be greater than or equal to 0, got {excerpt(text)}")
         amounts[name] = amount
     return Resources.of(amounts)
 
@@ -335,8 +383,10 @@ def _uses_local_storage(ctx: _Ctx, spec: Mapping[str, Any]) -> bool:
 def _group(ctx: _Ctx, namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> PodGroupRef | None:
     if KUEUE_GROUP_LABEL in labels:
         total = annotations.get(KUEUE_TOTAL_ANNOTATION)
-        if total is not None and parse_int64(total) is None:
-            raise ctx.fail(f"metadata.annotations.{KUEUE_TOTAL_ANNOTATION}", f"expected an integer, got {total!r}")
+        count = None if total is None else parse_int64(total)
+        if total is not None and (count is None or not 1 <= count <= _INT32):
+            raise ctx.fail(f"metadata.annotations.{KUEUE_TOTAL_ANNOTATION}",
+                           f"expected an integer gang size of at least 1 (an int32), got {excerpt(total)}")
         return PodGroupRef(key=f"{namespace}/{labels[KUEUE_GROUP_LABEL]}", source="kueue",
                            min_member=int(total) if total else None)
     if VOLCANO_GROUP_ANNOTATION in annotations:
@@ -357,7 +407,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
     spec = _get(ctx, obj, "spec", dict)
     if spec is None:
         raise ctx.fail("spec", "required")
-    labels = _str_map(ctx, meta, "labels", at="metadata")
+    labels = _labels(ctx, meta)
     annotations = _str_map(ctx, meta, "annotations", at="metadata")
     requests = effective_requests(ctx, spec)
     if GPU_MILLI_ANNOTATION in annotations:
@@ -384,7 +434,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
     return Pod(
         namespace=namespace, name=name, uid=_get(ctx, meta, "uid", str, "", at="metadata"), requests=requests,
         constraints=constraints, node_name=_get(ctx, spec, "nodeName", str, at="spec") or None,
-        phase=PodPhase(phase_text), priority=_get(ctx, spec, "priority", int, 0, at="spec"), labels=labels,
+        phase=PodPhase(phase_text), priority=_int32(ctx, spec, "priority", 0, at="spec"), labels=labels,
         annotations=annotations,
         owner=OwnerRef(kind=str(owner.get("kind", "")), name=str(owner.get("name", ""))) if owner else None,
         group=_group(ctx, namespace, labels, annotations), unschedulable=unschedulable,
@@ -429,7 +479,7 @@ def node_from_k8s(obj: Mapping[str, Any]) -> Node:
     capacity = parse_resources(ctx, status.get("capacity"), "status.capacity")
     allocatable = parse_resources(ctx, status.get("allocatable"), "status.allocatable") if status.get(
         "allocatable") is not None else capacity
-    labels = _str_map(ctx, meta, "labels", at="metadata")
+    labels = _labels(ctx, meta)
     labels.setdefault(HOSTNAME_LABEL, name)
     conditions = _objects(ctx, status, "conditions", at="status")
     taints = _taints(ctx, spec)
@@ -452,6 +502,18 @@ def node_from_k8s(obj: Mapping[str, Any]) -> Node:
     )
 
 
+_PERCENT = re.compile(r"[0-9]+%")
+
+
+def _int_or_percent_problem(value: Any) -> str | None:
+    """Why `value` is no PDB `minAvailable`/`maxUnavailable` (an int32 ≥ 0 or a percentage 0–100 %), or None."""
+    if type(value) is int:
+        return None if 0 <= value <= _INT32 else f"must be between 0 and 2147483647, got {excerpt(value)}"
+    if isinstance(value, str) and _PERCENT.fullmatch(value):
+        return None if int(value[:-1]) <= 100 else f"a percentage must be between 0% and 100%, got {excerpt(value)}"
+    return f"expected an integer or a percentage like 50%, got {excerpt(value)}"
+
+
 def pdb_from_k8s(obj: Mapping[str, Any]) -> PodDisruptionBudget:
     ctx = _Ctx("PodDisruptionBudget", obj)
     meta = _get(ctx, obj, "metadata", dict, {})
@@ -460,8 +522,9 @@ def pdb_from_k8s(obj: Mapping[str, Any]) -> PodDisruptionBudget:
     min_available, max_unavailable = spec.get("minAvailable"), spec.get("maxUnavailable")
     allowed = _get(ctx, obj, "status.disruptionsAllowed", int)
     for field, value in (("spec.minAvailable", min_available), ("spec.maxUnavailable", max_unavailable)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, str))):
-            raise ctx.fail(field, f"expected an integer or a percentage, got {value!r}")
+        problem = None if value is None else _int_or_percent_problem(value)
+        if problem is not None:
+            raise ctx.fail(field, problem)
     if allowed is None:
         # No status yet (a hand-written file): a budget with maxUnavailable 0 / minAvailable 100% allows nothing;
         # anything else is unknown until the disruption controller computes it, so assume the safe answer.
@@ -480,8 +543,8 @@ def pod_group_from_k8s(obj: Mapping[str, Any]) -> PodGroupSpec:
     ctx = _Ctx("PodGroup", obj)
     meta = _get(ctx, obj, "metadata", dict, {})
     min_member = _get(ctx, obj, "spec.minMember", int)
-    if min_member is None or min_member < 1:
-        raise ctx.fail("spec.minMember", "required, at least 1")
+    if min_member is None or not 1 <= min_member <= _INT32:
+        raise ctx.fail("spec.minMember", f"required, at least 1 (an int32), got {excerpt(min_member)}")
     namespace = _get(ctx, meta, "namespace", str, "default", at="metadata")
     return PodGroupSpec(key=f"{namespace}/{_get(ctx, meta, 'name', str, '', at='metadata')}", min_member=min_member)
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuscale.inputs.files import excerpt
 from gpuscale.lifecycle.phases import PHASES, Milestone, Phase, phase_durations
 from gpuscale.model.errors import InputError
 from gpuscale.model.frozen import quick_init
@@ -88,7 +89,7 @@ def build_trace(*, pod: str, source: str, times: Mapping[Milestone, float], new_
 def _number(raw: Mapping[str, Any], name: str, where: str) -> float:
     value = raw.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(where, name, f"expected a number, got {value!r}")
+        raise InputError(where, name, f"expected a finite number, got {excerpt(value)}")
     return float(value)
 
 
@@ -99,7 +100,7 @@ def _seconds(raw: Mapping[str, Any], name: str, where: str, known: frozenset[str
     out = {}
     for key in value:
         if key not in known:
-            raise InputError(where, f"{name}.{key}", f"unknown (known: {', '.join(sorted(known))})")
+            raise InputError(where, f"{name}.{str(key)[:80]}", f"unknown (known: {', '.join(sorted(known))})")
         out[key] = _number(value, key, where)
         if out[key] < 0:
             raise InputError(where, f"{name}.{key}", f"negative ({out[key]})")
@@ -111,7 +112,7 @@ def trace_from_json(raw: Any, where: str) -> PodTrace:
     if not isinstance(raw, dict):
         raise InputError(where, "(record)", f"expected a JSON object, got {type(raw).__name__}")
     if raw.get("schema") != SCHEMA_VERSION:
-        raise InputError(where, "schema", f"expected {SCHEMA_VERSION}, got {raw.get('schema')!r}")
+        raise InputError(where, "schema", f"expected {SCHEMA_VERSION}, got {excerpt(raw.get('schema'))}")
     for name in ("pod", "source"):
         if not isinstance(raw.get(name), str) or not raw[name]:
             raise InputError(where, name, "expected a non-empty string")
@@ -119,7 +120,7 @@ def trace_from_json(raw: Any, where: str) -> PodTrace:
         if raw.get(name) is not None and not isinstance(raw[name], str):
             raise InputError(where, name, "expected a string or null")
     if raw.get("path") not in (NEW_NODE, EXISTING_NODE):
-        raise InputError(where, "path", f"expected {NEW_NODE!r} or {EXISTING_NODE!r}, got {raw.get('path')!r}")
+        raise InputError(where, "path", f"expected {NEW_NODE!r} or {EXISTING_NODE!r}, got {excerpt(raw.get('path'))}")
     if not isinstance(raw.get("complete"), bool):
         raise InputError(where, "complete", "expected true or false")
     milestones = _seconds(raw, "milestones", where, frozenset(m.value for m in Milestone))
@@ -149,6 +150,10 @@ def parse_lines(text: str, source: str) -> list[PodTrace]:
             raw = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"{source}:{number}", "(line)", f"not JSON: {err.msg}") from None
+        except RecursionError:
+            raise InputError(f"{source}:{number}", "(line)", "not JSON: nested too deeply") from None
+        except ValueError as err:  # an integer literal beyond Python's 4300-digit limit
+            raise InputError(f"{source}:{number}", "(line)", f"not JSON: {str(err).split(';')[0]}") from None
         traces.append(trace_from_json(raw, f"{source}:{number}"))
     return traces
 

@@ -31,6 +31,12 @@ _MAX_EXPONENT = 1000
 accept them): they mean nothing as resources, and `1e999999999` would take minutes and gigabytes to evaluate."""
 
 
+def _shown(text: object) -> str:
+    """The text for a message, cut to 40 characters: a 1000-digit mantissa is not repeated whole."""
+    shown = repr(text) if not isinstance(text, str) or len(text) <= 40 else repr(text[:40])
+    return shown if len(shown) <= 40 else shown[:39] + "…"
+
+
 class QuantityError(ValueError):
     """The text is not a Kubernetes quantity; the message says why in the API server's terms."""
 
@@ -38,30 +44,30 @@ class QuantityError(ValueError):
 def parse_quantity(text: str | int | float) -> Fraction:
     """Exact value of a quantity. Raises `QuantityError` for anything the API server would reject."""
     if isinstance(text, bool):
-        raise QuantityError(f"{_REGEX_MESSAGE}, got {text!r}")
+        raise QuantityError(f"{_REGEX_MESSAGE}, got {_shown(text)}")
     if isinstance(text, int):
         return Fraction(text)
     if isinstance(text, float):
         # A JSON/YAML number: its shortest repr is the text the API server would have parsed.
         if not math.isfinite(text):
-            raise QuantityError(f"{_REGEX_MESSAGE}, got {text!r}")
+            raise QuantityError(f"{_REGEX_MESSAGE}, got {_shown(text)}")
         return parse_quantity(repr(text))
     shape = _SHAPE.fullmatch(text.strip()) if isinstance(text, str) and text.strip() else None
     if shape is None:
-        raise QuantityError(f"{_REGEX_MESSAGE}, got {text!r}")
+        raise QuantityError(f"{_REGEX_MESSAGE}, got {_shown(text)}")
     sign, digits, fraction, suffix = shape.groups()
     fraction = fraction or ""
     exponent = _EXPONENT.fullmatch(suffix) if suffix not in _DECIMAL and suffix not in _BINARY else None
     if suffix not in _DECIMAL and suffix not in _BINARY and exponent is None:
-        raise QuantityError(f"{_SUFFIX_MESSAGE}, got {text!r}")
+        raise QuantityError(f"{_SUFFIX_MESSAGE}, got {_shown(text)}")
     whole = digits.lstrip("0")
     power = exponent.group(1).lstrip("+-").lstrip("0") if exponent else ""
     if len(whole) + len(fraction) > _MAX_DIGITS or len(power) > len(str(_MAX_EXPONENT)) \
             or int(power or "0") > _MAX_EXPONENT:
-        raise QuantityError(f"quantity out of range, got {text!r}")
+        raise QuantityError(f"quantity out of range, got {_shown(text)}")
     if not digits and not fraction and (suffix in ("Pi", "Ei") or (exponent and int(exponent.group(1)) < -9)):
         # Upstream quirk: a mantissa without digits is zero on the int64 fast path but rejected on the slow path.
-        raise QuantityError(f"{_NUMERIC_MESSAGE}, got {text!r}")
+        raise QuantityError(f"{_NUMERIC_MESSAGE}, got {_shown(text)}")
     value = Fraction(int(whole or "0") * 10 ** len(fraction) + int(fraction or "0"), 10 ** len(fraction))
     if suffix in _DECIMAL:
         value *= _DECIMAL[suffix]
@@ -79,14 +85,24 @@ def _ceil(value: Fraction) -> int:
     return magnitude if value >= 0 else -magnitude
 
 
+def _in_range(text: str | int | float, value: Fraction) -> Fraction:
+    """`value` if its thousandths fit in an int64, as every quantity the API server stores must (`MilliValue`)."""
+    if abs(value) * 1000 > _INT64_MAX:
+        raise QuantityError(f"quantity out of range: more than {_INT64_MAX // 1000} (int64 milli-units), "
+                            f"got {_shown(text)}")
+    return value
+
+
 def to_milli(text: str | int | float) -> int:
-    """Thousandths of the quantity, rounded away from zero (CPU millicores, milli-GPUs)."""
-    return _ceil(parse_quantity(text) * 1000)
+    """Thousandths of the quantity, rounded away from zero (CPU millicores, milli-GPUs); beyond int64 milli-units is
+    a `QuantityError`."""
+    return _ceil(_in_range(text, parse_quantity(text)) * 1000)
 
 
 def to_units(text: str | int | float) -> int:
-    """Whole units of the quantity, rounded away from zero (bytes, counts of an extended resource)."""
-    return _ceil(parse_quantity(text))
+    """Whole units of the quantity, rounded away from zero (bytes, counts of an extended resource); a value whose
+    thousandths are beyond int64 is a `QuantityError`."""
+    return _ceil(_in_range(text, parse_quantity(text)))
 
 
 def format_milli(milli: int) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from gpuscale.config import Config
+from gpuscale.config import Config, load_yaml_file
 from gpuscale.lifecycle.phases import Phase, percentile
 from gpuscale.lifecycle.trace import PodTrace
 from gpuscale.loop.tick import LoopSettings
@@ -94,13 +94,7 @@ def _distribution(raw: Any, where: str) -> LogNormal:
 
 def load_profiles(path: Path) -> dict[str, StartupProfile]:
     """A profile file written by `gpuscale calibrate` → pool → `StartupProfile`."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(str(path), f"cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(str(path), f"bad YAML: {getattr(err, 'problem', None) or err}") from None
-    return profiles_from_doc(raw, str(path))
+    return profiles_from_doc(load_yaml_file(path, "a start-up profile"), str(path))
 
 
 def profiles_from_doc(raw: Any, path: str) -> dict[str, StartupProfile]:

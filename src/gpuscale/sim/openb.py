@@ -8,14 +8,18 @@ milli is clipped as the artifact clips it: values above 1000 become 1000, values
 from __future__ import annotations
 
 import csv
+import io
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from gpuscale.inputs.files import CSV_BYTES, excerpt, one_line, read_text
 from gpuscale.model.errors import InputError
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, PODS, Resources
+from gpuscale.model.selectors import parse_int64
 
 MIB = 2**20
 OPENB_MAX_PODS = 1001
@@ -68,42 +72,64 @@ def bundled(name: str) -> Path:
     return Path(str(resources.files("gpuscale.data").joinpath("openb", name)))
 
 
-def _int(row: dict[str, str], column: str, where: str) -> int:
-    try:
-        return int(row.get(column) or 0)
-    except ValueError:
-        raise InputError(where, column, f"expected an integer, got {row.get(column)!r}") from None
+MAX_AMOUNT = 10**12
+"""Largest CPU millicores, MiB of memory or GPUs a row may give: far beyond any machine, and far from int64."""
 
 
-def _float(row: dict[str, str], column: str) -> float | None:
+MAX_GPUS = 64
+"""GPUs of one node or one pod (as `config.MAX_GPUS_PER_NODE`)."""
+
+
+def _int(row: dict[str, str], column: str, where: str, high: int = MAX_AMOUNT) -> int:
+    text = (row.get(column) or "0").strip()
+    value = parse_int64(text)
+    if value is None or not 0 <= value <= high:
+        raise InputError(where, column, f"expected an integer from 0 to {high}, got {excerpt(row.get(column))}")
+    return value
+
+
+def _float(row: dict[str, str], column: str, where: str) -> float | None:
     text = row.get(column)
-    return float(text) if text not in (None, "") else None
+    if text in (None, ""):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise InputError(where, column, f"expected a finite number of seconds, got {excerpt(text)}")
+    return value
+
+
+def _rows(path: Path) -> list[tuple[str, dict[str, str]]]:
+    """The CSV's rows as dicts, each with its `PATH row N` (at most `CSV_BYTES`; any problem an `InputError`)."""
+    text = read_text(path, CSV_BYTES, "a CSV file")
+    try:
+        return [(f"{path} row {i + 2}", row) for i, row in enumerate(csv.DictReader(io.StringIO(text, newline="")))]
+    except csv.Error as err:
+        raise InputError(str(path), "(file)", f"bad CSV: {one_line(str(err), 200)}") from None
 
 
 def read_pods(path: Path) -> list[OpenbPod]:
     pods = []
-    with path.open(newline="", encoding="utf-8") as f:
-        for i, row in enumerate(csv.DictReader(f)):
-            where = f"{path} row {i + 2}"
-            num_gpu = _int(row, "num_gpu", where)
-            milli = min(max(_int(row, "gpu_milli", where), 0), 1000) if num_gpu else 0
-            pods.append(OpenbPod(
-                name=row.get("name") or f"pod-{i}", cpu_milli=_int(row, "cpu_milli", where),
-                memory_mib=_int(row, "memory_mib", where), num_gpu=num_gpu, gpu_milli=milli,
-                gpu_spec=tuple(s for s in (row.get("gpu_spec") or "").split("|") if s) if num_gpu else (),
-                creation_s=_float(row, "creation_time"), deletion_s=_float(row, "deletion_time"),
-            ))
+    for i, (where, row) in enumerate(_rows(path)):
+        num_gpu = _int(row, "num_gpu", where, MAX_GPUS)
+        milli = min(max(_int(row, "gpu_milli", where), 0), 1000) if num_gpu else 0
+        pods.append(OpenbPod(
+            name=row.get("name") or f"pod-{i}", cpu_milli=_int(row, "cpu_milli", where),
+            memory_mib=_int(row, "memory_mib", where), num_gpu=num_gpu, gpu_milli=milli,
+            gpu_spec=tuple(s for s in (row.get("gpu_spec") or "").split("|") if s) if num_gpu else (),
+            creation_s=_float(row, "creation_time", where), deletion_s=_float(row, "deletion_time", where),
+        ))
     return pods
 
 
 def read_nodes(path: Path) -> list[OpenbNode]:
     nodes = []
-    with path.open(newline="", encoding="utf-8") as f:
-        for i, row in enumerate(csv.DictReader(f)):
-            where = f"{path} row {i + 2}"
-            nodes.append(OpenbNode(name=row.get("sn") or f"node-{i}", cpu_milli=_int(row, "cpu_milli", where),
-                                   memory_mib=_int(row, "memory_mib", where), gpus=_int(row, "gpu", where),
-                                   model=row.get("model") or ""))
+    for i, (where, row) in enumerate(_rows(path)):
+        nodes.append(OpenbNode(name=row.get("sn") or f"node-{i}", cpu_milli=_int(row, "cpu_milli", where),
+                               memory_mib=_int(row, "memory_mib", where), gpus=_int(row, "gpu", where, MAX_GPUS),
+                               model=row.get("model") or ""))
     return nodes
 
 

@@ -31,7 +31,7 @@ from gpuscale.engine.placement import (
     typical_classes,
 )
 from gpuscale.engine.placement.state import ClusterState
-from gpuscale.model.errors import ConfigError
+from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.sim.openb import OPENB_MAX_PODS, OpenbNode, OpenbPod, read_nodes, read_pods
 
 MAX_ARRIVED_PCT = 130
@@ -147,6 +147,10 @@ def sample_points(trace: PackTrace, total_gpus: int) -> tuple[PackPoint, ...]:
     return tuple(points)
 
 
+MAX_TUNE = 10.0
+"""`--tune` at most 10 × the cluster's GPUs of demand (the paper uses 1.3): beyond, the run only adds failures."""
+
+
 def run_pack(nodes_csv: Path, pods_csv: Path, policy: str, seed: int, tune: float = 1.3) -> PackResult:
     """One run of the experiment: `policy` (random, dotprod, clustering, packing, bestfit, fgd, gpuscale) on one
     seed. Raises ConfigError for an unknown policy, InputError for a malformed CSV row."""
@@ -154,7 +158,16 @@ def run_pack(nodes_csv: Path, pods_csv: Path, policy: str, seed: int, tune: floa
         name = policy_name(policy)
     except KeyError:
         raise ConfigError("policy", f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}") from None
-    workload = build_workload(read_nodes(nodes_csv), read_pods(pods_csv), rng := GoRand(seed), tune)
+    if not (0 <= tune <= MAX_TUNE):
+        raise ConfigError("--tune", f"must be between 0 (no resampling) and {MAX_TUNE:g}, got {tune!r}")
+    if not -(2**63) <= seed < 2**63:
+        raise ConfigError("--seed", f"must fit in int64 (Go's rand.Seed), got {seed}")
+    nodes, pods = read_nodes(nodes_csv), read_pods(pods_csv)
+    if not any(n.gpus for n in nodes):
+        raise InputError(str(nodes_csv), "gpu", "no node with GPUs: nothing to pack onto")
+    if not any(p.num_gpu for p in pods):
+        raise InputError(str(pods_csv), "num_gpu", "no pod asking for GPUs: nothing to pack")
+    workload = build_workload(nodes, pods, rng := GoRand(seed), tune)
     models = ClusterState.of(workload.nodes).models
     table = FragTable(typical_classes(workload.originals), models)
     trace = pack(workload.nodes, workload.ranks, workload.pods, make_scorer(name, table), table, rng)

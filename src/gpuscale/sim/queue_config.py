@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from gpuscale.config import Duration
+from gpuscale.inputs.strict import StrictModel
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import QuantityError, to_milli, to_units
@@ -32,8 +33,8 @@ Quantity = int | float | str
 E = TypeVar("E", PreemptionPolicy, QueueingStrategy)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+class _Strict(StrictModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
 
 class ResourceFlavorConfig(_Strict):

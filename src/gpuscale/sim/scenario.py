@@ -11,13 +11,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from gpuscale.config import Config, Duration, load_config, parse_config, preset_policy
+from gpuscale.config import (
+    Config,
+    Duration,
+    Fraction01,
+    load_config,
+    load_yaml_file,
+    parse_config,
+    preset_policy,
+)
+from gpuscale.inputs.strict import StrictModel
 from gpuscale.loop.tick import LoopSettings
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.resources import Resources, is_gpu_resource
@@ -44,14 +52,29 @@ from gpuscale.sim.workloads import JobSpec, PauseSpec, ServiceSpec
 DEFAULT_SCENARIO = "default"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+MAX_DURATION_S = 31 * 86_400.0
+"""A scenario covers at most a month of virtual time."""
+MAX_JOBS = 1_000_000
+"""Jobs a scenario's training and batch arrival rates may be expected to submit over its duration."""
+MAX_REPLICAS = 100_000
+"""Replicas of one service or pause workload."""
+MAX_SEED = 2**64 - 1
+
+
+class _Strict(StrictModel):
+    """Unknown keys refused; integers, booleans and numbers only as what they are (`gpuscale.inputs.strict`)."""
 
 
 class SpellConfig(_Strict):
     pool: str
     start: Duration
     end: Duration
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SpellConfig:
+        if self.end < self.start:
+            raise ValueError(f"end {self.end:g}s is before start {self.start:g}s")
+        return self
 
 
 class TeamConfig(_Strict):
@@ -82,10 +105,16 @@ class ServiceConfig(_Strict):
     gpu_model: str = "nvidia-tesla-t4"
     peak_rps: float = Field(gt=0)
     rps_per_replica: float = Field(gt=0)
-    min_replicas: int = Field(default=1, ge=0)
-    max_replicas: int = Field(default=100, ge=1)
+    min_replicas: int = Field(default=1, ge=0, le=MAX_REPLICAS)
+    max_replicas: int = Field(default=100, ge=1, le=MAX_REPLICAS)
     spikes: tuple[SpikeConfig, ...] = ()
     team: str = "serving"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ServiceConfig:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas {self.min_replicas} is above max_replicas {self.max_replicas}")
+        return self
 
 
 class HeliosConfig(_Strict):
@@ -95,9 +124,9 @@ class HeliosConfig(_Strict):
 
 
 class PauseConfig(_Strict):
-    replicas: int = Field(ge=1)
-    cpu_milli: int = Field(default=1000, ge=0)
-    memory_mib: int = Field(default=1024, ge=0)
+    replicas: int = Field(ge=1, le=MAX_REPLICAS)
+    cpu_milli: int = Field(default=1000, ge=0, le=10**9)
+    memory_mib: int = Field(default=1024, ge=0, le=10**9)
 
 
 class WorkloadConfig(_Strict):
@@ -114,18 +143,26 @@ class ScenarioFile(_Strict):
     name: str
     description: str = ""
     duration: Duration = 86_400.0
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     config: dict[str, Any]
     profiles: dict[str, Literal["cpu", "gpu-small", "gpu-large"]] = Field(default_factory=dict)
     """Pool → start-up profile; pools left out get `gpu-large` (≥ 4 GPUs), `gpu-small` (GPUs) or `cpu`."""
     calibrated_profiles: str | None = None
     """A profile file from `gpuscale calibrate` (relative to the scenario): the pools it lists start up as measured."""
-    stockout_probability: dict[str, float] = Field(default_factory=dict)
+    stockout_probability: dict[str, Fraction01] = Field(default_factory=dict)
     stockouts: tuple[SpellConfig, ...] = ()
-    initial_nodes: dict[str, int] = Field(default_factory=dict)
+    initial_nodes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     workload: WorkloadConfig = WorkloadConfig()
     queues: QueuesConfig | None = None
     """Kueue-like ClusterQueues, LocalQueues and flavors in front of the jobs (docs/queues.md)."""
+
+    @field_validator("duration")
+    @classmethod
+    def _bounded(cls, seconds: float) -> float:
+        if seconds > MAX_DURATION_S:
+            raise ValueError(f"{seconds / 3600:g}h is longer than the {MAX_DURATION_S / 86_400:g} days a scenario "
+                             "may run")
+        return seconds
 
 
 def _teams(items: tuple[TeamConfig, ...]) -> tuple[Team, ...]:
@@ -186,6 +223,16 @@ def _calibrated(name: str | None, base: Path | None, source: str, pools: set[str
     return profiles
 
 
+def _check_jobs(parsed: ScenarioFile, source: str) -> None:
+    """The jobs the arrival rates would generate, bounded before any is drawn (`MAX_JOBS`)."""
+    work = parsed.workload
+    rate = (work.training.jobs_per_hour if work.training else 0.0) + (work.batch.jobs_per_hour if work.batch else 0.0)
+    expected = rate * parsed.duration / 3600
+    if expected > MAX_JOBS:
+        raise ConfigError(f"{source}: workload", f"{rate:g} jobs per hour for {parsed.duration / 3600:g} h is "
+                                                 f"{expected:.3g} jobs, more than the {MAX_JOBS} a scenario may hold")
+
+
 def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None) -> tuple[TwinSetup, Config]:
     try:
         parsed = ScenarioFile.model_validate(raw)
@@ -195,6 +242,7 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
         message = "unknown setting" if first["type"] == "extra_forbidden" else str(first["msg"]).removeprefix(
             "Value error, ")
         raise ConfigError(f"{source}: {where}", message) from None
+    _check_jobs(parsed, source)
     config = parse_config(parsed.config, f"{source}: config")
     names = {p.name for p in config.pools}
     for where, named in ([("profiles", p) for p in parsed.profiles]
@@ -203,6 +251,10 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
                          + [("stockout_probability", p) for p in parsed.stockout_probability]):
         if named not in names:
             raise ConfigError(f"{source}: {where}", f"unknown pool {named!r} (pools: {', '.join(sorted(names))})")
+    for pool in config.pools:
+        if parsed.initial_nodes.get(pool.name, 0) > pool.max_size:
+            raise ConfigError(f"{source}: initial_nodes.{pool.name}", f"{parsed.initial_nodes[pool.name]} is above the "
+                                                                     f"pool's max_size {pool.max_size}")
     rng = np.random.default_rng(parsed.seed)
     calibrated = _calibrated(parsed.calibrated_profiles, base, source, names)
     cloud_pools = []
@@ -242,10 +294,9 @@ def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup
             raise ConfigError(name_or_path, "no such scenario file, and not a bundled scenario "
                                             f"(bundled: {', '.join(bundled_names)})")
         path = Path(str(bundled_path))
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise ConfigError(str(path), f"bad YAML: {getattr(err, 'problem', None) or err}") from None
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise ConfigError("--seed", f"must be between 0 and {MAX_SEED}, got {seed}")
+    raw = load_yaml_file(path, "a scenario")
     if not isinstance(raw, dict):
         raise ConfigError(str(path), "expected a mapping at the top level")
     if seed is not None:
