@@ -331,6 +331,7 @@ _POLICY_NAMES: Mapping[str, str] = {
     "scale_down_delay_after_delete": "scale_down_delay_after_delete_s",
     "scale_down_delay_after_failure": "scale_down_delay_after_failure_s",
     "unremovable_node_recheck_timeout": "unremovable_node_recheck_timeout_s",
+    "node_deletion_candidate_ttl": "node_deletion_candidate_ttl_s",
     "max_empty_bulk_delete": "max_empty_bulk_delete",
     "max_drain_parallelism": "max_drain_parallelism",
     "max_total_unready_percentage": "max_total_unready_percentage",
@@ -386,6 +387,7 @@ class ConfigFile(_Strict):
     scale_down_delay_after_delete: Duration | None = None
     scale_down_delay_after_failure: Duration | None = None
     unremovable_node_recheck_timeout: Duration | None = None
+    node_deletion_candidate_ttl: Duration | None = None
     max_empty_bulk_delete: int | None = Field(default=None, ge=1)
     max_drain_parallelism: int | None = Field(default=None, ge=1)
     max_total_unready_percentage: float | None = Field(default=None, ge=0, le=100)

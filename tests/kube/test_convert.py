@@ -550,3 +550,14 @@ def test_any_malformed_field_is_an_input_error_never_a_crash(data: st.DataObject
     mutated = _replace(base, path, data.draw(_JSON))
     with contextlib.suppress(InputError):
         cluster_from_objects([mutated])
+
+
+def test_a_pod_keeps_its_start_time_and_the_names_of_its_node_local_volumes() -> None:
+    from gpuscale.kube.convert import pod_from_k8s
+    from tests.builders import k8s_pod
+    volumes = [{"name": "scratch", "emptyDir": {}}, {"name": "shm", "emptyDir": {"medium": "Memory"}},
+               {"name": "host", "hostPath": {"path": "/data"}}, {"name": "cfg", "configMap": {"name": "c"}}]
+    pod = pod_from_k8s(k8s_pod(volumes=volumes, status={"phase": "Running", "startTime": "2026-11-29T09:00:00Z"}))
+    assert pod.local_storage and pod.local_volumes == ("scratch", "host")
+    assert pod.started_s == 1795942800.0
+    assert pod_from_k8s(k8s_pod()).started_s is None and pod_from_k8s(k8s_pod()).local_volumes == ()

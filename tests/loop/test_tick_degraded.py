@@ -103,3 +103,20 @@ def test_no_node_running_workloads_is_deleted_except_through_a_drain(
         for node in report.deleted:
             assert node not in busy or node in drained, f"{node} deleted under its pods without a drain"
         clock.advance(120)
+
+
+def test_a_malformed_do_not_disrupt_value_is_a_warning_event_on_the_pod_once_per_interval() -> None:
+    idle = [node_of(CPU, "cpu-1", created_s=LONG_AGO), node_of(CPU, "cpu-2", created_s=LONG_AGO)]
+    pod = replace(owned_pod("w-0", node="cpu-1", cpu=500), annotations={"karpenter.sh/do-not-disrupt": "4 hours"})
+    busy = owned_pod("busy", node="cpu-2", cpu=12_000)
+    cluster = FakeCluster(idle, [pod, busy])
+    scaler, clock, provider, events = _autoscaler(cluster, Policy(scale_down_unneeded_time_s=0,
+                                                                  scale_down_delay_after_add_s=0))
+    for _ in range(35):
+        scaler.tick()
+        clock.advance(10)
+    warnings = events.about("default/w-0", ev.MALFORMED_ANNOTATION)
+    assert len(warnings) == 2 and warnings[0].type == "Warning"
+    assert "karpenter.sh/do-not-disrupt: '4 hours'" in warnings[0].message
+    assert "cpu-1" in cluster.nodes and "default/w-0" in cluster.pods
+    assert [c for c in provider.actions() if c[0] == "delete" and "cpu-1" in c[1]] == []

@@ -21,7 +21,7 @@ from gpuscale.engine.health import degraded_verdicts, workload_count
 from gpuscale.engine.limits import Totals, headroom, totals_of
 from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of, request_names
 from gpuscale.engine.nodes import NodePhase, still_lacks
-from gpuscale.engine.plan import NodeVerdict, Plan, Removal, ScaleUp, Snapshot, TimedOut
+from gpuscale.engine.plan import NodeVerdict, Plan, PodVerdict, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.scaledown import ScaleDownMemo, ScaleDownResult
@@ -337,12 +337,27 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     if policy.buffers:
         removals, kept = _respect_buffers(removals, up.table, world, busy, by_name, policy)
         blocked += kept
+    malformed, recheck = _protections(blocked)
     return Plan(
         scale_up=scale_ups, scale_down=removals, blocked=tuple(blocked), unneeded=down.unneeded,
         mark_unneeded=down.mark_unneeded, clear_unneeded=down.clear_unneeded, unplaceable=up.unplaceable,
         covered=up.covered, waiting=up.waiting, timed_out=timeouts.timed_out, state=state,
-        degraded=_degraded(facts, timeouts, pods.by_node),
+        degraded=_degraded(facts, timeouts, pods.by_node), malformed=malformed, recheck_at_s=recheck,
     )
+
+
+def _protections(blocked: Sequence[NodeVerdict]) -> tuple[tuple[PodVerdict, ...], float | None]:
+    """From the nodes kept: the malformed protection annotations that kept them (by object) and when the first
+    time-limited protection ends. A node's first reason is the one keeping it."""
+    malformed: dict[str, PodVerdict] = {}
+    ends: list[float] = []
+    for verdict in blocked:
+        first = verdict.reasons[0]
+        if first.code is ReasonCode.BAD_ANNOTATION:
+            malformed.setdefault(first.about, PodVerdict(pod=first.about, reasons=(first,)))
+        elif first.code is ReasonCode.DO_NOT_DISRUPT and "protected_until_s" in first.numbers:
+            ends.append(first.numbers["protected_until_s"])
+    return tuple(v for _, v in sorted(malformed.items())), min(ends, default=None)
 
 
 def _degraded(facts: Mapping[str, NodeFacts], timeouts: _Timeouts,

@@ -4,20 +4,24 @@ Decides, pod by pod and then for the node, with reasons as data. Pure: no I/O, n
 
 Rules, first match wins (Cluster Autoscaler's `simulator/drainability/rules` order where CA has one):
 1. **Ignored** — no eviction, no new home: mirror (static) pods, pods already being deleted, pods in a terminal phase,
-   DaemonSet pods (their controller owns them; they go with the node).
+   DaemonSet pods (their controller owns them; they go with the node) unless annotated
+   `cluster-autoscaler.kubernetes.io/enable-ds-eviction: "true"` (then evicted, needing no new home, like rule 3).
 2. **Explicit protection** — `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`, `safe-to-evict:
-   "on-completion"` (wait until the pod finishes) and `karpenter.sh/do-not-disrupt: "true"` block the node. These run
+   "on-completion"` (wait until the pod finishes) and `karpenter.sh/do-not-disrupt` (`"true"`, or a duration counted
+   from the pod's start: `engine.protection`; a malformed value protects) block the node. These run
    before the expendable rule on purpose: a user's explicit annotation beats a priority heuristic (CA drops expendable
    pods from its snapshot first, then evicts them anyway — a surprise we do not copy).
 3. **Expendable** — priority below `expendable_priority_cutoff`: evicted with the node, never given a new home.
 4. `safe-to-evict: "true"` — must move; lifts rules 5–7 (not rule 8).
 5. a kube-system pod no PDB covers (when `skip_nodes_with_system_pods`);
 6. a pod without a controller;
-7. a pod with node-local storage (when `skip_nodes_with_local_storage`);
+7. a pod with node-local storage (when `skip_nodes_with_local_storage`), unless every such volume is named in its
+   `cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes` (comma-separated);
 8. a running pod of a Job that requests GPUs (when `protect_gpu_jobs`), unless `gpuscale.io/checkpoint-safe: "true"`:
    killing a training job loses its work. `safe-to-evict: "true"` does not lift this one — it is routinely set to get
    past rule 7 (scratch emptyDirs) and says nothing about losing a training run.
-Every other pod must move. Then for the node: `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"` blocks it,
+Every other pod must move. Then for the node: `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"` and
+`karpenter.sh/do-not-disrupt` (`"true"`, or a duration from the node's creation) block it,
 and every evicted pod (moved or expendable) spends one disruption of each PDB covering it — `PdbBudget` carries what is
 left across all nodes removed in one decision, so two drains never spend the same disruption.
 """
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gpuscale.engine.policy import Policy
+from gpuscale.engine.protection import DO_NOT_DISRUPT, Protection, do_not_disrupt
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
@@ -39,9 +44,10 @@ from gpuscale.model.resources import GPU_MILLI
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 MIRROR = "kubernetes.io/config.mirror"
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 CHECKPOINT_SAFE = "gpuscale.io/checkpoint-safe"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+ENABLE_DS_EVICTION = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
 KUBE_SYSTEM = "kube-system"
 
 
@@ -139,18 +145,44 @@ def _block(code: ReasonCode, pod: Pod, why: str) -> PodDrain:
 
 def _ignored(pod: Pod) -> bool:
     return (MIRROR in pod.annotations or pod.deleting or pod.is_terminal()
-            or pod.of_daemonset())
+            or (pod.of_daemonset() and pod.annotations.get(ENABLE_DS_EVICTION) != "true"))
 
 
-def _protected(pod: Pod) -> PodDrain | None:
+def protection_reason(protection: Protection, what: str, about: str) -> Reason:
+    """The reason a do-not-disrupt protection keeps a node: until when, or that its value is malformed (the code
+    then says so, for the loop's Warning event on `about`)."""
+    if protection.malformed is not None:
+        return Reason(ReasonCode.BAD_ANNOTATION, f"{what} is protected: {protection.malformed}; the safe reading "
+                                                 "applies", about=about)
+    if protection.until_s is None:
+        return Reason(ReasonCode.DO_NOT_DISRUPT, f"{what} is annotated {DO_NOT_DISRUPT}: {protection.value!r}",
+                      about=about)
+    return Reason(ReasonCode.DO_NOT_DISRUPT, f"{what} is annotated {DO_NOT_DISRUPT}: {protection.value!r}, protected "
+                                             f"until {protection.until_s:.0f} (Unix s)",
+                  {"protected_until_s": protection.until_s}, about=about)
+
+
+def _protected(pod: Pod, now: float) -> PodDrain | None:
     safe = pod.annotations.get(SAFE_TO_EVICT)
     if safe == "false":
         return _block(ReasonCode.NOT_SAFE_TO_EVICT, pod, f'is annotated {SAFE_TO_EVICT}: "false"')
     if safe == "on-completion":
         return _block(ReasonCode.ON_COMPLETION, pod, f'is annotated {SAFE_TO_EVICT}: "on-completion" and still runs')
-    if pod.annotations.get(DO_NOT_DISRUPT) == "true":
-        return _block(ReasonCode.DO_NOT_DISRUPT, pod, f'is annotated {DO_NOT_DISRUPT}: "true"')
+    if DO_NOT_DISRUPT in pod.annotations:
+        start = pod.started_s if pod.started_s is not None else pod.created_s
+        protection = do_not_disrupt(pod.annotations, start, now)
+        if protection is not None:
+            return PodDrain(action=DrainAction.BLOCK, reason=protection_reason(protection, f"pod {pod.key}", pod.key))
     return None
+
+
+def _local_volumes_safe(pod: Pod) -> bool:
+    """Every node-local volume of the pod is named in its `safe-to-evict-local-volumes` annotation."""
+    listed = pod.annotations.get(SAFE_TO_EVICT_LOCAL_VOLUMES)
+    if not listed or not pod.local_volumes:
+        return False
+    names = {n.strip() for n in listed.split(",")}
+    return all(v in names for v in pod.local_volumes)
 
 
 def _movable(pod: Pod, policy: Policy, budget: PdbBudget) -> PodDrain | None:
@@ -159,19 +191,20 @@ def _movable(pod: Pod, policy: Policy, budget: PdbBudget) -> PodDrain | None:
         return _block(ReasonCode.KUBE_SYSTEM, pod, "is a kube-system pod without a PodDisruptionBudget")
     if pod.owner is None or not pod.owner.controller:
         return _block(ReasonCode.NO_CONTROLLER, pod, "has no controller to recreate it")
-    if policy.skip_nodes_with_local_storage and pod.local_storage:
+    if policy.skip_nodes_with_local_storage and pod.local_storage and not _local_volumes_safe(pod):
         return _block(ReasonCode.LOCAL_STORAGE, pod, "uses node-local storage")
     return None
 
 
-def classify_pod(pod: Pod, *, policy: Policy, budget: PdbBudget) -> PodDrain:
-    """What draining the pod's node does to this pod (rules 1–8 of the module docstring)."""
+def classify_pod(pod: Pod, *, policy: Policy, budget: PdbBudget, now: float = 0.0) -> PodDrain:
+    """What draining the pod's node does to this pod (rules 1–8 of the module docstring), at `now` (Unix s: when a
+    do-not-disrupt duration ends)."""
     if _ignored(pod):
         return PodDrain(action=DrainAction.IGNORE)
-    protected = _protected(pod)
+    protected = _protected(pod, now)
     if protected is not None:
         return protected
-    if pod.priority < policy.expendable_priority_cutoff:
+    if pod.priority < policy.expendable_priority_cutoff or pod.of_daemonset():  # rule 1's evictable DaemonSet pods
         return PodDrain(action=DrainAction.EXPENDABLE)
     if pod.annotations.get(SAFE_TO_EVICT) != "true":
         blocked = _movable(pod, policy, budget)
@@ -210,17 +243,24 @@ def scale_down_disabled(node: Node) -> bool:
     return node.annotations.get(SCALE_DOWN_DISABLED) == "true"
 
 
-def drain_node(node: Node, pods: Iterable[Pod], *, policy: Policy, budget: PdbBudget) -> NodeDrain:
-    """Drainability of a node holding `pods`, against what is left of the PDBs in `budget` (not spent here)."""
+def drain_node(node: Node, pods: Iterable[Pod], *, policy: Policy, budget: PdbBudget,
+               now: float = 0.0) -> NodeDrain:
+    """Drainability of a node holding `pods`, against what is left of the PDBs in `budget` (not spent here), at
+    `now` (Unix s)."""
     if scale_down_disabled(node):
         return NodeDrain(node=node.name, blocked=Reason(
             ReasonCode.SCALE_DOWN_DISABLED, f'node {node.name} is annotated {SCALE_DOWN_DISABLED}: "true"'))
+    if node.annotations and DO_NOT_DISRUPT in node.annotations:
+        protection = do_not_disrupt(node.annotations, node.created_s, now)
+        if protection is not None:
+            return NodeDrain(node=node.name, blocked=protection_reason(protection, f"node {node.name}",
+                                                                       f"node/{node.name}"))
     if not pods:  # an empty node (a sequence; an iterator takes the walk): nothing to evict, so no PDB shortfall
         return NodeDrain(node=node.name)
     move: list[Pod] = []
     evict: list[Pod] = []
     for pod in sorted(pods, key=lambda p: (p.key, p.uid)):
-        verdict = classify_pod(pod, policy=policy, budget=budget)
+        verdict = classify_pod(pod, policy=policy, budget=budget, now=now)
         if verdict.action is DrainAction.BLOCK:
             return NodeDrain(node=node.name, blocked=verdict.reason)
         if verdict.action is DrainAction.MOVE:

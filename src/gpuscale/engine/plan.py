@@ -104,4 +104,10 @@ class Plan:
     timed_out: tuple[TimedOut, ...] = ()
     degraded: tuple[NodeVerdict, ...] = ()
     """Nodes that have been usable and lack GPUs or readiness (engine.health): reported, never timed out."""
+    malformed: tuple[PodVerdict, ...] = ()
+    """Objects (pods by `namespace/name`, nodes as `node/NAME`) whose protection annotation does not parse and was
+    read the safe way while it kept a node: the loop puts a Warning event on each."""
+    recheck_at_s: float | None = None
+    """The earliest time a time-limited protection that keeps a node ends (Unix s): a caller that skips quiet
+    decisions (the twin) decides again then."""
     state: EngineState = field(default_factory=EngineState)

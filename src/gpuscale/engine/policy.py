@@ -120,6 +120,9 @@ class Policy:
     """A node whose removal simulation failed is not looked at again for this long. CA waits 5 minutes (the
     `ca-defaults` preset); 0 looks again at every decision, so a node freed a minute after its pods could not move
     is not kept for the rest of the five (docs/config.md)."""
+    node_deletion_candidate_ttl_s: float = 0.0
+    """A `DeletionCandidateOfClusterAutoscaler` taint older than this starts its node's unneeded clock again (CA's
+    `--node-deletion-candidate-ttl`; 0: never stale)."""
     max_empty_bulk_delete: int = 10
     max_drain_parallelism: int = 1
     max_total_unready_percentage: float = 45.0

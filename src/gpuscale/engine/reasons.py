@@ -41,6 +41,8 @@ class ReasonCode(StrEnum):
     NOT_SAFE_TO_EVICT = "NotSafeToEvict"
     ON_COMPLETION = "WaitingForCompletion"
     DO_NOT_DISRUPT = "DoNotDisrupt"
+    BAD_ANNOTATION = "MalformedAnnotation"
+    """A protection annotation whose value does not parse: the safe reading (protected) applies."""
     KUBE_SYSTEM = "KubeSystemPodWithoutPdb"
     NO_CONTROLLER = "PodWithoutController"
     LOCAL_STORAGE = "LocalStorage"
@@ -65,6 +67,8 @@ class Reason:
     code: ReasonCode
     message: str
     numbers: Mapping[str, float] = field(default_factory=dict)
+    about: str = ""
+    """The object the reason is about when it is not the plan item's own (a pod's `namespace/name`, `node/NAME`)."""
 
     def __str__(self) -> str:
         return self.message

@@ -741,7 +741,7 @@ _Numbers = tuple[float, float, float, float, float, bool]
 
 
 def _judge(record: NodeRecord, numbers: _Numbers, gpu_pool: bool, pods: Sequence[Pod], policy: Policy,
-           budget: PdbBudget) -> _Candidate | NodeVerdict:
+           budget: PdbBudget, now: float = 0.0) -> _Candidate | NodeVerdict:
     """An underutilized node: a drainable candidate, or why it cannot go (no known pool, a pod or PDB keeps it). What
     it reads of the record is what `_reads_the_same` compares: keep the two in step. `gpu_pool`: whether the record's
     pool is a GPU pool (the node set's column)."""
@@ -753,7 +753,8 @@ def _judge(record: NodeRecord, numbers: _Numbers, gpu_pool: bool, pods: Sequence
     if pool is not None and pool.scale_down_disabled is not None:
         return NodeVerdict(node=node.name, reasons=(Reason(
             ReasonCode.SCALE_DOWN_DISABLED, f"node {node.name}: pool {pool.name}: {pool.scale_down_disabled}"),))
-    drain = None if pool is None or pool_name is None else drain_node(node, pods, policy=policy, budget=budget)
+    drain = (None if pool is None or pool_name is None
+             else drain_node(node, pods, policy=policy, budget=budget, now=now))
     if drain is not None and drain.blocked is None and drain.empty:  # the usual candidate: no utilization message
         reason = Reason(ReasonCode.EMPTY, f"node {node.name} is empty: no pod needs to move", figures)
     else:
@@ -776,6 +777,26 @@ def _judge(record: NodeRecord, numbers: _Numbers, gpu_pool: bool, pods: Sequence
                       drain=drain, required_s=required,
                       order=(not drain.empty, value, len(drain.move), node.name),
                       wait_text=(f"node {node.name} {what} for ", f"s of {required:g}s"))
+
+
+def _fresh(since: Mapping[str, float], ttl_s: float, now: float) -> tuple[Mapping[str, float], tuple[str, ...]]:
+    """The unneeded clocks younger than CA's `--node-deletion-candidate-ttl` (0: no TTL, all of them), and the nodes
+    whose taint is older: their clock starts again (their taint is written anew, or cleared if no longer unneeded)."""
+    if ttl_s <= 0:
+        return since, ()
+    stale = tuple(n for n, t in since.items() if now - t > ttl_s)
+    if not stale:
+        return since, ()
+    gone = set(stale)
+    return {n: t for n, t in since.items() if n not in gone}, stale
+
+
+def protected_until(verdicts: Sequence[object]) -> float:
+    """The earliest end of a time-limited protection (`protected_until_s`) that keeps one of `verdicts`' nodes (inf:
+    none does)."""
+    ends = [r.numbers["protected_until_s"] for v in verdicts if isinstance(v, NodeVerdict) for r in v.reasons
+            if r.code is ReasonCode.DO_NOT_DISRUPT and "protected_until_s" in r.numbers]
+    return min(ends, default=math.inf)
 
 
 def _required_s(pool: NodePool, ready: bool, gpu_pool: bool, policy: Policy) -> float:
@@ -814,7 +835,7 @@ class _Judgements:
     without looking when the arrangement says which nodes' pods may have moved since the last decision
     (`engine.arrange.Arranged.moved`); else each reused verdict's pods are compared."""
 
-    __slots__ = ("_generation", "at", "nodes", "numbers", "pods", "verdicts")
+    __slots__ = ("_generation", "at", "expires_s", "nodes", "numbers", "pods", "verdicts")
 
     def __init__(self) -> None:
         self.nodes: NodeSet | None = None
@@ -828,6 +849,8 @@ class _Judgements:
         """The pods each verdict was made from."""
         self._generation = -1
         """The arrangement the pods were those of (-1: unknown)."""
+        self.expires_s = math.inf
+        """The earliest end of a do-not-disrupt protection a verdict names (inf: none)."""
 
     def follow(self, nodes: NodeSet, source: IntArray | None) -> None:
         """Positions now refer to `nodes`, whose position i holds the very record at position `source[i]` of the
@@ -860,16 +883,18 @@ class _Judgements:
         self.nodes = None
 
     def judge(self, at: IntArray, numbers: FloatArray, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
-              budget: PdbBudget, moved: tuple[int, frozenset[str] | None] | None) -> list[_Candidate | NodeVerdict]:
+              budget: PdbBudget, moved: tuple[int, frozenset[str] | None] | None,
+              now: float = 0.0) -> list[_Candidate | NodeVerdict]:
         """The verdicts of the nodes at positions `at` (ascending, of `self.nodes`) with `numbers` (row by row); the
-        others' are forgotten."""
+        others' are forgotten. A verdict made before a do-not-disrupt protection it names ran out (`expires_s`) is
+        not reused: then every node is judged again (rare: only when such a protection ends)."""
         nodes = self.nodes
         assert nodes is not None
         generation, hint = moved if moved is not None else (-1, None)
         seen, self._generation = self._generation, generation
         held = np.minimum(self.at.searchsorted(at), max(len(self.at) - 1, 0))
         same = ((self.at[held] == at) & (self.numbers[held] == numbers).all(axis=1) if len(self.at)
-                else np.zeros(len(at), dtype=bool))
+                and now < self.expires_s else np.zeros(len(at), dtype=bool))
         names = nodes.names[at].tolist()
         # the nodes whose pods may differ from the last decision's (None: any may)
         stirred = hint if hint is not None and generation >= 0 and seen == generation - 1 else None
@@ -890,14 +915,18 @@ class _Judgements:
         verdicts = list(map(old_verdicts.__getitem__, reused)) if old_verdicts else \
             cast("list[_Candidate | NodeVerdict]", [None] * len(at))
         pods_of: list[tuple[Pod, ...]] = list(map(old_pods.__getitem__, reused)) if old_pods else [()] * len(at)
-        for i in (~same).nonzero()[0].tolist():
+        redone = (~same).nonzero()[0].tolist()
+        # reused verdicts end no later than the last expiry (conservative: one judging too many at worst)
+        expires = self.expires_s if len(redone) < len(at) else math.inf
+        for i in redone:
             pods = pods_by_node.get(names[i], ())
             row = numbers[i].tolist()
             position = int(at[i])
             verdicts[i] = _judge(records[position], (*row[:5], bool(row[5])), bool(gpu_pool[position]), pods,
-                                 policy, budget)
+                                 policy, budget, now)
             pods_of[i] = tuple(pods)
         self.at, self.numbers, self.verdicts, self.pods = at, numbers, verdicts, pods_of
+        self.expires_s = min(expires, protected_until([verdicts[i] for i in redone]))
         return verdicts
 
 
@@ -921,7 +950,7 @@ def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_nod
     numbers[:, 0], numbers[:, 1], numbers[:, 2:5] = utilization[below], threshold[below], ratios[below]
     numbers[:, 5] = gpu_node[below]
     positions = at[below]
-    verdicts = judgements.judge(positions, numbers, pods_by_node, policy, budget, moved)
+    verdicts = judgements.judge(positions, numbers, pods_by_node, policy, budget, moved, now)
     candidates = [(verdict, row if row >= 0 else None)
                   for verdict, row in zip(verdicts, rows.take(positions).tolist(), strict=True)
                   if verdict.__class__ is _Candidate]
@@ -1257,6 +1286,7 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
           budget: PdbBudget, judgements: _Judgements,
           moved: tuple[int, frozenset[str] | None] | None = None) -> ScaleDownResult:
     """Steps 1–6 of the module docstring."""
+    unneeded_since, stale = _fresh(unneeded_since, policy.node_deletion_candidate_ttl_s, now)
     halt = _halt(nodes, policy, state, now)
     rows = nodes.rows(table)
     recent = _recent(state, nodes, policy, now)
@@ -1293,7 +1323,7 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
         blocked=tuple(sorted((*blocked, *at_min), key=_NODE)),
         unneeded=tuple(sorted(waiting, key=_NODE)),
         mark_unneeded={name: now for name in sorted(names) if name not in unneeded_since},
-        clear_unneeded=tuple(sorted(n for n in unneeded_since if n in live and n not in names)),
+        clear_unneeded=tuple(sorted(n for n in (*unneeded_since, *stale) if n in live and n not in names)),
         unremovable=recent if recent != state.unremovable else state.unremovable,
     )
 

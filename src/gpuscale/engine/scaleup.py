@@ -41,6 +41,7 @@ from gpuscale.engine.limits import Headroom, Totals, headroom
 from gpuscale.engine.placement.devices import GpuNeed, gpu_need
 from gpuscale.engine.plan import PodVerdict, ScaleUp
 from gpuscale.engine.policy import Limits, Policy
+from gpuscale.engine.protection import parse_go_duration
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.table import NodeEdits, NodeTable, node_group_key
@@ -75,6 +76,9 @@ class Candidates:
     waiting: list[PodVerdict] = field(default_factory=list)
 
 
+POD_SCALE_UP_DELAY = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
+
+
 def _verdict(pod: Pod, code: ReasonCode, message: str, **numbers: float) -> PodVerdict:
     return PodVerdict(pod=pod.key, reasons=(Reason(code, message, numbers),))
 
@@ -98,6 +102,8 @@ class _Gathered:
     """The earliest creation time of a unit's pod (None: none has one)."""
     gpu: bool | None = None
     """Whether some unit's pod requests GPUs: worked out when the batching check first needs it."""
+    delayed: dict[str, float] = field(default_factory=dict)
+    """Unit key → the latest time (Unix s) a pod of it waits until, per its `pod-scale-up-delay` annotation."""
 
 
 def _gather(cluster: Cluster, cutoff: int, index: PodIndex) -> _Gathered:
@@ -134,12 +140,45 @@ def _gather(cluster: Cluster, cutoff: int, index: PodIndex) -> _Gathered:
             continue
         units.append(Unit(tuple(pods), key))
     oldest = min((p.created_s for u in units for p in u.pods if p.created_s is not None), default=None)
-    return _Gathered(units, waiting, oldest)
+    return _Gathered(units, waiting, oldest, delayed=_delays(units))
+
+
+def _delays(units: Sequence[Unit]) -> dict[str, float]:
+    """CA's `cluster-autoscaler.kubernetes.io/pod-scale-up-delay` (a Go duration): a pod triggers no scale-up until
+    it is that old. A value that does not parse is ignored, as CA ignores it."""
+    out: dict[str, float] = {}
+    for unit in units:
+        for pod in unit.pods:
+            text = pod.annotations.get(POD_SCALE_UP_DELAY) if pod.annotations else None
+            delay = parse_go_duration(text) if text is not None else None
+            if delay is not None and delay > 0 and pod.created_s is not None:
+                out[unit.key] = max(out.get(unit.key, 0.0), pod.created_s + delay)
+    return out
+
+
+def _delayed(gathered: _Gathered, now: float) -> tuple[list[Unit], list[PodVerdict]]:
+    """The units whose pods are all past their `pod-scale-up-delay`, and the waiting verdicts of the others."""
+    waiting: list[PodVerdict] = []
+    units: list[Unit] = []
+    for unit in gathered.units:
+        until = gathered.delayed.get(unit.key)
+        if until is None or now >= until:
+            units.append(unit)
+            continue
+        why = f"{POD_SCALE_UP_DELAY}: waiting until it is old enough ({until - now:.0f}s to go)"
+        waiting += [_verdict(pod, ReasonCode.WAITING_BATCH, why, remaining_s=until - now) for pod in unit.pods]
+    return units, waiting
 
 
 def _batched(gathered: _Gathered, policy: Policy, now: float) -> Candidates:
     """Step 1's batching delay: nothing happens until the oldest candidate is old enough."""
     units, oldest = gathered.units, gathered.oldest
+    if gathered.delayed:
+        units, held = _delayed(gathered, now)
+        if held:
+            gathered = _Gathered(units, [*gathered.waiting, *held], min(
+                (p.created_s for u in units for p in u.pods if p.created_s is not None), default=None))
+            oldest = gathered.oldest
     if units and oldest is not None and now - oldest < max(policy.new_gpu_pod_delay_s, policy.new_pod_delay_s):
         if gathered.gpu is None:  # only then: the oldest is older than both
             gathered.gpu = any(asks_gpu(p.requests) for u in units for p in u.pods)

@@ -371,13 +371,15 @@ def _unsupported(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _uses_local_storage(ctx: _Ctx, spec: Mapping[str, Any]) -> bool:
+def _local_volumes(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The pod's node-local volumes (hostPath, or an emptyDir not backed by memory), by name."""
+    found = []
     for i, v in enumerate(_objects(ctx, spec, "volumes", at="spec")):
-        if "hostPath" in v:
-            return True
-        if "emptyDir" in v and _get(ctx, v, "emptyDir.medium", str, "", at=f"spec.volumes[{i}]") != "Memory":
-            return True
-    return False
+        local = "hostPath" in v or ("emptyDir" in v and _get(ctx, v, "emptyDir.medium", str, "",
+                                                             at=f"spec.volumes[{i}]") != "Memory")
+        if local:
+            found.append(str(v.get("name", "")))
+    return tuple(found)
 
 
 def _group(ctx: _Ctx, namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> PodGroupRef | None:
@@ -431,6 +433,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
     unschedulable = any(c.get("type") == "PodScheduled" and c.get("status") == "False"
                         and c.get("reason") == "Unschedulable" for c in conditions)
     owner = next((o for o in _objects(ctx, meta, "ownerReferences", at="metadata") if o.get("controller")), None)
+    local = _local_volumes(ctx, spec)
     return Pod(
         namespace=namespace, name=name, uid=_get(ctx, meta, "uid", str, "", at="metadata"), requests=requests,
         constraints=constraints, node_name=_get(ctx, spec, "nodeName", str, at="spec") or None,
@@ -442,7 +445,8 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
         nominated_node=_get(ctx, status, "nominatedNodeName", str, at="status") or None,
         created_s=_timestamp(ctx, meta, "creationTimestamp", at="metadata"),
         deleting=_get(ctx, meta, "deletionTimestamp", (str, datetime), at="metadata") is not None,
-        local_storage=_uses_local_storage(ctx, spec),
+        local_storage=bool(local), local_volumes=local,
+        started_s=_timestamp(ctx, status, "startTime", at="status"),
     )
 
 

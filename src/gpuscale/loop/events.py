@@ -28,6 +28,8 @@ CLEANUP = "CleanupToBeDeleted"
 NODE_DEGRADED = "NodeDegraded"
 """gpuscale's own: a node that has been usable lacks GPUs or readiness (engine.health); CA has no such event."""
 NODE_REPAIR = "NodeRepair"
+MALFORMED_ANNOTATION = "MalformedAnnotation"
+"""gpuscale's own: a protection annotation (karpenter.sh/do-not-disrupt) whose value does not parse."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

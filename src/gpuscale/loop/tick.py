@@ -126,6 +126,7 @@ class Autoscaler:
         self._not_triggered = ev.EventLimiter(self.settings.not_triggered_event_interval_s)
         self._degraded = ev.EventLimiter(self.settings.not_triggered_event_interval_s)
         self._any_degraded = False
+        self._malformed = ev.EventLimiter(self.settings.not_triggered_event_interval_s)
         self._synced_once = False
 
     def use_pools(self, pools: Sequence[NodePool]) -> None:
@@ -164,6 +165,8 @@ class Autoscaler:
         self._report_unplaceable(plan, now, acts)
         if plan.degraded or self._any_degraded:
             self._report_degraded(plan, now, acts)
+        if plan.malformed:
+            self._report_malformed(plan, now, acts)
         if plan.mark_unneeded or plan.clear_unneeded:
             self._write_unneeded(plan, acts)
         if len(self.drains):
@@ -278,6 +281,16 @@ class Autoscaler:
             verdict = verdicts[i]
             self._emit(acts, NODE, verdict.node, EventType.WARNING, ev.NODE_DEGRADED,
                        "node degraded: " + "; ".join(r.message for r in verdict.reasons))
+
+    def _report_malformed(self, plan: Plan, now: float, acts: _Acts) -> None:
+        """A Warning event on each object whose protection annotation does not parse, at most once per interval."""
+        for verdict in plan.malformed:
+            if not self._malformed.allow(verdict.pod, now):
+                continue
+            kind, key = (NODE, verdict.pod.removeprefix("node/")) if verdict.pod.startswith("node/") else (POD,
+                                                                                                          verdict.pod)
+            self._emit(acts, kind, key, EventType.WARNING, ev.MALFORMED_ANNOTATION,
+                       "; ".join(r.message for r in verdict.reasons))
 
     def _write_unneeded(self, plan: Plan, acts: _Acts) -> None:
         for node, since in sorted(plan.mark_unneeded.items()):

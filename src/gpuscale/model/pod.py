@@ -102,6 +102,10 @@ class Pod:
     deleting: bool = False
     local_storage: bool = False
     """Uses node-local storage (hostPath, or an emptyDir not backed by memory): cannot be moved without losing it."""
+    local_volumes: tuple[str, ...] = ()
+    """The names of those volumes (CA's `safe-to-evict-local-volumes` lists the ones that may be lost)."""
+    started_s: float | None = None
+    """`status.startTime`: when the kubelet started the pod (a do-not-disrupt duration counts from it)."""
     image_bytes: int = 0
 
     @property

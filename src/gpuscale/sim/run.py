@@ -162,6 +162,8 @@ class _Loop:
         self.scale_downs = 0
         self.backoffs = 0
         self.notable: list[Notable] = []
+        self.recheck_at_s: float | None = None
+        """When a do-not-disrupt duration keeping a node ends, per the last decision (`Plan.recheck_at_s`)."""
         self._models = {p.name: p.gpu_model for p in autoscaler.pools}
         """A fallback is worth noting when the pool scaled offers the GPU model of a pool that is backed off."""
 
@@ -175,6 +177,8 @@ class _Loop:
             return True
         if any(u.until_s <= self.sim.now for u in state.unremovable.values()):  # due for its recheck
             return True
+        if self.recheck_at_s is not None and self.recheck_at_s <= self.sim.now:  # a protection ran out
+            return True
         if self.cloud.upcoming() or any(not n.ready for n in self.cluster.nodes.values()):
             return True
         return any(t.key == DELETION_CANDIDATE_TAINT for n in self.cluster.nodes.values() for t in n.taints)
@@ -187,6 +191,7 @@ class _Loop:
             self.last_tick = self.sim.now
             self._observe(report, before)
             self.last_version = self.cluster.version
+            self.recheck_at_s = report.plan.recheck_at_s if report.plan is not None else None
         self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
 
     def _observe(self, report: TickReport, before: Mapping[str, int]) -> None:
