@@ -434,3 +434,28 @@ def test_a_pool_that_does_not_give_ephemeral_storage_says_so_and_one_that_does_s
             "add it)") in plan.unplaceable[0].reasons[0].message
     disk = replace(SEED_POOLS[0], allocatable=SEED_POOLS[0].allocatable + Resources.of({"ephemeral-storage": 2**37}))
     assert scale_ups(run((asks,), pools=(disk, *SEED_POOLS[1:]))) == {"cpu-general": 1}
+
+
+def test_the_expander_line_names_only_pools_that_could_host_the_pods_of_its_scale_up() -> None:
+    """An 8-GPU training pod only the A100 pool hosts, and a 1-GPU pod both GPU pools host: whichever way the
+    expanders go, a pool named as passed over must have been able to take every pod of that scale-up."""
+    big = training_pod("train-8", gpus=8)
+    small = pending("infer-0", cpu="1", memory="2Gi", gpus=1, tolerations=(GPU_TOL,), created=NOW - 600)
+    pools = {p.name: p for p in SEED_POOLS}
+    a100_first = Policy(priorities=(PriorityRule(priority=10, patterns=("gpu-training-a100",)),))
+    for pods, policy in (((big, small), None), ((big, small), a100_first), ((big,), None), ((small,), None)):
+        plan = run(pods, policy=policy)
+        for item in plan.scale_up:
+            lines = [r.message for r in item.reasons if r.code is ReasonCode.EXPANDER]
+            for line in lines:
+                passed_over = line.split(" over ")[1].split(", ")
+                for name in passed_over:
+                    hostable = run(tuple(p for p in pods if p.key in item.pods), pools=(pools[name],))
+                    assert hostable.unplaceable == (), (item.pool, name, line)
+    [both] = run((big, small), policy=a100_first).scale_up  # the A100 pool takes both: the T4 one could not
+    assert both.pods == ("default/infer-0", "default/train-8")
+    assert not [r for r in both.reasons if r.code is ReasonCode.EXPANDER]
+    [only] = run((big,)).scale_up
+    assert not [r for r in only.reasons if r.code is ReasonCode.EXPANDER]  # nothing else could host it
+    infer = run((small,)).scale_up[0]
+    assert next(r.message for r in infer.reasons if r.code is ReasonCode.EXPANDER).endswith("over gpu-training-a100")

@@ -970,9 +970,13 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
                            "waste": waste(best_option, policy.least_waste_counts_gpus),
                            "usd_per_hour": best_option.nodes * best_option.pool.usd_per_hour})]
         if len(estimates) > 1:
-            others = ", ".join(sorted(e.option.pool.name for e in estimates if e is not best))
-            reasons.append(Reason(ReasonCode.EXPANDER, f"expanders {'/'.join(policy.expander_chain())} chose "
-                                                       f"{best_option.pool.name} over {others}"))
+            # only the options that could host every pod this scale-up names: another pool's estimate may be for
+            # other pods (a MIG pool for a MIG pod) and was no alternative for these
+            rivals = sorted(e.option.pool.name for e in estimates if e is not best
+                            and all(e.option.pool.name in hosts[id(u)] for u in best.placed))
+            if rivals:
+                reasons.append(Reason(ReasonCode.EXPANDER, f"expanders {'/'.join(policy.expander_chain())} chose "
+                                                           f"{best_option.pool.name} over {', '.join(rivals)}"))
         if best_option.capped_by:
             reasons.append(Reason(ReasonCode.LIMIT_REACHED, f"capped by {best_option.capped_by}"))
         scale_ups.append(ScaleUp(pool=best_option.pool.name, nodes=best_option.nodes,
