@@ -342,6 +342,13 @@ _POLICY_NAMES: Mapping[str, str] = {
 }
 """Config option → `Policy` field, for the options that map one to one (the rest are built below)."""
 
+_GPU_SPECIFIC: tuple[tuple[str, str, str], ...] = (
+    ("scale_down_unneeded_time", "scale_down_gpu_unneeded_time", "scale_down_gpu_unneeded_time_s"),
+    ("new_pod_scale_up_delay", "new_gpu_pod_scale_up_delay", "new_gpu_pod_delay_s"),
+)
+"""(CA's option, gpuscale's GPU-specific one, its `Policy` field). Set alone, CA's option means what it means in CA —
+every node or pod, GPU ones too — so the GPU-specific default gives way (`None`: engine/options.py falls back)."""
+
 
 class ConfigFile(_Strict):
     """The file as written. `None` means "not given": `Policy`'s default (or the preset's) applies."""
@@ -372,7 +379,7 @@ class ConfigFile(_Strict):
     max_nodes_total: int | None = Field(default=None, ge=0)
     cores_total: int | str | None = None
     memory_total: int | float | str | None = None
-    gpu_total: dict[str, int | str] | None = None
+    gpu_total: dict[str, int | str] | str | tuple[str, ...] | None = None
     max_usd_per_hour: float | None = Field(default=None, gt=0)
     # scale-down
     scale_down_enabled: bool | None = None
@@ -516,12 +523,42 @@ def _gpu_models(pools: Sequence[NodePool]) -> dict[str, set[str]]:
     return names
 
 
-def _gpu_limits(value: Mapping[str, int | str], pools: Sequence[NodePool]) -> dict[str, int]:
+def _gpu_entries(value: Mapping[str, int | str] | str | Sequence[str]) -> list[tuple[str, str, int | str]]:
+    """(where, GPU type, MAX or MIN:MAX) for each limit: a mapping `{TYPE: MAX}`, or CA's `--gpu-total` form
+    `TYPE:MIN:MAX` as one string or a list of them."""
+    if isinstance(value, Mapping):
+        return [(f"gpu_total.{name}", name, limit) for name, limit in sorted(value.items())]
+    texts = [("gpu_total", value)] if isinstance(value, str) else [(f"gpu_total[{i}]", t) for i, t in enumerate(value)]
+    entries: list[tuple[str, str, int | str]] = []
+    for where, text in texts:
+        name, sep, limit = text.strip().partition(":")
+        if not sep or not name:
+            raise _SettingError(where, f"expected TYPE:MIN:MAX or TYPE:MAX (CA's --gpu-total), got {text!r}")
+        entries.append((where, name, limit))
+    return entries
+
+
+def _gpu_limits(value: Mapping[str, int | str] | str | Sequence[str], pools: Sequence[NodePool],
+                resources: Mapping[str, str]) -> tuple[dict[str, int], int | None]:
+    """Per-model GPU limits, and the limit on all GPUs together (a GPU resource name as the type, CA's
+    `--gpu-total=nvidia.com/gpu:0:64`; every GPU pool must advertise that resource). `resources`: pool → the GPU
+    resource its device plugin advertises."""
     names = _gpu_models(pools)
     limits: dict[str, int] = {}
-    for name, limit in sorted(value.items()):
-        where = f"gpu_total.{name}"
+    total: int | None = None
+    for where, name, limit in _gpu_entries(value):
         models = names.get(name)
+        if not models and is_gpu_resource(name):
+            others = sorted(p for p, r in resources.items() if r != name)
+            if not resources:
+                raise _SettingError(where, "no pool has GPUs")
+            if others:
+                raise _SettingError(where, f"pools {', '.join(others)} advertise other GPU resources than {name}: "
+                                           "limit them by GPU type instead")
+            if total is not None:
+                raise _SettingError(where, f"{name} is limited twice")
+            total = _max_of(where, limit)
+            continue
         if not models:
             raise _SettingError(where, f"no pool has GPU type {name!r} (pools have: {', '.join(sorted(names))})"
                                 if names else "no pool has GPUs")
@@ -531,16 +568,19 @@ def _gpu_limits(value: Mapping[str, int | str], pools: Sequence[NodePool]) -> di
         if model in limits:
             raise _SettingError(where, f"GPU model {model} is limited twice")
         limits[model] = _max_of(where, limit)
-    return limits
+    return limits, total
 
 
 def _limits(parsed: ConfigFile, pools: Sequence[NodePool]) -> Limits:
+    resources = {p.name: p.gpu.resource for p in parsed.pools if p.gpu is not None}
+    by_model, total = _gpu_limits(parsed.gpu_total if parsed.gpu_total is not None else {}, pools, resources)
     return Limits(
         max_nodes_total=parsed.max_nodes_total or None,  # 0 is "unlimited", as for CA's --max-nodes-total
         max_cores_total=_max_of("cores_total", parsed.cores_total) if parsed.cores_total is not None else None,
         max_memory_bytes_total=(_max_of("memory_total", parsed.memory_total, _gib_or_quantity)
                                 if parsed.memory_total is not None else None),
-        max_gpus_by_model=_gpu_limits(parsed.gpu_total or {}, pools),
+        max_gpus_by_model=by_model,
+        max_gpus_total=total,
         max_usd_per_hour=parsed.max_usd_per_hour,
     )
 
@@ -576,6 +616,9 @@ def _policy(parsed: ConfigFile, pools: Sequence[NodePool]) -> Policy:
         value = getattr(parsed, name)
         if value is not None:
             options[attribute] = value
+    for general, gpu_specific, attribute in _GPU_SPECIFIC:
+        if getattr(parsed, general) is not None and getattr(parsed, gpu_specific) is None:
+            options[attribute] = None
     if options.get("gpu_placement") == "first-fit":
         options["gpu_placement"] = None
     priorities = _priorities(parsed.priorities or {})

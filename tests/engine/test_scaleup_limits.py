@@ -41,8 +41,8 @@ def by_hand(pool_counts: list[tuple[NodePool | None, int]]) -> Totals:
         if pool.gpu_model:
             gpus[pool.gpu_model] = gpus.get(pool.gpu_model, 0) + pool.gpus_per_node * count
         by_pool[pool.name] = by_pool.get(pool.name, 0) + count
-    return Totals(nodes=nodes, cpu_milli=cpu, memory_bytes=memory, gpus_by_model=gpus, usd_per_hour=usd,
-                  nodes_by_pool=by_pool)
+    return Totals(nodes=nodes, cpu_milli=cpu, memory_bytes=memory, gpus_by_model=gpus, gpus=sum(gpus.values()),
+                  usd_per_hour=usd, nodes_by_pool=by_pool)
 
 
 pairs = st.lists(st.tuples(st.sampled_from((*POOLS, None)), st.integers(0, 40)), max_size=12)

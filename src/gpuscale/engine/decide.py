@@ -21,6 +21,7 @@ from gpuscale.engine.health import degraded_verdicts, workload_count
 from gpuscale.engine.limits import Totals, headroom, totals_of
 from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of, request_names
 from gpuscale.engine.nodes import NodePhase, still_lacks
+from gpuscale.engine.options import provision_time_s, startup_time_s
 from gpuscale.engine.plan import NodeVerdict, Plan, PodVerdict, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
@@ -47,21 +48,6 @@ class _Timeouts:
     """Of those, the Ready ones: their row counts their real allocatable, not the template's."""
 
 
-def _provision_limit(pool: NodePool | None, policy: Policy) -> float:
-    override = getattr(pool, "max_node_provision_time_s", None) if pool is not None else None
-    return float(override) if override is not None else policy.max_node_provision_time_s
-
-
-def _startup_limit(pool: NodePool, policy: Policy) -> float:
-    """How long a registered node of `pool` may stay not Ready: the pool's startup time, the policy's, else the
-    provisioning deadline."""
-    if pool.max_node_startup_time_s is not None:
-        return pool.max_node_startup_time_s
-    if policy.max_node_startup_time_s is not None:
-        return policy.max_node_startup_time_s
-    return _provision_limit(pool, policy)
-
-
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
                   now: float, facts: Mapping[str, NodeFacts],
                   starting: Sequence[NodeFacts] | None = None,
@@ -74,7 +60,7 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
     timed_out: list[TimedOut] = []
     failed: dict[str, FailureKind] = {}
     for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
-        limit = _provision_limit(pools.get(request.pool), policy)
+        limit = provision_time_s(pools.get(request.pool), policy)
         if now - request.requested_s > limit:
             timed_out.append(TimedOut(pool=request.pool, node=None, request_id=request.request_id, reasons=(
                 Reason(ReasonCode.PROVISION_TIMEOUT, f"requested {now - request.requested_s:.0f}s ago, not "
@@ -97,7 +83,7 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         if pool is None:
             continue
         if current is NodePhase.REGISTERED and node.created_s is not None:
-            limit = _startup_limit(pool, policy)
+            limit = startup_time_s(pool, policy)
             if now - node.created_s > limit:
                 timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
                     Reason(ReasonCode.PROVISION_TIMEOUT, f"not Ready {now - node.created_s:.0f}s after creation "

@@ -2,8 +2,8 @@
 
 Totals count every node that is not being deleted plus every requested node, so upcoming capacity is never
 double-spent. Each limit divides its headroom by what one node of the pool adds: cores and memory by the template's
-allocatable (CA counts capacity; allocatable is within a few percent), GPUs by the pool's physical GPU count per model,
-cost by its hourly price.
+allocatable (CA counts capacity; allocatable is within a few percent), GPUs by the pool's physical GPU count (per model,
+and all models together), cost by its hourly price.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ class Totals:
     cpu_milli: int = 0
     memory_bytes: int = 0
     gpus_by_model: Mapping[str, int] | None = None
+    gpus: int = 0
+    """Physical GPUs of every model together."""
     usd_per_hour: float = 0.0
     nodes_by_pool: Mapping[str, int] | None = None
 
@@ -36,17 +38,18 @@ class Totals:
         """These totals with `count` more nodes of each pool, added in order (one new object, however many pools)."""
         gpus = dict(self.gpus_by_model or {})
         by_pool = dict(self.nodes_by_pool or {})
-        nodes, cpu, memory, usd = self.nodes, self.cpu_milli, self.memory_bytes, self.usd_per_hour
+        nodes, cpu, memory, usd, all_gpus = self.nodes, self.cpu_milli, self.memory_bytes, self.usd_per_hour, self.gpus
         for pool, count in pool_counts:
             if pool.gpu_model:
                 gpus[pool.gpu_model] = gpus.get(pool.gpu_model, 0) + pool.gpus_per_node * count
+                all_gpus += pool.gpus_per_node * count
             by_pool[pool.name] = by_pool.get(pool.name, 0) + count
             nodes += count
             cpu += pool.allocatable.get(CPU) * count
             memory += pool.allocatable.get(MEMORY) * count
             usd += pool.usd_per_hour * count
-        return Totals(nodes=nodes, cpu_milli=cpu, memory_bytes=memory, gpus_by_model=gpus, usd_per_hour=usd,
-                      nodes_by_pool=by_pool)
+        return Totals(nodes=nodes, cpu_milli=cpu, memory_bytes=memory, gpus_by_model=gpus, gpus=all_gpus,
+                      usd_per_hour=usd, nodes_by_pool=by_pool)
 
 
 def totals_of(pool_counts: Iterable[tuple[NodePool | None, int]]) -> Totals:
@@ -96,6 +99,9 @@ def headroom(pool: NodePool, totals: Totals, limits: Limits, max_per_scale_up: i
         cap = limits.max_gpus_by_model[pool.gpu_model]
         have = (totals.gpus_by_model or {}).get(pool.gpu_model, 0)
         candidates.append(((cap - have) // pool.gpus_per_node, f"gpu_total {pool.gpu_model} {cap}"))
+    if limits.max_gpus_total is not None and pool.gpu_model and pool.gpus_per_node:
+        candidates.append(((limits.max_gpus_total - totals.gpus) // pool.gpus_per_node,
+                           f"gpu_total {limits.max_gpus_total} (all GPU models)"))
     if limits.max_usd_per_hour is not None and pool.usd_per_hour > 0:
         left = limits.max_usd_per_hour - totals.usd_per_hour
         candidates.append((int(left // pool.usd_per_hour + 1e-9), f"max_usd_per_hour {limits.max_usd_per_hour:g}"))

@@ -40,6 +40,8 @@ class Limits:
     max_memory_bytes_total: int | None = None
     max_gpus_by_model: Mapping[str, int] = field(default_factory=dict)
     """Per GPU model (the pool's `gpu_model`), physical GPUs across the cluster — every provider, not GKE only."""
+    max_gpus_total: int | None = None
+    """Physical GPUs of every model together across the cluster (CA's `--gpu-total=nvidia.com/gpu:MIN:MAX`)."""
     max_usd_per_hour: float | None = None
 
 
@@ -75,7 +77,8 @@ class PriorityRule:
 class Policy:
     # --- scale-up
     new_pod_delay_s: float = 2.0
-    new_gpu_pod_delay_s: float = 10.0
+    new_gpu_pod_delay_s: float | None = 10.0
+    """Batching delay when a GPU pod waits (`None`: `new_pod_delay_s`, as for any pod; engine/options.py)."""
     expendable_priority_cutoff: int = -10
     expanders: tuple[ExpanderName, ...] = (ExpanderName.LEAST_WASTE, ExpanderName.PRICE)
     priorities: tuple[PriorityRule, ...] = ()
@@ -106,8 +109,9 @@ class Policy:
     scale_down_gpu_utilization_threshold: float = 0.5
     scale_down_unneeded_time_s: float = 600.0
     scale_down_gpu_unneeded_time_s: float | None = 420.0
-    """Unneeded time for GPU nodes (`None`: `scale_down_unneeded_time_s`). An idle 8-GPU node costs ~35× a CPU node
-    an hour; on the twin's default day (4 seeds) 7 minutes cuts idle GPU-hours by ~23 % at equal mean p95."""
+    """Unneeded time for GPU nodes (`None`: `scale_down_unneeded_time_s`; engine/options.py). An idle 8-GPU node
+    costs ~35× a CPU node an hour; on the twin's default day (4 seeds) 7 minutes cuts idle GPU-hours by ~23 % at equal
+    mean p95."""
     scale_down_unready_time_s: float = 1200.0
     ignore_daemonsets_utilization: bool = False
     """Leave DaemonSet pods out of a node's utilization (CA's `--ignore-daemonsets-utilization`, off by default): they

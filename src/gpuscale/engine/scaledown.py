@@ -82,6 +82,7 @@ import numpy.typing as npt
 
 from gpuscale.engine.drain import SCALE_DOWN_DISABLED, NodeDrain, PdbBudget, drain_node
 from gpuscale.engine.nodes import NodePhase, phase
+from gpuscale.engine.options import ignores_daemonsets, unneeded_time_s, unready_time_s, utilization_threshold
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, NodeVerdict, Removal
 from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
@@ -700,8 +701,7 @@ def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable
     own = _own_pools(nodes, at)
     ignoring = policy.ignore_daemonsets_utilization
     if ignoring or own:  # DaemonSet pods left out where the policy or the node's pool says so
-        says = {i: pool.ignore_daemonsets_utilization for i, pool in own if pool.ignore_daemonsets_utilization
-                is not None}
+        says = {i: ignores_daemonsets(pool, policy) for i, pool in own}
         for i in range(n) if ignoring else says:
             if says.get(i, ignoring):
                 used[i] -= _amounts(sum((p.requests for p in pods_by_node.get(nodes.names[at[i]], ())
@@ -715,10 +715,8 @@ def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable
     utilization = np.where(gpu_node, ratios[:, 2], np.maximum(ratios[:, 0], ratios[:, 1]))
     threshold = np.where(gpu_node, policy.scale_down_gpu_utilization_threshold,
                          policy.scale_down_utilization_threshold)
-    for i, pool in own:  # nodes of pools with thresholds of their own (none, usually): theirs instead
-        value = pool.scale_down_gpu_utilization_threshold if gpu_node[i] else pool.scale_down_utilization_threshold
-        if value is not None:
-            threshold[i] = value
+    for i, pool in own:  # nodes of pools with options of their own (none, usually): the per-pool rule
+        threshold[i] = utilization_threshold(pool, policy, gpu=bool(gpu_node[i]))
     return utilization, threshold, ratios, gpu_node
 
 
@@ -800,16 +798,8 @@ def protected_until(verdicts: Sequence[object]) -> float:
 
 
 def _required_s(pool: NodePool, ready: bool, gpu_pool: bool, policy: Policy) -> float:
-    """How long a node of `pool` must stay unneeded: the pool's own time if it has one (CA's per-node-group option),
-    else the policy's for its readiness and, Ready, its kind (GPU pools: `scale_down_gpu_unneeded_time_s` if set)."""
-    if not ready:
-        own = pool.scale_down_unready_time_s
-        return own if own is not None else policy.scale_down_unready_time_s
-    if pool.scale_down_unneeded_time_s is not None:
-        return pool.scale_down_unneeded_time_s
-    if gpu_pool and policy.scale_down_gpu_unneeded_time_s is not None:
-        return policy.scale_down_gpu_unneeded_time_s
-    return policy.scale_down_unneeded_time_s
+    """How long a node of `pool` must stay unneeded: by readiness, the per-pool rule (engine/options.py)."""
+    return unneeded_time_s(pool, policy, gpu=gpu_pool) if ready else unready_time_s(pool, policy)
 
 
 def _reads_the_same(one: NodeRecord, other: NodeRecord) -> bool:

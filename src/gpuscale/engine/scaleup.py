@@ -3,7 +3,8 @@
 Steps, each a function below:
 1. `select_candidates`: pods the scheduler marked Unschedulable, minus scheduling-gated and expendable ones; gangs are
    gathered into one unit (all pending members, all-or-nothing) and held back until all members exist; nothing
-   happens until the oldest candidate is `new_pod_delay_s` old (`new_gpu_pod_delay_s` if a GPU pod waits), to batch.
+   happens until the oldest candidate is `new_pod_delay_s` old (`new_gpu_pod_delay_s` if a GPU pod waits and it is set;
+   engine/options.py), to batch.
 2. `place_on_existing`: units that fit free capacity on usable nodes, or on upcoming ones (requested, registered but
    not Ready, Ready with GPUs not yet registered — counted as their pool's template), are covered: no new node.
 3. `estimate`: for each pool not backed off and under its limits, pack the remaining units first-fit-decreasing (by
@@ -38,6 +39,7 @@ import numpy.typing as npt
 from gpuscale.engine.expanders import Option, choose, waste
 from gpuscale.engine.fit import POOL_FITS, pool_verdict
 from gpuscale.engine.limits import Headroom, Totals, headroom
+from gpuscale.engine.options import new_pod_delay_s
 from gpuscale.engine.placement.devices import GpuNeed, gpu_need
 from gpuscale.engine.plan import PodVerdict, ScaleUp
 from gpuscale.engine.policy import Limits, Policy
@@ -179,10 +181,11 @@ def _batched(gathered: _Gathered, policy: Policy, now: float) -> Candidates:
             gathered = _Gathered(units, [*gathered.waiting, *held], min(
                 (p.created_s for u in units for p in u.pods if p.created_s is not None), default=None))
             oldest = gathered.oldest
-    if units and oldest is not None and now - oldest < max(policy.new_gpu_pod_delay_s, policy.new_pod_delay_s):
+    if units and oldest is not None and now - oldest < max(new_pod_delay_s(policy, gpu=True),
+                                                           new_pod_delay_s(policy, gpu=False)):
         if gathered.gpu is None:  # only then: the oldest is older than both
             gathered.gpu = any(asks_gpu(p.requests) for u in units for p in u.pods)
-        delay = policy.new_gpu_pod_delay_s if gathered.gpu else policy.new_pod_delay_s
+        delay = new_pod_delay_s(policy, gpu=gathered.gpu)
         if now - oldest < delay:
             return Candidates(waiting=[*gathered.waiting, *(_verdict(
                 pod, ReasonCode.WAITING_BATCH,

@@ -103,6 +103,7 @@ def _limits(limits: Limits) -> dict[str, Any]:
     out: dict[str, Any] = {"maxNodesTotal": limits.max_nodes_total, "maxCoresTotal": limits.max_cores_total,
                            "maxMemoryBytesTotal": limits.max_memory_bytes_total,
                            "maxGpusByModel": dict(limits.max_gpus_by_model) or None,
+                           "maxGpusTotal": limits.max_gpus_total,
                            "maxUsdPerHour": limits.max_usd_per_hour}
     return {k: v for k, v in out.items() if v is not None}
 
