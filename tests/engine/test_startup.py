@@ -76,6 +76,13 @@ def test_once_fully_started_a_node_counts_as_it_is_cordon_and_labels_too() -> No
     assert [s.nodes for s in _decide((cordoned,), (_selecting_pod(),)).scale_up] == [1]
 
 
+def test_an_operators_cordon_with_the_taint_the_lifecycle_controller_mirrors_is_ignored_while_starting() -> None:
+    node = _booting(cordoned=True, taints=("readiness.k8s.io/GPUReady",))
+    node = replace(node, taints=(*node.taints, Taint(key="node.kubernetes.io/unschedulable",
+                                                     effect=TaintEffect.NO_SCHEDULE)))
+    assert _decide((node,), (_selecting_pod(),)).scale_up == ()
+
+
 def test_the_template_fills_labels_the_node_lacks_and_never_overrides_its_own() -> None:
     node = replace(_booting(taints=("readiness.k8s.io/x",), cordoned=True), labels={PRODUCT: "NVIDIA-H100"})
     row = as_it_will_be(node, A100)

@@ -30,7 +30,7 @@ from gpuscale.engine.plan import TO_BE_DELETED_TAINT
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources, is_gpu_resource
-from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, StartupTaints
+from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, UNSCHEDULABLE_TAINT, StartupTaints
 
 
 class NodePhase(StrEnum):
@@ -60,7 +60,9 @@ def as_it_will_be(node: Node, pool: NodePool | None = None) -> Node:
     was ordered for would order a second node (found against the real control plane); so would a label GFD adds
     later, or an operator's cordon."""
     rules = rules_of(pool)
-    kept = tuple(t for t in node.taints if not rules.is_startup(t.key) and not rules.is_status(t.key))
+    # the cordon's own taint goes with the cordon (the node lifecycle controller mirrors spec.unschedulable in it)
+    kept = tuple(t for t in node.taints if not rules.is_startup(t.key) and not rules.is_status(t.key)
+                 and t.key != UNSCHEDULABLE_TAINT.key)
     labels = node.labels
     if pool is not None:
         template = pool.template(node.name).labels
