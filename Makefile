@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit e2e k8s-binaries kueue-binary helm-binary browser clean
+.PHONY: demo test lint typecheck unit e2e k8s-binaries kueue-binary helm-binary image browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ kueue-binary:
 
 helm-binary:
 	bash scripts/helm-binary.sh
+
+# The container image, built here with buildah and smoke-run (docs/install.md); not part of `test` (minutes cold).
+image: $(STAMP)
+	PYTHON=$(BIN)/python bash scripts/image.sh
 
 browser:
 	bash scripts/chromium.sh
