@@ -50,21 +50,22 @@ def parse_duration(value: object) -> float:
     """Seconds from a Go duration (`1h30m`, `10m`, `2.5s`, `300ms`; `time.ParseDuration`'s units) or a number of
     seconds (`600`, `"600"`). Negative and non-finite durations are refused."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"expected a duration like 10m, 30s or 1h30m, or a number of seconds; got {value!r}")
+        raise ValueError(f"expected a duration like 10m, 30s or 1h30m, or a number of seconds; got {excerpt(value)}")
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("-") and (re.fullmatch(_NUMBER, text[1:]) or _DURATION.fullmatch(text[1:])):
-            raise ValueError(f"must be a finite duration of zero or more; got {value!r}")
+            raise ValueError(f"must be a finite duration of zero or more; got {excerpt(value)}")
         if re.fullmatch(_NUMBER, text):
             seconds = float(text)
         elif _DURATION.fullmatch(text):
             seconds = sum(float(n) * _GO_UNITS[u] for n, u in _DURATION_PART.findall(text))
         else:
-            raise ValueError(f"expected a duration like 10m, 30s or 1h30m, or a number of seconds; got {value!r}")
+            raise ValueError("expected a duration like 10m, 30s or 1h30m, or a number of seconds; "
+                             f"got {excerpt(value)}")
     else:
         seconds = float(value)
     if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"must be a finite duration of zero or more; got {value!r}")
+        raise ValueError(f"must be a finite duration of zero or more; got {excerpt(value)}")
     return seconds
 
 
@@ -453,9 +454,9 @@ def _expanders(value: str | tuple[str, ...], has_priorities: bool) -> tuple[Expa
     for i, name in enumerate(names):
         where = "expander" if isinstance(value, str) else f"expander[{i}]"
         if name not in {e.value for e in ExpanderName}:
-            raise _SettingError(where, f"unknown expander {name!r} (known: {known})")
+            raise _SettingError(where, f"unknown expander {excerpt(name)} (known: {known})")
         if ExpanderName(name) in chain:
-            raise _SettingError(where, f"expander {name!r} is listed twice")
+            raise _SettingError(where, f"expander {excerpt(name)} is listed twice")
         chain.append(ExpanderName(name))
     if not chain:
         raise _SettingError("expander", f"give at least one expander (known: {known})")
@@ -474,7 +475,7 @@ def _priorities(value: Mapping[int, Sequence[str]]) -> tuple[PriorityRule, ...]:
             try:
                 re.compile(pattern)
             except re.error as err:
-                raise _SettingError(f"priorities.{priority}[{i}]", f"bad regex {pattern!r}: {err}") from None
+                raise _SettingError(f"priorities.{priority}[{i}]", f"bad regex {excerpt(pattern)}: {err}") from None
         rules.append(PriorityRule(priority=priority, patterns=tuple(patterns)))
     return tuple(rules)
 
@@ -560,10 +561,11 @@ def _gpu_limits(value: Mapping[str, int | str] | str | Sequence[str], pools: Seq
             total = _max_of(where, limit)
             continue
         if not models:
-            raise _SettingError(where, f"no pool has GPU type {name!r} (pools have: {', '.join(sorted(names))})"
+            raise _SettingError(where, f"no pool has GPU type {excerpt(name)} (pools have: {', '.join(sorted(names))})"
                                 if names else "no pool has GPUs")
         if len(models) > 1:
-            raise _SettingError(where, f"{name!r} names several GPU models ({', '.join(sorted(models))}): use one")
+            raise _SettingError(where, f"{excerpt(name)} names several GPU models ({', '.join(sorted(models))}): "
+                                       "use one")
         model = next(iter(models))
         if model in limits:
             raise _SettingError(where, f"GPU model {model} is limited twice")
@@ -591,9 +593,9 @@ def _buffers(items: Sequence[WarmCapacityConfig], pools: Sequence[NodePool]) -> 
     for i, item in enumerate(items):
         pool = by_name.get(item.pool)
         if pool is None:
-            raise _SettingError(f"warm_capacity[{i}].pool", f"no pool named {item.pool!r}")
+            raise _SettingError(f"warm_capacity[{i}].pool", f"no pool named {excerpt(item.pool)}")
         if item.pool in seen:
-            raise _SettingError(f"warm_capacity[{i}].pool", f"pool {item.pool!r} has two buffers")
+            raise _SettingError(f"warm_capacity[{i}].pool", f"pool {excerpt(item.pool)} has two buffers")
         seen.add(item.pool)
         if not item.idle_nodes and not item.free_gpus and not item.free_gpus_ratio:
             raise _SettingError(f"warm_capacity[{i}]", "give idle_nodes, free_gpus or free_gpus_ratio")
@@ -602,7 +604,7 @@ def _buffers(items: Sequence[WarmCapacityConfig], pools: Sequence[NodePool]) -> 
                                 f"{item.idle_nodes} idle nodes exceed the pool's max_size {pool.max_size}")
         for key in ("free_gpus", "free_gpus_ratio"):
             if getattr(item, key) and not pool.is_gpu_pool():
-                raise _SettingError(f"warm_capacity[{i}].{key}", f"pool {item.pool!r} has no GPUs")
+                raise _SettingError(f"warm_capacity[{i}].{key}", f"pool {excerpt(item.pool)} has no GPUs")
         if item.free_gpus > pool.max_size * pool.allocatable.gpu_count():
             raise _SettingError(f"warm_capacity[{i}].free_gpus",
                                 f"{item.free_gpus} free GPUs exceed what the pool can hold at max_size")
@@ -642,7 +644,8 @@ def _location(loc: tuple[int | str, ...]) -> str:
         if part == "[key]":
             out += " (key)"
         else:
-            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+            text = str(part)[:80]  # a key of the user's: cut, as values are
+            out += f"[{part}]" if isinstance(part, int) else (f".{text}" if out else text)
     return out or "(top level)"
 
 
@@ -660,7 +663,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "config") -> Config:
             guess = difflib.get_close_matches(str(first["loc"][-1]), _KNOWN_NAMES, n=1)
             message = "unknown setting" + (f" (did you mean {guess[0]}?)" if guess else "")
         elif first["type"] not in ("missing", "value_error") and isinstance(first.get("input"), str | int | float):
-            message = f"{message}, got {first['input']!r}"  # bool is an int: covered
+            message = f"{message}, got {excerpt(first['input'])}"  # bool is an int: covered
         raise ConfigError(f"{source}: {_location(first['loc'])}", message) from None
     pools = []
     for i, pool_config in enumerate(parsed.pools):

@@ -99,7 +99,7 @@ def _objects(ctx: _Ctx, obj: Any, path: str, at: str = "") -> list[Mapping[str, 
     items = _get(ctx, obj, path, list, [], at)
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
-            raise ctx.fail(f"{_join(at, path)}[{i}]", f"expected an object, got {item!r}")
+            raise ctx.fail(f"{_join(at, path)}[{i}]", f"expected an object, got {excerpt(item)}")
     return list(items)
 
 
@@ -181,7 +181,7 @@ def _timestamp(ctx: _Ctx, obj: Mapping[str, Any], path: str, at: str = "") -> fl
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
-        raise ctx.fail(_join(at, path), f"not an RFC 3339 time: {text!r}") from None
+        raise ctx.fail(_join(at, path), f"not an RFC 3339 time: {excerpt(text)}") from None
 
 
 # ---------------------------------------------------------------------------------------------------------- selectors
@@ -195,7 +195,7 @@ def _requirement(ctx: _Ctx, raw: Any, path: str, node_selector: bool) -> Require
     op_text = _get(ctx, raw, "operator", str, "", at=path)
     allowed = list(SelectorOperator) if node_selector else [o for o in SelectorOperator if o not in ("Gt", "Lt")]
     if op_text not in allowed:
-        raise ctx.fail(f"{path}.operator", f"unknown operator {op_text!r} (valid: {', '.join(allowed)})")
+        raise ctx.fail(f"{path}.operator", f"unknown operator {excerpt(op_text)} (valid: {', '.join(allowed)})")
     op = SelectorOperator(op_text)
     values = tuple(_get(ctx, raw, "values", list, [], at=path))
     if not all(isinstance(v, str) for v in values):
@@ -208,7 +208,7 @@ def _requirement(ctx: _Ctx, raw: Any, path: str, node_selector: bool) -> Require
         if len(values) != 1:
             raise ctx.fail(f"{path}.values", f"must have exactly one value for operator {op}")
         if parse_int64(values[0]) is None:
-            raise ctx.fail(f"{path}.values[0]", f"must be an integer for operator {op}, got {values[0]!r}")
+            raise ctx.fail(f"{path}.values[0]", f"must be an integer for operator {op}, got {excerpt(values[0])}")
     return Requirement(key=key, operator=op, values=values)
 
 
@@ -216,7 +216,7 @@ def _requirements(ctx: _Ctx, raw: Any, path: str, node_selector: bool) -> tuple[
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise ctx.fail(path, f"expected list, got {raw!r}")
+        raise ctx.fail(path, f"expected list, got {excerpt(raw)}")
     return tuple(_requirement(ctx, r, f"{path}[{i}]", node_selector) for i, r in enumerate(raw))
 
 
@@ -224,7 +224,7 @@ def _label_selector(ctx: _Ctx, raw: Any, path: str) -> LabelSelector:
     if raw is None:
         return LabelSelector(nothing=True)
     if not isinstance(raw, Mapping):
-        raise ctx.fail(path, f"expected an object, got {raw!r}")
+        raise ctx.fail(path, f"expected an object, got {excerpt(raw)}")
     labels = _str_map(ctx, raw, "matchLabels", at=path)
     exprs = _requirements(ctx, raw.get("matchExpressions"), f"{path}.matchExpressions", False)
     return LabelSelector(match_labels=tuple(sorted(labels.items())), match_expressions=exprs)
@@ -261,10 +261,10 @@ def _tolerations(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
         where = f"spec.tolerations[{i}]"
         op_text = _get(ctx, t, "operator", str, "", at=where) or "Equal"
         if op_text not in ("Equal", "Exists"):
-            raise ctx.fail(f"{where}.operator", f"unknown operator {op_text!r} (valid: Equal, Exists)")
+            raise ctx.fail(f"{where}.operator", f"unknown operator {excerpt(op_text)} (valid: Equal, Exists)")
         effect_text = _get(ctx, t, "effect", str, "", at=where)
         if effect_text and effect_text not in TaintEffect.__members__.values():
-            raise ctx.fail(f"{where}.effect", f"unknown effect {effect_text!r}")
+            raise ctx.fail(f"{where}.effect", f"unknown effect {excerpt(effect_text)}")
         result.append(Toleration(
             key=_get(ctx, t, "key", str, "", at=where), operator=TolerationOperator(op_text),
             value=_get(ctx, t, "value", str, "", at=where),
@@ -347,10 +347,10 @@ def _fields(ctx: _Ctx, raw: Any, path: str) -> tuple[Requirement, ...]:
     for i, r in enumerate(reqs):
         # As API validation and component-helpers `nodeSelectorRequirementsAsFieldSelector` have it.
         if r.key != "metadata.name":
-            raise ctx.fail(f"{path}[{i}].key", f"not a supported field selector: {r.key!r} (only metadata.name)")
+            raise ctx.fail(f"{path}[{i}].key", f"not a supported field selector: {excerpt(r.key)} (only metadata.name)")
         if r.operator not in (SelectorOperator.IN, SelectorOperator.NOT_IN):
-            raise ctx.fail(f"{path}[{i}].operator", f"unknown operator {r.operator.value!r} for a field selector "
-                                                     "(valid: In, NotIn)")
+            raise ctx.fail(f"{path}[{i}].operator", f"unknown operator {excerpt(r.operator.value)} for a field "
+                                                     "selector (valid: In, NotIn)")
         if len(r.values) != 1:
             raise ctx.fail(f"{path}[{i}].values", "must have exactly one value for a field selector")
     return reqs
@@ -428,7 +428,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
     status = _get(ctx, obj, "status", dict, {})
     phase_text = _get(ctx, status, "phase", str, "Pending", at="status")
     if phase_text not in PodPhase.__members__.values():
-        raise ctx.fail("status.phase", f"unknown phase {phase_text!r}")
+        raise ctx.fail("status.phase", f"unknown phase {excerpt(phase_text)}")
     conditions = _objects(ctx, status, "conditions", at="status")
     unschedulable = any(c.get("type") == "PodScheduled" and c.get("status") == "False"
                         and c.get("reason") == "Unschedulable" for c in conditions)
@@ -458,7 +458,7 @@ def _taints(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[Taint, ...]:
         where = f"spec.taints[{i}]"
         effect = _get(ctx, t, "effect", str, "", at=where)
         if effect not in TaintEffect.__members__.values():
-            raise ctx.fail(f"{where}.effect", f"unknown effect {effect!r} (valid: NoSchedule, PreferNoSchedule, "
+            raise ctx.fail(f"{where}.effect", f"unknown effect {excerpt(effect)} (valid: NoSchedule, PreferNoSchedule, "
                                               "NoExecute)")
         key = _get(ctx, t, "key", str, "", at=where)
         if not key:

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from gpuscale.config import Config, load_yaml_file
+from gpuscale.inputs.files import excerpt
 from gpuscale.lifecycle.phases import Phase, percentile
 from gpuscale.lifecycle.trace import PodTrace
 from gpuscale.loop.tick import LoopSettings
@@ -88,7 +89,7 @@ def _distribution(raw: Any, where: str) -> LogNormal:
     median, sigma = raw.get("median"), raw.get("sigma", 0.0)
     for name, value in (("median", median), ("sigma", sigma)):
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or not math.isfinite(value):
-            raise ConfigError(f"{where}.{name}", f"expected a non-negative number, got {value!r}")
+            raise ConfigError(f"{where}.{name}", f"expected a non-negative number, got {excerpt(value)}")
     return LogNormal(median=float(median), sigma=float(sigma))  # type: ignore[arg-type]
 
 

@@ -27,6 +27,7 @@ from typing import TextIO, TypeVar, cast
 
 import numpy as np
 
+from gpuscale.inputs.files import excerpt
 from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.pod import SchedulingConstraints
 from gpuscale.model.resources import Resources
@@ -218,7 +219,7 @@ def _shape(pod: OpenbPod, placement: Placement, gpu_model: str,
     gpu = pod.num_gpu > 0
     rule = placement.rule(gpu_model if gpu else "", requests)
     if rule is None:
-        raise ConfigError("gpu_model", f"{gpu_model!r} unknown to the placement")
+        raise ConfigError("gpu_model", f"{excerpt(gpu_model)} unknown to the placement")
     # Image sizes by pool (TWIN-DEFAULTS §5): ≤ 1 GPU → gpu-small's CUDA runtime, more → gpu-large's PyTorch NGC.
     image_gb = 0.5 if not gpu else 6.0 if pod.num_gpu == 1 else 12.0
     return "training" if gpu else "batch", requests, _canonical(canonical, rule.constraints()), round(image_gb * GB)

@@ -15,6 +15,7 @@ from typing import TypeVar
 from pydantic import ConfigDict, Field
 
 from gpuscale.config import Duration
+from gpuscale.inputs.files import excerpt
 from gpuscale.inputs.strict import StrictModel
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.pool import NodePool
@@ -146,14 +147,14 @@ def _enum(where: str, value: str, allowed: Sequence[E]) -> E:
     for option in allowed:
         if option.value == value:
             return option
-    raise ConfigError(where, f"expected one of {', '.join(o.value for o in allowed)}, got {value!r}")
+    raise ConfigError(where, f"expected one of {', '.join(o.value for o in allowed)}, got {excerpt(value)}")
 
 
 def _unique(where: str, names: Sequence[str]) -> None:
     seen: set[str] = set()
     for i, name in enumerate(names):
         if name in seen:
-            raise ConfigError(f"{where}[{i}].name", f"duplicate name {name!r}")
+            raise ConfigError(f"{where}[{i}].name", f"duplicate name {excerpt(name)}")
         seen.add(name)
 
 
@@ -175,7 +176,8 @@ def build_queue_spec(config: QueuesConfig, where: str, pools: Sequence[NodePool]
             raise ConfigError(f"{where}.localQueues[{i}].clusterQueue",
                               f"unknown ClusterQueue {lq.clusterQueue!r} (clusterQueues: {', '.join(sorted(names))})")
         if key in local:
-            raise ConfigError(f"{where}.localQueues[{i}].name", f"duplicate LocalQueue {key[1]!r} in {key[0]!r}")
+            raise ConfigError(f"{where}.localQueues[{i}].name",
+                              f"duplicate LocalQueue {excerpt(key[1])} in {excerpt(key[0])}")
         local[key] = lq.clusterQueue
     ready = config.waitForPodsReady
     pods_ready = None
@@ -198,9 +200,10 @@ def _cluster_queue(config: ClusterQueueConfig, where: str, flavors: Mapping[str,
         for f, fq in enumerate(group.flavors):
             at = f"{here}.flavors[{f}]"
             if fq.name not in flavors:
-                raise ConfigError(f"{at}.name", f"unknown flavor {fq.name!r} (flavors: {', '.join(sorted(flavors))})")
+                raise ConfigError(f"{at}.name",
+                                  f"unknown flavor {excerpt(fq.name)} (flavors: {', '.join(sorted(flavors))})")
             if fq.name in used:
-                raise ConfigError(f"{at}.name", f"flavor {fq.name!r} is already used in this ClusterQueue")
+                raise ConfigError(f"{at}.name", f"flavor {excerpt(fq.name)} is already used in this ClusterQueue")
             used.add(fq.name)
             listed = [r.name for r in fq.resources]
             if sorted(listed) != sorted(group.coveredResources):

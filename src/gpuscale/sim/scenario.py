@@ -25,6 +25,7 @@ from gpuscale.config import (
     parse_config,
     preset_policy,
 )
+from gpuscale.inputs.files import excerpt
 from gpuscale.inputs.strict import StrictModel
 from gpuscale.loop.tick import LoopSettings
 from gpuscale.model.errors import ConfigError
@@ -218,7 +219,7 @@ def _calibrated(name: str | None, base: Path | None, source: str, pools: set[str
     profiles = load_profiles(path)
     unknown = sorted(set(profiles) - pools)
     if unknown:
-        raise ConfigError(f"{source}: calibrated_profiles", f"{path} names unknown pool {unknown[0]!r} "
+        raise ConfigError(f"{source}: calibrated_profiles", f"{path} names unknown pool {excerpt(unknown[0])} "
                                                             f"(pools: {', '.join(sorted(pools))})")
     return profiles
 
@@ -250,7 +251,8 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
                          + [("initial_nodes", p) for p in parsed.initial_nodes]
                          + [("stockout_probability", p) for p in parsed.stockout_probability]):
         if named not in names:
-            raise ConfigError(f"{source}: {where}", f"unknown pool {named!r} (pools: {', '.join(sorted(names))})")
+            raise ConfigError(f"{source}: {where}",
+                              f"unknown pool {excerpt(named)} (pools: {', '.join(sorted(names))})")
     for pool in config.pools:
         if parsed.initial_nodes.get(pool.name, 0) > pool.max_size:
             raise ConfigError(f"{source}: initial_nodes.{pool.name}", f"{parsed.initial_nodes[pool.name]} is above the "

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuscale.inputs.files import excerpt
 from gpuscale.model.errors import InputError
 from gpuscale.model.pod import SchedulingConstraints
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources
@@ -163,7 +164,7 @@ class _Row:
         try:
             return int(text)
         except ValueError:
-            raise self.fail(column, f"expected an integer, got {text!r}") from None
+            raise self.fail(column, f"expected an integer, got {excerpt(text)}") from None
 
     def number(self, column: str, *, minimum: float, positive: bool = False, default: float | None = None) -> float:
         text = self.text(column)
@@ -172,9 +173,10 @@ class _Row:
         try:
             value = float(text)
         except ValueError:
-            raise self.fail(column, f"expected a number, got {text!r}") from None
+            raise self.fail(column, f"expected a number, got {excerpt(text)}") from None
         if not math.isfinite(value) or value < minimum or (positive and value <= minimum):
-            raise self.fail(column, f"must be a finite number {'>' if positive else '≥'} {minimum:g}, got {text!r}")
+            raise self.fail(column, f"must be a finite number {'>' if positive else '≥'} {minimum:g}, "
+                                    f"got {excerpt(text)}")
         return value
 
 
@@ -193,7 +195,7 @@ def read_jobs(path: Path, placement: Placement) -> list[JobSpec]:
             row = _Row(values, f"{path} row {reader.line_num}")
             job = _job(row, placement, default_name=f"job-{len(jobs) + 1:06d}")
             if job.name in seen:
-                raise row.fail("name", f"{job.name!r} already used on row {seen[job.name]}")
+                raise row.fail("name", f"{excerpt(job.name)} already used on row {seen[job.name]}")
             seen[job.name] = reader.line_num
             jobs.append(job)
     return jobs
@@ -205,7 +207,7 @@ def _job(row: _Row, placement: Placement, default_name: str) -> JobSpec:
         raise row.fail("kind", "inference rows are services, not jobs: describe them with "
                                "gpuscale.sim.synthetic.inference_service")
     if kind not in JOB_KINDS:
-        raise row.fail("kind", f"expected one of {', '.join(JOB_KINDS)}, got {kind!r}")
+        raise row.fail("kind", f"expected one of {', '.join(JOB_KINDS)}, got {excerpt(kind)}")
     gpus = row.integer("gpus_per_pod")
     shape = {"gpus_per_pod": gpus, "gpu_milli": row.integer("gpu_milli", default=1000 if gpus > 0 else 0),
              "cpu_milli": row.integer("cpu_milli"), "memory_mib": row.integer("memory_mib")}
@@ -261,7 +263,7 @@ def _row_of(job: JobSpec, placement: Placement) -> Sequence[str]:
     if model is None:
         raise InputError(where, "constraints", "no gpu_model of this placement yields them")
     if job.kind not in JOB_KINDS:
-        raise InputError(where, "kind", f"expected one of {', '.join(JOB_KINDS)}, got {job.kind!r}")
+        raise InputError(where, "kind", f"expected one of {', '.join(JOB_KINDS)}, got {excerpt(job.kind)}")
     return (job.name, job.kind, job.team, repr(float(job.submit_s)), repr(float(job.duration_s)), str(job.pods),
             str(gpus), str(gpu_milli), model, str(amounts.get(CPU, 0)), str(memory // MIB), str(job.priority),
             repr(float(job.checkpoint_s)), repr(job.image_bytes / GB))
