@@ -403,3 +403,55 @@ def test_now_must_be_finite() -> None:
 def test_help_piped_cuts_no_option_name() -> None:
     done = run_cli("run", "--help")
     assert done.code == 0 and "--no-leader-elect" in done.out and "…" not in done.out
+
+
+# --------------------------------------------------------------------------------------------- job-trace CSVs
+
+JOBS_HEADER = "name,kind,team,submit_s,duration_s,pods,gpus_per_pod,gpu_milli,gpu_model,cpu_milli,memory_mib," \
+              "priority,checkpoint_s,image_gb\n"
+JOB = "j1,training,a,0,600,1,1,1000,nvidia-tesla-t4,1000,1024,0,0,1\n"
+
+
+@pytest.mark.parametrize(("csv", "field", "message"), [
+    (None, "file", "No such file"),
+    (b"\x00\x01\x02", "byte 0", "not a text file"),
+    (JOBS_HEADER + JOB.replace(",1,1,1000,", ",1,1000000000,1000,"), "row 2: gpus_per_pod", "between"),
+    (JOBS_HEADER + JOB.replace(",0,0,1\n", ",0,0,1e308\n"), "row 2: image_gb", "at most 10000"),
+    (JOBS_HEADER + JOB.replace(",0,600,", ",0,1e300,"), "row 2: duration_s", "at most"),
+    (JOBS_HEADER + JOB.replace(",1024,0,", ",1024,3000000000,"), "row 2: priority", "between"),
+    (JOBS_HEADER + JOB.replace(",1,1,1000,", ",0,1,1000,"), "row 2: pods", "must be"),
+    (JOBS_HEADER + JOB.replace("j1,", "j" * 200_000 + ","), "(file)", "bad CSV: field larger than field limit"),
+])
+def test_a_scenario_job_trace_is_read_within_limits(tmp_path: Path, csv: str | bytes | None, field: str,
+                                                    message: str) -> None:
+    if csv is not None:
+        _write(tmp_path, "jobs.csv", csv)
+    path = _scenario(tmp_path, lambda r: r.__setitem__("workload", {"trace": "jobs.csv"}))
+    assert_refused(run_cli("simulate", path, "--quiet"), field, message)
+
+
+# ---------------------------------------------------------------------------------- explain: queue objects
+
+@pytest.mark.parametrize("edit", [
+    lambda w: w.__setitem__("status", ["not", "an", "object"]),
+    lambda w: w["status"]["conditions"][0].__setitem__("lastTransitionTime", "yesterday"),
+    lambda w: w["metadata"].__setitem__("ownerReferences", ["job"]),
+])
+def test_malformed_workloads_name_the_object(tmp_path: Path, edit: Any) -> None:
+    from tests.cli.test_cli_explain import dump as explain_dump
+    docs = [d for d in yaml.safe_load_all(explain_dump(tmp_path).read_text()) if d]
+    edit(next(d for d in docs if d["kind"] == "Workload"))
+    path = _write(tmp_path, "c.yaml", yaml.safe_dump_all(docs))
+    done = run_cli("explain", "team-a/queued-0", "--cluster", path, "--config", CONFIG, "--now", "1800000000")
+    if done.code != 0:
+        assert_refused(done, "Workload team-a/")
+
+
+def test_a_provisioning_request_count_must_be_a_whole_int32(tmp_path: Path) -> None:
+    from tests.cli.test_cli_explain import dump as explain_dump
+    docs = [d for d in yaml.safe_load_all(explain_dump(tmp_path).read_text()) if d]
+    next(d for d in docs if d["kind"] == "ProvisioningRequest")["spec"]["podSets"][0]["count"] = True
+    path = _write(tmp_path, "c.yaml", yaml.safe_dump_all(docs))
+    done = run_cli("explain", "team-a/big", "--cluster", path, "--config", CONFIG, "--now", "1800000000",
+                   "--format", "json")
+    assert done.code == 0 and "count >= 1 (an int32)" in done.out, done.err

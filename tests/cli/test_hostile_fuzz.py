@@ -6,6 +6,7 @@ bounded amount of memory. Examples are few and derandomized, so the module costs
 from __future__ import annotations
 
 import json
+import os
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -21,11 +22,14 @@ from hypothesis import strategies as st
 from gpuscale.lifecycle.phases import Milestone
 from gpuscale.lifecycle.trace import build_trace, dump_lines
 from tests.cli.hostile import CLUSTER, CONFIG, OPENB, Done, run_cli
+from tests.cli.test_cli_explain import dump as explain_dump
 
 PEAK_BYTES = 256 * 2**20
 """Python allocations one run may peak at: the seed inputs need a few MiB; an expansion bomb would need gigabytes."""
 
-FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
+EXAMPLES = int(os.environ.get("GPUSCALE_FUZZ_EXAMPLES", "0"))
+"""Set (e.g. 500) for a longer, randomly seeded hunt; unset, each target runs 25 derandomized examples."""
+FUZZ = settings(max_examples=EXAMPLES or 25, deadline=None, derandomize=not EXAMPLES, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 NASTY = ["1e400", "1E", "-1", "0", "NaN", ".nan", ".inf", "true", "yes", "on", "2:30", "~", "null", "0x1f", "010",
@@ -138,6 +142,22 @@ def test_mutated_config_values(doc: Any) -> None:
                                                        "--now", "1764633600"])
 
 
+def _explain_docs() -> list[Any]:
+    with TemporaryDirectory() as tmp:
+        return [d for d in yaml.safe_load_all(explain_dump(Path(tmp)).read_text()) if d]
+
+
+EXPLAIN_DOCS = _explain_docs()
+
+
+@FUZZ
+@given(mutated_value(EXPLAIN_DOCS), st.sampled_from(["team-a/queued-0", "team-a/plain-0", "team-a/big"]))
+def test_mutated_explain_dump(docs: list[Any], target: str) -> None:
+    """Workloads, ProvisioningRequests and PodTemplates too: `explain` reads them beyond what `fit` and `plan` do."""
+    fuzz("cluster.yaml", _dump_yaml(docs), lambda p: ["explain", target, "--cluster", p, "--config", CONFIG,
+                                                       "--now", "1800000000"])
+
+
 SCENARIO_DOC = {"name": "fuzz", "duration": "10m", "seed": 1, "config": CONFIG_DOC,
                 "initial_nodes": {"cpu-general": 1}, "stockouts": [{"pool": "gpu-training-a100", "start": "1m",
                                                                      "end": "2m"}],
@@ -210,7 +230,7 @@ def test_mutated_pack_csvs(nodes: str, pods: str, mutate_nodes: bool) -> None:
              lambda p: ["pack", "--nodes", p, "--pods", pods_path, "--tune", "1.3"])
 
 
-@settings(FUZZ, max_examples=12)
+@settings(FUZZ, max_examples=EXAMPLES or 12)
 @given(st.binary(max_size=2000))
 def test_random_bytes_as_every_kind_of_file(data: bytes) -> None:
     for name, command in (("c.yaml", lambda p: ["fit", "--cluster", p]),

@@ -69,9 +69,9 @@ def request_from_k8s(obj: Mapping[str, Any], templates: Mapping[str, Mapping[str
     for i, raw in enumerate(spec.get("podSets") or []):
         ref = ((raw or {}).get("podTemplateRef") or {}).get("name")
         count = (raw or {}).get("count")
-        if not isinstance(ref, str) or not ref or not isinstance(count, int) or count < 1:
+        if not isinstance(ref, str) or not ref or type(count) is not int or not 1 <= count <= 2**31 - 1:
             return _problem(base, FAILED, TRUE, "InvalidProvisioningRequest",
-                            f"spec.podSets[{i}]: needs podTemplateRef.name and count >= 1")
+                            f"spec.podSets[{i}]: needs podTemplateRef.name and count >= 1 (an int32)")
         template = templates.get(f"{namespace}/{ref}")
         if template is None:
             return _problem(base, ACCEPTED, FALSE, "PodTemplateNotFound",

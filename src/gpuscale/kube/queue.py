@@ -11,7 +11,8 @@ Kueue's plain-pod integration.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gpuscale.engine.explain import QueueHold
 from gpuscale.engine.provreq import ProvisioningRequest
+from gpuscale.inputs.files import one_line
 from gpuscale.kube.convert import cluster_from_objects
 from gpuscale.kube.provreq import GROUP, PLURAL, VERSION, request_from_k8s
 from gpuscale.model.cluster import Cluster
@@ -71,12 +73,13 @@ def queue_holds(objects: Iterable[Mapping[str, Any]], cluster: Cluster) -> dict[
     for obj in objects:
         if obj.get("kind") != "Workload" or not str(obj.get("apiVersion", "")).startswith(KUEUE_GROUP):
             continue
-        hold = _workload_hold(obj)
-        if hold is None:
-            continue
-        namespace = (obj.get("metadata") or {}).get("namespace", "default")
-        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-            by_owner[(namespace, str(ref.get("kind")), str(ref.get("name")))] = hold
+        with _malformed(obj):
+            hold = _workload_hold(obj)
+            if hold is None:
+                continue
+            namespace = (obj.get("metadata") or {}).get("namespace", "default")
+            for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+                by_owner[(namespace, str(ref.get("kind")), str(ref.get("name")))] = hold
     holds = {}
     for pod in cluster.pods:
         owner = pod.owner
@@ -95,12 +98,26 @@ def explain_input(objects: Iterable[Any], source: str = "input") -> ExplainInput
     templates = {_key(o): o for o in queue if o.get("kind") == "PodTemplate"}
     requests = []
     for obj in queue:
-        if obj.get("kind") == "ProvisioningRequest":
-            if not isinstance(obj.get("spec"), Mapping):
-                raise InputError(f"ProvisioningRequest {_key(obj)}", "spec", "expected an object")
-            requests.append(request_from_k8s(obj, templates))
+        with _malformed(obj):
+            if obj.get("kind") == "ProvisioningRequest":
+                if not isinstance(obj.get("spec"), Mapping):
+                    raise InputError(f"ProvisioningRequest {_key(obj)}", "spec", "expected an object")
+                requests.append(request_from_k8s(obj, templates))
+            elif obj.get("kind") == "Workload":
+                _workload_hold(obj)
     return ExplainInput(cluster=cluster, requests=tuple(sorted(requests, key=lambda r: r.key)),
                         holds=queue_holds(queue, cluster))
+
+
+@contextmanager
+def _malformed(obj: Mapping[str, Any]) -> Iterator[None]:
+    """A queue object of a shape its reader does not expect (a list where an object belongs, a bad timestamp) is one
+    `InputError` naming it, not a traceback."""
+    try:
+        yield
+    except (AttributeError, TypeError, ValueError, KeyError) as err:
+        raise InputError(f"{str(obj.get('kind'))[:40]} {_key(obj)[:120]}", "(object)",
+                         f"malformed: {one_line(str(err), 160)}") from None
 
 
 def live_objects(api_client: client.ApiClient) -> list[Any]:

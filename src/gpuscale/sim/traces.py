@@ -9,16 +9,17 @@ one; columns the reader does not know are ignored. Side effects: `read_jobs` and
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuscale.inputs.files import excerpt
+from gpuscale.inputs.files import CSV_BYTES, excerpt, one_line, read_text
 from gpuscale.model.errors import InputError
 from gpuscale.model.pod import SchedulingConstraints
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources
-from gpuscale.model.selectors import NodeAffinity
+from gpuscale.model.selectors import NodeAffinity, parse_int64
 from gpuscale.model.taints import TaintEffect, Toleration, TolerationOperator
 from gpuscale.sim.workloads import JobSpec
 
@@ -145,6 +146,13 @@ def shape_problem(*, gpus_per_pod: int, gpu_milli: int, cpu_milli: int, memory_m
 
 
 # ------------------------------------------------------------------------------------------------------------ reading
+_INT32 = 2**31 - 1
+MAX_SECONDS = 10 * 365 * 86_400.0
+"""Submit times and durations of at most ten years."""
+MAX_ROWS = 1_000_000
+"""Jobs one CSV may hold (as a scenario's `MAX_JOBS`)."""
+
+
 class _Row:
     """One CSV row with typed, checked accessors that raise `InputError` naming the row and the column."""
 
@@ -157,16 +165,19 @@ class _Row:
     def fail(self, column: str, problem: str) -> InputError:
         return InputError(self.where, column, problem)
 
-    def integer(self, column: str, default: int | None = None) -> int:
+    def integer(self, column: str, default: int | None = None, *, low: int = -_INT32 - 1, high: int = _INT32) -> int:
         text = self.text(column)
         if not text and default is not None:
             return default
-        try:
-            return int(text)
-        except ValueError:
-            raise self.fail(column, f"expected an integer, got {excerpt(text)}") from None
+        value = parse_int64(text)
+        if value is None:
+            raise self.fail(column, f"expected an integer, got {excerpt(text)}")
+        if not low <= value <= high:
+            raise self.fail(column, f"must be between {low} and {high}, got {excerpt(text)}")
+        return value
 
-    def number(self, column: str, *, minimum: float, positive: bool = False, default: float | None = None) -> float:
+    def number(self, column: str, *, minimum: float, positive: bool = False, default: float | None = None,
+               maximum: float = MAX_SECONDS) -> float:
         text = self.text(column)
         if not text and default is not None:
             return default
@@ -177,27 +188,37 @@ class _Row:
         if not math.isfinite(value) or value < minimum or (positive and value <= minimum):
             raise self.fail(column, f"must be a finite number {'>' if positive else '≥'} {minimum:g}, "
                                     f"got {excerpt(text)}")
+        if value > maximum:
+            raise self.fail(column, f"must be at most {maximum:g}, got {excerpt(text)}")
         return value
 
 
 def read_jobs(path: Path, placement: Placement) -> list[JobSpec]:
     """Jobs of a generic job CSV, in file order. Raises `InputError` on a missing column or the first bad row."""
-    with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark is not a column
-        reader = csv.DictReader(f)
-        header = [c.strip() for c in reader.fieldnames or ()]
-        missing = [c for c in REQUIRED_COLUMNS if c not in header]
-        if missing:
-            raise InputError(str(path), "header", f"missing required column(s): {', '.join(missing)}")
-        reader.fieldnames = header
-        jobs: list[JobSpec] = []
-        seen: dict[str, int] = {}
-        for values in reader:
-            row = _Row(values, f"{path} row {reader.line_num}")
-            job = _job(row, placement, default_name=f"job-{len(jobs) + 1:06d}")
-            if job.name in seen:
-                raise row.fail("name", f"{excerpt(job.name)} already used on row {seen[job.name]}")
-            seen[job.name] = reader.line_num
-            jobs.append(job)
+    text = read_text(path, CSV_BYTES, "a job CSV").removeprefix("\ufeff")  # a spreadsheet's byte-order mark
+    try:
+        return _read_rows(csv.DictReader(io.StringIO(text, newline="")), path, placement)
+    except csv.Error as err:
+        raise InputError(str(path), "(file)", f"bad CSV: {one_line(str(err), 200)}") from None
+
+
+def _read_rows(reader: csv.DictReader[str], path: Path, placement: Placement) -> list[JobSpec]:
+    header = [c.strip() for c in reader.fieldnames or ()]
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise InputError(str(path), "header", f"missing required column(s): {', '.join(missing)}")
+    reader.fieldnames = header
+    jobs: list[JobSpec] = []
+    seen: dict[str, int] = {}
+    for values in reader:
+        row = _Row(values, f"{path} row {reader.line_num}")
+        job = _job(row, placement, default_name=f"job-{len(jobs) + 1:06d}")
+        if job.name in seen:
+            raise row.fail("name", f"{excerpt(job.name)} already used on row {seen[job.name]}")
+        seen[job.name] = reader.line_num
+        jobs.append(job)
+        if len(jobs) > MAX_ROWS:
+            raise row.fail("(file)", f"more than {MAX_ROWS} jobs")
     return jobs
 
 
@@ -208,9 +229,9 @@ def _job(row: _Row, placement: Placement, default_name: str) -> JobSpec:
                                "gpuscale.sim.synthetic.inference_service")
     if kind not in JOB_KINDS:
         raise row.fail("kind", f"expected one of {', '.join(JOB_KINDS)}, got {excerpt(kind)}")
-    gpus = row.integer("gpus_per_pod")
+    gpus = row.integer("gpus_per_pod", high=64)
     shape = {"gpus_per_pod": gpus, "gpu_milli": row.integer("gpu_milli", default=1000 if gpus > 0 else 0),
-             "cpu_milli": row.integer("cpu_milli"), "memory_mib": row.integer("memory_mib")}
+             "cpu_milli": row.integer("cpu_milli", high=10**12), "memory_mib": row.integer("memory_mib", high=10**12)}
     problem = shape_problem(**shape)
     if problem is not None:
         raise row.fail(*problem)
@@ -221,7 +242,7 @@ def _job(row: _Row, placement: Placement, default_name: str) -> JobSpec:
         why = "set on a CPU-only row" if not wants_gpu(requests) else \
             f"unknown GPU model {model!r} (placement knows: {placement.known_models()})"
         raise row.fail("gpu_model", why)
-    pods = row.integer("pods")
+    pods = row.integer("pods", high=100_000)
     if pods < 1:
         raise row.fail("pods", f"must be ≥ 1, got {pods}")
     return JobSpec(
@@ -229,7 +250,8 @@ def _job(row: _Row, placement: Placement, default_name: str) -> JobSpec:
         submit_s=row.number("submit_s", minimum=0.0), pods=pods, requests=requests, constraints=rule.constraints(),
         duration_s=row.number("duration_s", minimum=0.0, positive=True),
         checkpoint_s=row.number("checkpoint_s", minimum=0.0, default=0.0), priority=row.integer("priority"),
-        image_bytes=round(row.number("image_gb", minimum=0.0, default=0.0) * GB), queue=row.text("queue"),
+        image_bytes=round(row.number("image_gb", minimum=0.0, default=0.0, maximum=10_000.0) * GB),
+        queue=row.text("queue"),
     )
 
 
