@@ -7,6 +7,7 @@ server and runs the controller with it."""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,14 @@ def test_the_crd_and_the_dashboard_are_copies_of_their_sources(helm: Path) -> No
     with_crds = [d for d in yaml.safe_load_all(render(helm, "--include-crds")) if d]
     assert [d["metadata"]["name"] for d in with_crds if d["kind"] == "CustomResourceDefinition"] == [
         "provisioningrequests.autoscaling.x-k8s.io"]
+
+
+def test_the_default_image_tag_is_the_package_version(helm: Path) -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert chart["appVersion"] == pyproject["project"]["version"]
+    image = container(objects(render(helm)))["image"]
+    assert image == f"gpuscale:{pyproject['project']['version']}"  # what `make image` tags, less `localhost/`
 
 
 def test_release_names_flow_into_the_role_and_the_args(helm: Path) -> None:

@@ -90,3 +90,4 @@ def test_a_built_image_has_the_containerfiles_user_and_entrypoint() -> None:
     assert config["User"] == "65532:65532"
     assert config["Entrypoint"] == ["/opt/gpuscale/bin/gpuscale"]
     assert "PYTHONDONTWRITEBYTECODE=1" in config["Env"]  # type: ignore[operator]
+
