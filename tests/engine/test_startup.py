@@ -10,6 +10,7 @@ import pytest
 
 from gpuscale.config import parse_config
 from gpuscale.engine.decide import decide
+from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase, with_policy_taints
 from gpuscale.engine.plan import Plan, Snapshot
 from gpuscale.engine.policy import Policy
@@ -67,13 +68,14 @@ def test_a_starting_node_without_gfd_labels_takes_the_pod_that_selects_them(stat
     assert {r.code for v in plan.covered for r in v.reasons} == {ReasonCode.FITS_UPCOMING}
 
 
-def test_once_fully_started_a_node_counts_as_it_is_cordon_and_labels_too() -> None:
-    node = _booting(labels=False)  # Ready, GPUs, no start-up taint: fully started, yet without the label
-    assert phase(node, A100) is NodePhase.USABLE
-    assert [s.nodes for s in _decide((node,), (_selecting_pod(),)).scale_up] == [1]
-    cordoned = _booting(labels=True, cordoned=True)
-    assert phase(replace(cordoned, unschedulable=False), A100) is NodePhase.USABLE
-    assert [s.nodes for s in _decide((cordoned,), (_selecting_pod(),)).scale_up] == [1]
+def test_a_cordon_counts_on_a_usable_node_that_is_old_or_runs_workloads_not_on_a_young_empty_one() -> None:
+    young = _booting(labels=True, cordoned=True)  # created a minute ago: an operator's set-up cordon
+    assert phase(young, A100) is NodePhase.USABLE
+    assert _decide((young,), (_selecting_pod(),)).scale_up == ()
+    old = _booting(labels=True, cordoned=True, created_s=T0 - 86_400)  # a day old: cordoned for maintenance
+    assert [s.nodes for s in _decide((old,), (_selecting_pod(),)).scale_up] == [1]
+    small = owned_pod("svc", node="a100-1", cpu=500)
+    assert [s.nodes for s in _decide((young,), (_selecting_pod(), small)).scale_up] == [1]  # drained by hand
 
 
 def test_an_operators_cordon_with_the_taint_the_lifecycle_controller_mirrors_is_ignored_while_starting() -> None:
@@ -147,3 +149,30 @@ def test_a_bad_taint_option_names_the_setting(raw: dict[str, object], where: str
     with pytest.raises(ConfigError) as err:
         parse_config({"pools": [POOL], **raw})
     assert where in str(err.value)
+
+
+def test_a_usable_node_whose_gfd_labels_come_late_counts_with_them_but_not_with_other_pool_labels() -> None:
+    node = _booting(labels=False)  # Ready, GPUs registered, no start-up taint; GFD has not labelled it yet
+    assert phase(node, A100) is NodePhase.USABLE
+    plan = _decide((node,), (_selecting_pod(),))
+    assert plan.scale_up == () and {r.code for v in plan.covered for r in v.reasons} == {ReasonCode.FITS_EXISTING}
+    team = replace(A100, labels={**A100.labels, "team": "research"})
+    pod = replace(_selecting_pod(), constraints=replace(
+        _selecting_pod().constraints, affinity=NodeAffinity(node_selector=(("team", "research"),))))
+    unlabelled = replace(_booting(labels=True, pool=team), labels={
+        k: v for k, v in _booting(labels=True, pool=team).labels.items() if k != "team"})
+    assert [s.nodes for s in _decide((unlabelled,), (pod,), pools=(team,)).scale_up] == [1]
+
+
+def test_memo_and_no_memo_agree_through_a_start_up() -> None:
+    memo = DecideMemo()
+    steps = [_booting(gpus=False, cordoned=True, taints=("readiness.k8s.io/GPUReady",)),
+             _booting(cordoned=True, taints=("readiness.k8s.io/GPUReady",)), _booting(cordoned=True),
+             _booting(labels=True, cordoned=True), _booting(labels=True), _booting(labels=True, cordoned=True),
+             _booting(labels=True, cordoned=True, created_s=T0 - 86_400)]
+    for node in steps:
+        pods = (_selecting_pod(),)
+        with_memo = decide(Snapshot(cluster=Cluster(nodes=(node,), pods=pods)), (A100,), EngineState(), Policy(),
+                           T0, memo)
+        assert with_memo.scale_up == _decide((node,), pods).scale_up
+        assert with_memo.covered == _decide((node,), pods).covered

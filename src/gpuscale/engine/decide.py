@@ -20,7 +20,7 @@ from gpuscale.engine.arrange import arrange
 from gpuscale.engine.health import degraded_verdicts, workload_count
 from gpuscale.engine.limits import Totals, headroom, totals_of
 from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of, request_names
-from gpuscale.engine.nodes import NodePhase, still_lacks
+from gpuscale.engine.nodes import NodePhase, as_it_will_be, still_lacks
 from gpuscale.engine.options import provision_time_s, startup_time_s
 from gpuscale.engine.plan import NodeVerdict, Plan, PodVerdict, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
@@ -46,6 +46,9 @@ class _Timeouts:
     """Nodes still in a starting phase that run workloads: degraded, never timed out."""
     held: frozenset[str] = frozenset()
     """Of those, the Ready ones: their row counts their real allocatable, not the template's."""
+    setting_up: frozenset[str] = frozenset()
+    """Usable nodes cordoned while young and without workloads (an operator's set-up cordon, CA #7956): their row
+    ignores the cordon and counts as upcoming (`_setting_up`)."""
 
 
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
@@ -110,7 +113,24 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         expired_requests=frozenset(t.request_id for t in timed_out if t.request_id),
         degraded=degraded_verdicts(((f.node, f.pool, f.phase) for f in busy), by_node) if busy else (),
         held=frozenset(f.node.name for f in busy if f.phase is NodePhase.READY and f.pool is not None),
+        setting_up=_setting_up(facts, by_node if starting else None, snapshot, policy, now),
     )
+
+
+def _setting_up(facts: Mapping[str, NodeFacts], by_node: Mapping[str, Sequence[Pod]] | None, snapshot: Snapshot,
+                policy: Policy, now: float) -> frozenset[str]:
+    """Usable nodes that are cordoned, run no workload and are younger than their pool's provisioning deadline plus
+    the GPU-initialisation one: operators cordon a node while they set it up (the GPU and network operators), and
+    counting that cordon would order another node. An older cordoned node, or one with workloads, is cordoned for
+    real (maintenance, a drain)."""
+    cordoned = [f for f in facts.values() if f.node.unschedulable and f.phase is NodePhase.USABLE
+                and f.pool is not None and f.node.created_s is not None]
+    if not cordoned:
+        return frozenset()
+    pods = by_node if by_node is not None else snapshot.cluster.index().by_node
+    return frozenset(f.node.name for f in cordoned if f.pool is not None and f.node.created_s is not None
+                     and now - f.node.created_s <= provision_time_s(f.pool, policy) + policy.max_gpu_init_time_s
+                     and not workload_count(pods.get(f.node.name)))
 
 
 def _lacks(node: Node, pool: NodePool) -> str:
@@ -182,13 +202,20 @@ def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePo
         capacity[i] = node.allocatable
         upcoming[i] = False
         gpus[i] = node.allocatable.gpu_count()
+    for name in sorted(timeouts.setting_up):  # an operator's set-up cordon: the node counts as still starting
+        i = base.position.get(name)
+        if i is not None:
+            fact = facts[name]
+            nodes[i] = as_it_will_be(fact.node, fact.pool)
+            group_keys[i] = node_group_key(nodes[i])
+            upcoming[i] = True
     totals = (memo.totals(base.counted, extra) if memo is not None
               else totals_of([*base.counted, *((pool, 1) for pool in extra)]))
     pods = pods or cluster.index()
     pending_names = memo.pending_names(pods.pending) if memo is not None else request_names(pods.pending)
     edits = memo.world_edits(templates) if memo is not None else None
     row_moves = memo.world_moves if memo is not None else None
-    if memo is not None and edits is not None and memo.note_held(timeouts.held):
+    if memo is not None and edits is not None and memo.note_held(timeouts.held | timeouts.setting_up):
         edits, row_moves = (edits[0], edits[1], None), None
     table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=pods.pod_affinity,
                             placement=gpu_placement, workload=pods.pending, group_keys=group_keys,

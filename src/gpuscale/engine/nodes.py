@@ -73,12 +73,28 @@ def as_it_will_be(node: Node, pool: NodePool | None = None) -> Node:
     return replace(node, taints=kept, labels=labels, unschedulable=False)
 
 
+DISCOVERY_PREFIXES = ("nvidia.com/", "feature.node.kubernetes.io/")
+"""Labels discovery daemons put on a node some time after it is up (GPU feature discovery, node feature discovery):
+nobody sets them by hand, and a node may lack them for a while after its GPUs register."""
+
+
 def as_it_counts(node: Node, pool: NodePool | None) -> Node:
-    """A usable node as the scheduling simulation sees it: without its status taints (CA's `--status-taint`)."""
+    """A usable node as the scheduling simulation sees it: without its status taints (CA's `--status-taint`), and
+    with its pool's discovery labels (`DISCOVERY_PREFIXES`) where it has none of its own yet — GFD labels a node up
+    to ~20 s after its device plugin registers, and a pod selecting `nvidia.com/gpu.product` must not order another
+    node meanwhile. A label of the pool that is no discovery label counts only while the node starts."""
     rules = rules_of(pool)
-    if not any(rules.is_status(t.key) for t in node.taints):
+    taints = node.taints
+    if any(rules.is_status(t.key) for t in taints):
+        taints = tuple(t for t in taints if not rules.is_status(t.key))
+    labels = node.labels
+    if pool is not None and pool.labels:
+        late = {k: v for k, v in pool.labels.items() if k not in labels and k.startswith(DISCOVERY_PREFIXES)}
+        if late:
+            labels = {**late, **labels}
+    if taints is node.taints and labels is node.labels:
         return node
-    return replace(node, taints=tuple(t for t in node.taints if not rules.is_status(t.key)))
+    return replace(node, taints=taints, labels=labels)
 
 
 def startup_taints_left(node: Node, pool: NodePool | None) -> tuple[str, ...]:
