@@ -4,14 +4,17 @@ Deployment as a server-side dry run: a real one would start a pod of an image th
 pending pod for the controller under test); then `gpuscale run` runs here as a process with exactly the rendered
 ConfigMap's config, the rendered Deployment's arguments and environment, and a token of the rendered ServiceAccount
 (TokenRequest), so only the chart's RBAC stands behind it, until it scales a pending A100 pod up — with no 403, the
-Lease held, the status ConfigMap written. Three arguments are replaced, each for a stated reason (below)."""
+Lease held, the status ConfigMap written, and every metric the chart's Grafana dashboard queries on its /metrics.
+Three arguments are replaced, each for a stated reason (below)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -183,6 +186,23 @@ def test_the_controller_runs_with_the_charts_config_args_and_rbac_until_it_scale
     assert "(403)" not in text and "Forbidden" not in text and "Traceback" not in text, proc.tail()
     errors = [f for f in proc.lines() if f.get("msg") == "tick" and f.get("errors")]
     assert not errors, errors
+    assert_dashboard_metrics_served(proc)
+
+
+SUFFIX = re.compile(r"_(total|created|bucket|count|sum)$")
+
+
+def assert_dashboard_metrics_served(proc: Proc) -> None:
+    """Every metric the Grafana dashboard (deploy/grafana, also in the chart) queries is a family this running
+    controller's /metrics serves (its HELP/TYPE lines appear before any sample does)."""
+    port = re.search(r"serving /metrics\S* .*? on 127\.0\.0\.1:(\d+)", proc.log.read_text(encoding="utf-8"))
+    assert port, proc.tail()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=5) as response:
+        served = {SUFFIX.sub("", line.split()[2]) for line in response.read().decode().splitlines()
+                  if line.startswith("# TYPE ")}
+    queried = {SUFFIX.sub("", name) for name in re.findall(r"gpuscale_[a-z0-9_]+", (
+        REPO / "deploy" / "grafana" / "gpuscale.json").read_text(encoding="utf-8"))}
+    assert len(queried) >= 10 and queried <= served, sorted(queried - served)
 
 
 def test_the_token_has_the_charts_rbac_and_nothing_more(control_plane: Any, applied: list[dict[str, Any]],
