@@ -145,9 +145,17 @@ def assume_unneeded(cluster: Cluster, since_s: float) -> Cluster:
     return replace(cluster, nodes=nodes)
 
 
+_LAST_RFC3339_S = 253_402_300_799
+"""9999-12-31T23:59:59Z: the last time a Kubernetes timestamp can spell."""
+
+
 def _finite(option: str, value: float | None) -> float | None:
+    """A decision time: finite, and a time a Kubernetes object could carry (1970 to 9999)."""
     if value is not None and not math.isfinite(value):
         raise InputError(f"option {option}", "UNIX_SECONDS", f"expected a finite number, got {value!r}")
+    if value is not None and not 0 <= value <= _LAST_RFC3339_S:
+        raise InputError(f"option {option}", "UNIX_SECONDS", f"expected seconds from 1970 to 9999 (0 to "
+                                                             f"{_LAST_RFC3339_S}), got {value:g}")
     return value
 
 

@@ -265,6 +265,12 @@ def _scenario(tmp_path: Path, edit: Any) -> Path:
      "stockouts.0", "end 32400s is before start 39600s"),
     (lambda r: r.__setitem__("stockout_probability", {"gpu-inference-t4": 1.5}), "stockout_probability",
      "less than or equal to 1"),
+    (lambda r: r.__setitem__("workload", {"helios": {"scale_to_gpus": 1e12}}), "workload.helios.scale_to_gpus",
+     "GPU-hours of demand over the scenario is more than the 200000"),
+    (lambda r: r["workload"]["services"][0].update(peak_rps=1e300, rps_per_replica=1e-300),
+     "workload.services.0.peak_rps", "less than or equal to 10000000"),
+    (lambda r: r["workload"]["services"][0].update(spikes=[{"start": "1h", "duration": "1h", "factor": 1e300}]),
+     "workload.services.0.spikes.0.factor", "less than or equal to 1000"),
     (lambda r: r.__setitem__("seed", True), "seed", "expected an integer"),
     (lambda r: r.__setitem__("seed", -1), "seed", "greater than or equal to 0"),
 ])
@@ -394,10 +400,14 @@ def test_usage_errors_are_one_line(args: list[str], message: str) -> None:
     assert_refused(run_cli(*args), message, "--help')")
 
 
-def test_now_must_be_finite() -> None:
+def test_now_must_be_finite_and_a_time_kubernetes_can_spell() -> None:
     for value in ("nan", "inf", "-inf"):
         assert_refused(run_cli("plan", "--cluster", CLUSTER, "--config", CONFIG, "--now", value), "--now",
                        "expected a finite number")
+    for value in ("1e300", "-1"):
+        assert_refused(run_cli("plan", "--cluster", CLUSTER, "--config", CONFIG, "--now", value), "--now",
+                       "expected seconds from 1970 to 9999")
+        assert_refused(run_cli("explain", "ns/p", "--cluster", CLUSTER, "--config", CONFIG, "--now", value), "--now")
 
 
 def test_help_piped_cuts_no_option_name() -> None:

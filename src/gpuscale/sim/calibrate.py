@@ -90,6 +90,9 @@ def _distribution(raw: Any, where: str) -> LogNormal:
     for name, value in (("median", median), ("sigma", sigma)):
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or not math.isfinite(value):
             raise ConfigError(f"{where}.{name}", f"expected a non-negative number, got {excerpt(value)}")
+    if median > 86_400 or sigma > 5:  # type: ignore[operator]
+        raise ConfigError(where, f"a start-up step has a median of at most 86400 s and a sigma of at most 5, got "
+                                 f"median {excerpt(median)}, sigma {excerpt(sigma)}")
     return LogNormal(median=float(median), sigma=float(sigma))  # type: ignore[arg-type]
 
 

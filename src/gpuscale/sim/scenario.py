@@ -57,6 +57,8 @@ MAX_DURATION_S = 31 * 86_400.0
 """A scenario covers at most a month of virtual time."""
 MAX_JOBS = 1_000_000
 """Jobs a scenario's training and batch arrival rates may be expected to submit over its duration."""
+MAX_HELIOS_GPU_HOURS = 200_000
+"""Helios demand (`scale_to_gpus` × duration): the replay draws about 4.5 jobs per GPU-hour."""
 MAX_REPLICAS = 100_000
 """Replicas of one service or pause workload."""
 MAX_SEED = 2**64 - 1
@@ -98,14 +100,14 @@ class BatchConfig(_Strict):
 class SpikeConfig(_Strict):
     start: Duration
     duration: Duration
-    factor: float = Field(gt=0)
+    factor: float = Field(gt=0, le=1000)
 
 
 class ServiceConfig(_Strict):
     name: str
     gpu_model: str = "nvidia-tesla-t4"
-    peak_rps: float = Field(gt=0)
-    rps_per_replica: float = Field(gt=0)
+    peak_rps: float = Field(gt=0, le=1e7)
+    rps_per_replica: float = Field(ge=1e-3, le=1e7)
     min_replicas: int = Field(default=1, ge=0, le=MAX_REPLICAS)
     max_replicas: int = Field(default=100, ge=1, le=MAX_REPLICAS)
     spikes: tuple[SpikeConfig, ...] = ()
@@ -232,6 +234,11 @@ def _check_jobs(parsed: ScenarioFile, source: str) -> None:
     if expected > MAX_JOBS:
         raise ConfigError(f"{source}: workload", f"{rate:g} jobs per hour for {parsed.duration / 3600:g} h is "
                                                  f"{expected:.3g} jobs, more than the {MAX_JOBS} a scenario may hold")
+    gpu_hours = (work.helios.scale_to_gpus if work.helios else 0.0) * parsed.duration / 3600
+    if gpu_hours > MAX_HELIOS_GPU_HOURS:
+        raise ConfigError(f"{source}: workload.helios.scale_to_gpus",
+                          f"{gpu_hours:.3g} GPU-hours of demand over the scenario is more than the "
+                          f"{MAX_HELIOS_GPU_HOURS} (about {MAX_JOBS} jobs) a scenario may hold")
 
 
 def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None) -> tuple[TwinSetup, Config]:
