@@ -39,6 +39,7 @@ from gpuscale.loop.events import pool_sizes
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.taints import Taint, TaintEffect
+from gpuscale.report.config_schema import schema_text
 from gpuscale.report.explain import explain_json, print_explanation
 from gpuscale.report.fit import fit_json, print_fit
 from gpuscale.report.html import render_html
@@ -352,6 +353,28 @@ def pack(
     else:
         print_pack(result, Console())
 
+
+config_app = typer.Typer(name="config", no_args_is_help=True,
+                         help="The configuration file: its JSON Schema for editors, and checking a file.")
+app.add_typer(config_app)
+
+
+@config_app.command("schema")
+def config_schema() -> None:
+    """Print the JSON Schema of the configuration file (as docs/config.schema.json), for editors to complete and check
+    it: `# yaml-language-server: $schema=…` on a file's first line (docs/config.md)."""
+    sys.stdout.write(schema_text())
+
+
+@config_app.command("validate")
+@user_errors
+def config_validate(
+    path: Annotated[Path, typer.Argument(help="A gpuscale configuration file.", show_default=False)],
+) -> None:
+    """Check a configuration file as `run` and `plan` read it: the first problem in one line naming the setting (exit
+    2), or `ok` (exit 0)."""
+    settings = load_config(path)
+    print(f"{path}: ok ({len(settings.pools)} pools: {', '.join(p.name for p in settings.pools)})")
 
 HELP_WIDTH = 140
 """Help printed to a pipe or file is this wide, so no option name is cut (rich would use 80 columns)."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
 from gpuscale.engine.nodes import with_policy_taints
 from gpuscale.engine.policy import Buffer, CooldownScope, ExpanderName, Limits, Policy, PriorityRule
@@ -69,7 +69,12 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration)]
+DURATION_JSON_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "number", "minimum": 0},
+              {"type": "string", "pattern": rf"^\s*(?:{_NUMBER}|{_DURATION.pattern})\s*$"}],
+    "description": "a Go duration (10m, 30s, 1h30m, 300ms) or a number of seconds"}
+"""What editors are told a duration is (`gpuscale config schema`); `parse_duration` is the check that counts."""
+Duration = Annotated[float, BeforeValidator(parse_duration), WithJsonSchema(DURATION_JSON_SCHEMA)]
 Fraction01 = Annotated[float, Field(ge=0, le=1)]
 
 
