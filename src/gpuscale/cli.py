@@ -31,7 +31,7 @@ from gpuscale.engine.fit import explain_fit
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Snapshot
 from gpuscale.engine.state import EngineState
 from gpuscale.inputs.files import TRACE_BYTES, one_line, read_text
-from gpuscale.kube.connect import ApiUnreachable, api_client, check_reachable
+from gpuscale.kube.connect import ApiUnreachable, api_client, api_errors, check_reachable
 from gpuscale.kube.dump import load_cluster, load_objects
 from gpuscale.kube.logs import LogFormat, configure
 from gpuscale.lifecycle.trace import PodTrace, dump_lines, parse_lines
@@ -241,7 +241,9 @@ def explain(
         api = api_client(kubeconfig)
         try:
             check_reachable(api)
-            data = explain_input(live_objects(api), str(kubeconfig))
+            with api_errors(api):
+                objects = live_objects(api)
+            data = explain_input(objects, str(kubeconfig))
         finally:
             api.close()
     result = explain_target(data.cluster, target, pools=settings.pools, policy=settings.policy,

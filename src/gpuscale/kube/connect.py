@@ -7,6 +7,8 @@ missing or unusable kubeconfig, no service account outside a pod) is a `ConfigEr
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,28 @@ def api_client(kubeconfig: Path | None) -> Any:
             from None
 
 
+@contextmanager
+def api_errors(api: Any) -> Iterator[None]:
+    """Errors of calls that follow `check_reachable`: the server refusing the credentials (401/403) is the user's to
+    fix (`ConfigError`, exit 2); any other API error or a dropped connection is `ApiUnreachable` (exit 1)."""
+    from kubernetes import client
+
+    host = api.configuration.host
+    try:
+        yield
+    except client.ApiException as err:
+        if err.status in (401, 403):
+            raise ConfigError(f"API server {host}", f"refused the credentials: HTTP {err.status} {err.reason} "
+                                                    f"({one_line(str(err.body or ''), 160)})") from None
+        raise ApiUnreachable(f"the API server at {host} failed: HTTP {err.status} {err.reason}") from None
+    except OSError as err:
+        raise ApiUnreachable(f"lost the API server at {host}: {one_line(str(err), 200)}") from None
+    except Exception as err:
+        if type(err).__module__.startswith("urllib3"):
+            raise ApiUnreachable(f"lost the API server at {host}: {one_line(str(err), 200)}") from None
+        raise
+
+
 def check_reachable(api: Any) -> None:
     """GET /version up to `ATTEMPTS` times; raises `ApiUnreachable` naming the server and the last error."""
     from kubernetes import client
@@ -60,8 +84,10 @@ def check_reachable(api: Any) -> None:
             client.VersionApi(api).get_code(_request_timeout=TIMEOUT_S)
             return
         except client.ApiException as err:
-            if err.status in (401, 403):
-                return  # the server answers; what the credentials may do is for the calls that follow to say
+            if err.status == 401:
+                raise ConfigError(f"API server {host}", f"refused the credentials: HTTP 401 {err.reason}") from None
+            if err.status == 403:
+                return  # the server answers and knows who we are; what we may do is for the calls that follow
             last = f"HTTP {err.status} {err.reason}"
         except Exception as err:  # urllib3's connection, TLS and timeout errors
             last = one_line(str(getattr(err, "reason", None) or err), 200)
