@@ -3,7 +3,7 @@
 #   1. a wheelhouse in out/image/context/wheels: gpuscale's wheel and a wheel of every runtime dependency at the
 #      tested versions (constraints.txt), made here with this machine's pip and Python — the image's build then
 #      installs offline (pip --no-index), so it needs no index, proxy or credentials inside the build
-#      (docs/decisions.md, "Container image");
+#      (docs/decisions.md, D32);
 #   2. a local Debian base image, unless GPUSCALE_IMAGE_BASE names one: mmdebstrap (minbase, the suite of this
 #      machine) from this machine's own apt sources, imported into buildah's storage as localhost/gpuscale-base:SUITE
 #      (cached there; the registry's debian:bookworm-slim the Containerfile pins cannot be pulled here);

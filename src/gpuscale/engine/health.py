@@ -2,8 +2,8 @@
 
 A start-up rule (provisioning, start-up or GPU-initialisation deadline) judges a node that never became usable; it
 deletes through the provider, with no drain. So it must never fire on a node that runs pods other than DaemonSet pods:
-such a node has been usable, whatever its allocatable says now (docs/decisions.md, "Starting, usable and degraded
-nodes"). A node that has been usable and lacks GPUs its template promises, or went NotReady under its pods, is
+such a node has been usable, whatever its allocatable says now (docs/decisions.md, D29).
+A node that has been usable and lacks GPUs its template promises, or went NotReady under its pods, is
 *degraded*: it is reported (`degraded_verdicts`), counted with its real capacity, and never backs its pool off. Only
 the opt-in repair policy (`engine.repair`) removes one, and only through the drain path. Pure: no I/O, no clock.
 """

@@ -14,7 +14,7 @@ template's labels where it lacks them (GPU feature discovery adds `nvidia.com/gp
 works), its cordon is ignored (GPU and network operators cordon a node while they set it up, CA #7956) and so are its
 start-up and status taints (`StartupTaints`: the pool's, with the policy's merged in). Then it counts as it is.
 
-Starting is not degraded (docs/decisions.md, "Starting, usable and degraded nodes"): a node whose device plugin
+Starting is not degraded (docs/decisions.md, D29): a node whose device plugin
 advertises some of the pool's GPUs but fewer than the template (a GPU fell off the bus; time-slicing replicas other
 than the pool's) has registered its GPUs. It is USABLE with its real capacity, and `degraded_gpus` names what it
 lacks. Whether a node runs workloads is a fact of the pods, not of the node: `engine.health` reads it.

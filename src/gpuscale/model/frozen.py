@@ -5,7 +5,7 @@ attribute write that looks the slot up by name every time: ≈ 40 % of building 
 gives the class an `__init__` with the very same signature (parameters, order, defaults, keyword-only marks) that
 writes each slot through its own descriptor instead. Objects are the same field for field; the class stays frozen
 (assignment still raises `FrozenInstanceError`), hashing and equality are untouched. The twin and a decision make
-tens of thousands of verdicts, reasons and pods an hour of simulated time (docs/decisions.md, "Session 12").
+tens of thousands of verdicts, reasons and pods an hour of simulated time (docs/decisions.md, D19).
 """
 
 from __future__ import annotations
