@@ -32,7 +32,7 @@ from gpuscale.model.gpu import GpuSharing, MigStrategy, SharingMode, advertised_
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import QuantityError, parse_quantity, to_milli, to_units
 from gpuscale.model.resources import CPU, GPU_MILLI, NVIDIA_GPU, Resources, is_gpu_resource
-from gpuscale.model.selectors import is_label_value, label_key_problem
+from gpuscale.model.selectors import is_label_value, label_key_problem, parse_int64
 from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, StartupTaints, Taint, TaintEffect
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -485,7 +485,15 @@ def _priorities(value: Mapping[int, Sequence[str]]) -> tuple[PriorityRule, ...]:
     return tuple(rules)
 
 
-def _max_of(where: str, value: int | float | str, parse: Any = int) -> int:
+def _decimal(text: str) -> int:
+    """ASCII digits only, as Go's `strconv.Atoi` (Python's `int` also takes `1_000` and non-ASCII digits)."""
+    value = parse_int64(text.strip())
+    if value is None:
+        raise ValueError(f"not an integer: {excerpt(text)}")
+    return value
+
+
+def _max_of(where: str, value: int | float | str, parse: Any = _decimal) -> int:
     """A limit as CA spells it, `MAX` or `MIN:MAX`; only the maximum bounds scale-up, so a minimum must be 0."""
     low_text, sep, high_text = str(value).strip().rpartition(":")
     try:
