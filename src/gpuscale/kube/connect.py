@@ -18,7 +18,7 @@ from gpuscale.model.errors import ConfigError, GpuscaleError, InputError
 ATTEMPTS = 3
 RETRY_DELAYS_S = (1.0, 2.0)
 """Waits between the attempts (tests set them to zero)."""
-TIMEOUT_S = 10.0
+TIMEOUT_S = 5.0
 """Connect and read timeout of each attempt."""
 
 
