@@ -26,7 +26,10 @@ def test_version_comes_from_the_package_metadata() -> None:
 def test_completion_options_exist_and_complete_commands_and_choices(tmp_path: Path) -> None:
     shown = CliRunner().invoke(app, ["--help"]).stdout
     assert "--install-completion" in shown and "--show-completion" in shown
-    script = subprocess.run([str(SCRIPT), "--show-completion", "bash"], capture_output=True, text=True, check=True)
+    # Typer detects the shell from the parent process (make runs recipes under /bin/sh): ask from a bash, as a user
+    # whose shell is bash does; the trailing `exit` keeps bash from exec-ing the command in its place.
+    script = subprocess.run(["bash", "-c", f'"{SCRIPT}" --show-completion; exit $?'], capture_output=True, text=True,
+                            check=True)
     assert "_GPUSCALE_COMPLETE=complete_bash" in script.stdout
 
     def complete(words: str) -> list[str]:
