@@ -129,3 +129,18 @@ def test_a_pool_can_ignore_daemonsets_or_not_whatever_the_policy() -> None:
     pools["lean"] = replace(pools["lean"], ignore_daemonsets_utilization=False)
     ignoring = Policy(ignore_daemonsets_utilization=True, max_empty_bulk_delete=5)
     assert removed(run(nodes, pods, pools=pools, policy=ignoring)) == ["b"]  # the pool's "no" beats the policy
+
+
+def test_a_pools_own_startup_bound_keeps_its_slow_node_starting_not_unready() -> None:
+    """A not-Ready node 16 minutes old of a pool with a 20-minute provisioning time is still starting, as the time-outs
+    see it, so it neither halts scale-down as unready nor is a candidate; under the policy's 15 minutes it would be."""
+    slow = node("s", pool="slow", ready=False)
+    slow = replace(slow, created_s=NOW - 16 * 60)
+    nodes = [slow, node("a"), node("b")]
+    pools = pools_for(nodes)
+    strict = Policy(ok_total_unready_count=0, max_total_unready_percentage=0.0)
+    halted = run(nodes, [busy("z", "b")], pools=pools, policy=strict)
+    assert removed(halted) == [] and codes(halted.unneeded, "a")[0] is ReasonCode.TOO_MANY_UNREADY
+    pools["slow"] = replace(pools["slow"], max_node_provision_time_s=20 * 60.0)
+    result = run(nodes, [busy("z", "b")], pools=pools, policy=strict)
+    assert removed(result) == ["a"]  # not halted; the starting node is no candidate

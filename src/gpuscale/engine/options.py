@@ -34,11 +34,12 @@ def provision_time_s(pool: NodePool | None, policy: Policy) -> float:
     return resolve(pool.max_node_provision_time_s if pool is not None else None, policy.max_node_provision_time_s)
 
 
-def startup_time_s(pool: NodePool, policy: Policy) -> float:
+def startup_time_s(pool: NodePool | None, policy: Policy) -> float:
     """How long a registered node may stay not Ready (CA's `--max-node-startup-time`); unset everywhere, the pool's
     provisioning time."""
     general = policy.max_node_startup_time_s
-    return resolve(pool.max_node_startup_time_s, provision_time_s(pool, policy) if general is None else general)
+    return resolve(pool.max_node_startup_time_s if pool is not None else None,
+                   provision_time_s(pool, policy) if general is None else general)
 
 
 def unneeded_time_s(pool: NodePool, policy: Policy, *, gpu: bool) -> float:

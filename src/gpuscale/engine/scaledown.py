@@ -8,8 +8,9 @@ in as `unneeded_since` (read back from the `DeletionCandidateOfClusterAutoscaler
 Steps, in this order:
 1. **Gate.** Scale-down disabled: nothing. Cooldown (after a scale-up, a failed or a successful scale-down) or too many
    unready nodes (> max(`ok_total_unready_count`, `max_total_unready_percentage` % of nodes); unready nodes younger
-   than the startup time (`max_node_startup_time_s`, else `max_node_provision_time_s`) are still starting and not
-   counted): removals are withheld, but unneeded nodes are still computed and their clocks kept, as CA does.
+   than their pool's startup time (`max_node_startup_time_s`, else `max_node_provision_time_s`, each the pool's own
+   first: engine/options.py) are still starting and not counted): removals are withheld, but unneeded nodes are
+   still computed and their clocks kept, as CA does.
 2. **Candidates.** Nodes not being deleted and not waiting for their GPUs to register (the GPU-initialisation timeout
    handles those) nor still starting (not Ready and younger than that startup time: the provisioning timeout handles
    those). Ready nodes wait `scale_down_unneeded_time_s`; not-Ready nodes `scale_down_unready_time_s` (CA's
@@ -82,7 +83,13 @@ import numpy.typing as npt
 
 from gpuscale.engine.drain import SCALE_DOWN_DISABLED, NodeDrain, PdbBudget, drain_node
 from gpuscale.engine.nodes import NodePhase, phase
-from gpuscale.engine.options import ignores_daemonsets, unneeded_time_s, unready_time_s, utilization_threshold
+from gpuscale.engine.options import (
+    ignores_daemonsets,
+    startup_time_s,
+    unneeded_time_s,
+    unready_time_s,
+    utilization_threshold,
+)
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, NodeVerdict, Removal
 from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
@@ -418,6 +425,10 @@ class NodeSet:
         """Not being deleted and not Ready (counted as unready unless still starting)."""
         return cast("list[Node]", self.nodes[self._unready].tolist())
 
+    def unready_with_pools(self) -> list[tuple[Node, NodePool | None]]:
+        """`unready`, each node with its pool."""
+        return list(zip(self.unready, self.columns.pools[self._unready].tolist(), strict=True))
+
     def updated(self, records: Sequence[NodeRecord]) -> NodeSet:
         """The set of `records`: the columns of records this set holds (the very same objects) are copied, only the
         others are derived. This set is returned as it is if nothing changed."""
@@ -582,18 +593,18 @@ class NodeSet:
 
 
 # ------------------------------------------------------------------------------------------------------------- gate
-def _starting(node: Node, policy: Policy, now: float) -> bool:
-    """A not-Ready node younger than the startup bound is still starting (an upcoming node, CA's NotStarted):
-    neither counted as unready nor a scale-down candidate — the provisioning timeout owns it."""
-    limit = policy.max_node_startup_time_s
+def _starting(node: Node, pool: NodePool | None, policy: Policy, now: float) -> bool:
+    """A not-Ready node younger than its pool's startup bound (engine/options.py, as the time-outs read it) is still
+    starting (an upcoming node, CA's NotStarted): neither counted as unready nor a scale-down candidate — the
+    provisioning timeout owns it."""
     return (not node.ready and node.created_s is not None
-            and now - node.created_s < (policy.max_node_provision_time_s if limit is None else limit))
+            and now - node.created_s < startup_time_s(pool, policy))
 
 
 def _halt(nodes: NodeSet, policy: Policy, state: EngineState, now: float) -> Reason | None:
     """Why removals are withheld this decision, or `None`."""
     live = nodes.live_count
-    unready = sum(1 for n in nodes.unready if not _starting(n, policy, now))
+    unready = sum(1 for n, pool in nodes.unready_with_pools() if not _starting(n, pool, policy, now))
     allowed = max(policy.ok_total_unready_count, policy.max_total_unready_percentage / 100.0 * live)
     if unready > allowed:
         return Reason(ReasonCode.TOO_MANY_UNREADY,
@@ -622,7 +633,8 @@ def allocatable_amounts(node: Node) -> tuple[int, int, int, int]:
 
 def _evaluated(nodes: NodeSet, policy: Policy, now: float) -> IntArray:
     """Positions of the nodes judged: usable ones, and not-Ready ones no longer starting."""
-    late = [i for i in nodes.registered if not _starting(nodes.nodes[i], policy, now)]
+    pools = nodes.columns.pools
+    late = [i for i in nodes.registered if not _starting(nodes.nodes[i], pools[i], policy, now)]
     if not late:
         return nodes.usable_positions
     mask = nodes.usable.copy()
