@@ -188,6 +188,8 @@ class PoolConfig(_Strict):
     scale_down_enabled: bool = True
     startup_taints: tuple[str, ...] = ()
     startup_taint_prefixes: tuple[str, ...] = ()
+    node_repair: bool = False
+    max_nodes_under_repair: int = Field(default=1, ge=1)
 
     @field_validator("startup_taints")
     @classmethod
@@ -258,6 +260,7 @@ class PoolConfig(_Strict):
             scale_down_unready_time_s=self.scale_down_unready_time,
             ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
             zero_or_max=self.zero_or_max_scaling,
+            node_repair=self.node_repair, max_nodes_under_repair=self.max_nodes_under_repair,
             startup_taints=DEFAULT_STARTUP_TAINTS.merged(StartupTaints(
                 keys=frozenset(self.startup_taints), prefixes=self.startup_taint_prefixes, status_prefixes=())),
             scale_down_disabled=None if self.scale_down_enabled else "scale-down is turned off for it in the "

@@ -27,12 +27,13 @@ def _gpus(node: Node, gpus: int, *, ready: bool = True) -> Node:
     return replace(node, allocatable=Resources.of(amounts), ready=ready, ready_since_s=LONG_AGO)
 
 
-def _autoscaler(cluster: FakeCluster, policy: Policy | None = None) -> tuple[Autoscaler, FakeClock, FakeProvider,
-                                                                           FakeEvents]:
+def _autoscaler(cluster: FakeCluster, policy: Policy | None = None, *, repair: bool = False,
+                ) -> tuple[Autoscaler, FakeClock, FakeProvider, FakeEvents]:
     clock, events = FakeClock(), FakeEvents()
-    provider = FakeProvider((A100, CPU), clock, cluster)
+    pools = (replace(A100, node_repair=True, max_nodes_under_repair=2) if repair else A100, CPU)
+    provider = FakeProvider(pools, clock, cluster)
     scaler = Autoscaler(reader=cluster, writer=cluster, provider=provider, events=events, clock=clock,
-                        pools=(A100, CPU), policy=policy or Policy())
+                        pools=pools, policy=policy or Policy())
     return scaler, clock, provider, events
 
 
@@ -79,13 +80,14 @@ def _world(draw: st.DrawFn) -> tuple[list[Node], list[Pod]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(world=_world(), steps=st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["gpus", "ready", "finish", "none"]),
-                                               st.integers(0, 8)), min_size=5, max_size=25))
+                                               st.integers(0, 8)), min_size=5, max_size=25), repair=st.booleans())
 def test_no_node_running_workloads_is_deleted_except_through_a_drain(
-        world: tuple[list[Node], list[Pod]], steps: list[tuple[int, str, int]]) -> None:
+        world: tuple[list[Node], list[Pod]], steps: list[tuple[int, str, int]], repair: bool) -> None:
+    """With and without the repair policy: a repair drains too."""
     nodes, pods = world
     cluster = FakeCluster(nodes, pods)
     policy = Policy(scale_down_unneeded_time_s=60, scale_down_gpu_unneeded_time_s=60)
-    scaler, clock, _, _ = _autoscaler(cluster, policy)
+    scaler, clock, _, _ = _autoscaler(cluster, policy, repair=repair)
     drained: set[str] = set()
     for target, change, amount in steps:
         name = f"a100-{target}"
@@ -120,3 +122,18 @@ def test_a_malformed_do_not_disrupt_value_is_a_warning_event_on_the_pod_once_per
     assert "karpenter.sh/do-not-disrupt: '4 hours'" in warnings[0].message
     assert "cpu-1" in cluster.nodes and "default/w-0" in cluster.pods
     assert [c for c in provider.actions() if c[0] == "delete" and "cpu-1" in c[1]] == []
+
+
+def test_a_repair_taints_cordons_evicts_and_deletes_only_once_drained() -> None:
+    node = _gpus(node_of(A100, "a100-1", created_s=LONG_AGO), 7)
+    cluster = FakeCluster([node], [owned_pod("serve-0", node="a100-1", gpus=1)], remove_evicted=False)
+    scaler, clock, provider, _ = _autoscaler(cluster, repair=True)
+    first = scaler.tick()
+    assert first.drains_started == ("a100-1",) and [e.pod for e in first.evictions] == ["default/serve-0"]
+    assert cluster.nodes["a100-1"].unschedulable
+    clock.advance(10)
+    assert scaler.tick().deleted == ()  # the pod is still terminating
+    cluster.remove_pod("default/serve-0")
+    clock.advance(10)
+    assert scaler.tick().deleted == ("a100-1",)
+    assert [c[0] for c in provider.actions()].count("delete") == 1

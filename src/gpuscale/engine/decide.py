@@ -25,6 +25,7 @@ from gpuscale.engine.options import provision_time_s, startup_time_s
 from gpuscale.engine.plan import NodeVerdict, Plan, PodVerdict, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
+from gpuscale.engine.repair import plan_repairs
 from gpuscale.engine.scaledown import ScaleDownMemo, ScaleDownResult
 from gpuscale.engine.scaleup import plan_scale_up
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
@@ -351,11 +352,18 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
         removals, kept = _respect_buffers(removals, up.table, world, busy, by_name, policy)
         blocked += kept
     malformed, recheck = _protections(blocked)
+    degraded = _degraded(facts, timeouts, pods.by_node)
+    if degraded:
+        repairs = plan_repairs(degraded, facts, pods.by_node, cluster.pdbs, removals, policy, now)
+        removals = (*removals, *repairs.removals)
+        if repairs.waiting:
+            waits = {v.node: v for v in repairs.waiting}
+            degraded = tuple(waits.get(v.node, v) for v in degraded)
     return Plan(
         scale_up=scale_ups, scale_down=removals, blocked=tuple(blocked), unneeded=down.unneeded,
         mark_unneeded=down.mark_unneeded, clear_unneeded=down.clear_unneeded, unplaceable=up.unplaceable,
         covered=up.covered, waiting=up.waiting, timed_out=timeouts.timed_out, state=state,
-        degraded=_degraded(facts, timeouts, pods.by_node), malformed=malformed, recheck_at_s=recheck,
+        degraded=degraded, malformed=malformed, recheck_at_s=recheck,
     )
 
 

@@ -53,6 +53,9 @@ class NodePool:
     startup_taints: StartupTaints = DEFAULT_STARTUP_TAINTS
     """The taints its nodes carry only while they start, and status taints (engine.nodes); the policy's merged in
     (`Policy.startup_taints`) with this pool's own."""
+    node_repair: bool = False
+    """Drain and replace its degraded nodes (engine.repair), at most `max_nodes_under_repair` at once."""
+    max_nodes_under_repair: int = 1
     zero_or_max: bool = False
     """Cluster Autoscaler's ZeroOrMaxNodeScaling: the pool grows straight to `max_size` in one step and shrinks only as
     a whole, once every node of it can go — for multi-host GPU slices (an NVLink domain, a TPU-like slice) that work
