@@ -214,7 +214,8 @@ def plan(
 @app.command()
 @user_errors
 def explain(
-    target: Annotated[str, typer.Argument(help="A pending pod or a ProvisioningRequest, as namespace/name.")],
+    target: Annotated[str, typer.Argument(help="A pending pod or a ProvisioningRequest, as namespace/name; or a node "
+                                               "by name (is it degraded?).")],
     config: Annotated[Path, typer.Option("--config", help="gpuscale configuration: pools and autoscaling options.")],
     cluster: Annotated[Path | None, typer.Option(
         "--cluster", help="Cluster dump (as for `fit`/`plan`; may also hold Workloads, ProvisioningRequests and "
@@ -229,8 +230,8 @@ def explain(
     stockout or capacity — and what would release it (docs/cli.md)."""
     if (cluster is None) == (kubeconfig is None):
         raise InputError("explain", "--cluster/--kubeconfig", "give exactly one of them")
-    if "/" not in target or target.startswith("/") or target.endswith("/"):
-        raise InputError("explain", "TARGET", f"expected namespace/name, got {target[:80]!r}")
+    if not target or target.startswith("/") or target.endswith("/") or target.count("/") > 1:
+        raise InputError("explain", "TARGET", f"expected namespace/name or a node name, got {target[:80]!r}")
     _finite("--now", now)
     from gpuscale.kube.queue import explain_input, live_objects
 

@@ -83,9 +83,24 @@ def test_request_beyond_pool_max_is_held_by_limits(tmp_path: Path) -> None:
 
 def test_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     path = dump(tmp_path)
-    for args, words in ((("nope", "--cluster", str(path)), "expected namespace/name"),
+    for args, words in ((("a/b/c", "--cluster", str(path)), "expected namespace/name or a node name"),
+                        (("nope", "--cluster", str(path)), "no such pod, ProvisioningRequest or node"),
                         (("team-a/ghost", "--cluster", str(path)), "no such pod, ProvisioningRequest or node"),
                         (("team-a/x",), "give exactly one"),
                         (("team-a/x", "--cluster", str(tmp_path / "missing.yaml")), "missing.yaml")):
         code, _, err = run(*args)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_explain_a_degraded_node_of_the_seed_cluster(tmp_path: Path) -> None:
+    """The issue's XID 79 case: gpu-training-a100-h4m2 advertises 7 of its 8 GPUs."""
+    text = (CONFIG.parent / "cluster.yaml").read_text(encoding="utf-8")
+    at = text.index("name: gpu-training-a100-h4m2")
+    head, tail = text[:at], text[at:]
+    tail = tail.replace("allocatable: *id001", "allocatable:\n    cpu: 95690m\n    memory: 630Gi\n    pods: '110'\n"
+                                                "    nvidia.com/gpu: '7'", 1)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(head + tail, encoding="utf-8")
+    code, out, err = run("gpu-training-a100-h4m2", "--cluster", str(path))
+    assert code == 0, err
+    assert "degraded" in out and "nvidia.com/gpu 7 of 8" in out
