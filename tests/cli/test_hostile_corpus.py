@@ -16,6 +16,7 @@ from gpuscale.inputs.yaml12 import ALIAS_NODES
 from gpuscale.kube import connect
 from gpuscale.lifecycle.phases import Milestone
 from gpuscale.lifecycle.trace import NEW_NODE, SCHEMA_VERSION
+from gpuscale.model.errors import ConfigError
 from gpuscale.sim.scenario import MAX_DURATION_S, MAX_JOBS
 from tests.cli.hostile import CLUSTER, CONFIG, OPENB, SCENARIOS, assert_refused, run_cli
 
@@ -231,10 +232,20 @@ POOL = "pools:\n  - name: gpu\n    allocatable: {cpu: '8', memory: 32Gi}\n"
     (POOL + "scale_down_unneeded_time: -5m\n", "scale_down_unneeded_time", "zero or more"),
     (POOL + "scale_down_unneeded_time: .inf\n", "scale_down_unneeded_time", "finite duration"),
     (POOL + "scan_interval: 2:30\n", "scan_interval", "expected a duration"),
+    (POOL + "    max_size: 5\n    max_size: 500\n", "line 5 column 5", "duplicate key 'max_size'"),
 ])
 def test_config_values_are_refused_not_converted(tmp_path: Path, text: str, field: str, message: str) -> None:
     path = _config(tmp_path, text)
     assert_refused(run_cli("fit", "--cluster", CLUSTER, "--pools", path), f"{path}: {field}", message)
+
+
+def test_a_yaml_merge_may_override_its_defaults(tmp_path: Path) -> None:
+    from gpuscale.config import load_config
+    text = "x: &p {name: gpu, allocatable: {cpu: '8', memory: 32Gi}, max_size: 3}\npools:\n  - {<<: *p, max_size: 7}\n"
+    with pytest.raises(ConfigError, match="x: unknown setting"):
+        load_config(_config(tmp_path, text))
+    text = "pools:\n  - &p {name: gpu, allocatable: {cpu: '8', memory: 32Gi}, max_size: 3}\n  - {<<: *p, name: g2}\n"
+    assert [p.max_size for p in load_config(_config(tmp_path, text)).pools] == [3, 3]
 
 
 def test_yaml_1_2_numbers_are_read_as_written(tmp_path: Path) -> None:

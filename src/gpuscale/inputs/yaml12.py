@@ -79,6 +79,21 @@ class Yaml12Loader(yaml.SafeLoader):
                                  problem_mark=node.start_mark)
 
 
+def _construct_mapping(loader: Yaml12Loader, node: Node, deep: bool = False) -> dict[Any, Any]:
+    """A mapping whose keys are unique as written: PyYAML keeps the last of two `max_size:` lines silently; so does
+    a `<<` merge, on purpose (its keys are defaults)."""
+    if isinstance(node, MappingNode):
+        seen: set[str] = set()
+        for key, _ in node.value:
+            if isinstance(key, ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                if key.value in seen:
+                    raise ConstructorError("while constructing a mapping", node.start_mark,
+                                           f"duplicate key {excerpt(key.value)}", key.start_mark)
+                seen.add(key.value)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)  # type: ignore[arg-type]
+
+
+Yaml12Loader.construct_mapping = _construct_mapping  # type: ignore[assignment,method-assign]
 Yaml12Loader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
