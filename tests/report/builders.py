@@ -36,7 +36,9 @@ def make_result(**overrides: Any) -> SimResult:
     values: dict[str, Any] = {
         "scenario": "unit", "policy": "default", "seed": 7, "duration_s": 120.0, "cost_usd": 12.5,
         "cost_by_pool": {"gpu-a100": 12.5}, "gpu_hours_provisioned": 10.0, "gpu_hours_allocated": 6.0,
-        "gpu_hours_by_pool": {"gpu-a100": {"provisioned": 10.0, "allocated": 6.0, "idle": 4.0}},
+        "gpu_hours_by_pool": {"gpu-a100": {"provisioned": 10.0, "allocated": 6.0, "idle": 4.0,
+                                           "hindsight_bound": 8.0}},
+        "gpu_hours_hindsight_bound": 8.0,
         "pods": (make_pod(),), "evictions": 0, "lost_gpu_hours": 0.0, "scale_ups": 1, "scale_downs": 0,
         "stockouts": 0, "backoffs": 0, "never_ran": 0, "sim_events": 100, "wall_s": 0.25, "series": make_series(),
         "scale_ups_by_pool": {"gpu-a100": 1},
@@ -104,12 +106,14 @@ def make_day_result(policy: str = "gpuscale", *, seed: int = 1, pods: int = 400,
     step_h = sample_s / 3600
     for pool, (per_node, _) in POOLS.items():
         provisioned = sum(series.nodes_by_pool[pool]) * per_node * step_h
-        hours[pool] = {"provisioned": provisioned, "allocated": provisioned * 0.7, "idle": provisioned * 0.3}
+        hours[pool] = {"provisioned": provisioned, "allocated": provisioned * 0.7, "idle": provisioned * 0.3,
+                       "hindsight_bound": provisioned * 0.8}
     cost = {p: sum(series.nodes_by_pool[p]) * usd * step_h for p, (_, usd) in POOLS.items()}
     return SimResult(
         scenario="diurnal-ml", policy=policy, seed=seed, duration_s=duration_s, cost_usd=sum(cost.values()),
         cost_by_pool=cost, gpu_hours_provisioned=sum(h["provisioned"] for h in hours.values()),
         gpu_hours_allocated=sum(h["allocated"] for h in hours.values()), gpu_hours_by_pool=hours,
+        gpu_hours_hindsight_bound=sum(h["hindsight_bound"] for h in hours.values()),
         pods=tuple(records), evictions=int(3 * (1 - warm)), lost_gpu_hours=round(2.5 * (1 - warm), 3),
         scale_ups=sum(1 for r in records if r.new_node), scale_downs=40, stockouts=len(notable), backoffs=len(notable),
         never_ran=sum(1 for r in records if r.running_s is None), sim_events=pods * 40, wall_s=1.5, series=series,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from gpuscale.report import twin
 from gpuscale.report.html import MAX_POINTS, downsample, render_html
 from gpuscale.sim.result import Notable
 from tests.report.builders import make_day_result, make_pod, make_result, make_series
@@ -28,6 +29,16 @@ def test_one_self_contained_document_with_every_plot() -> None:
         assert title in page
     assert external_references(page) == []
     assert not re.search(r"<script|<link|<img|<iframe|@import|url\(", page, re.IGNORECASE)
+
+
+def test_the_header_and_pool_tables_show_the_hindsight_bound() -> None:
+    result = make_day_result(seed=1)
+    page = render_html([result], "Diurnal run")
+    assert result.efficiency is not None and result.hindsight_efficiency is not None
+    assert f"{100 * result.efficiency:.1f}% · {100 * result.hindsight_efficiency:.1f}%" in page
+    assert "Efficiency · hindsight bound" in page
+    for p in twin.pool_rows(result):
+        assert f"<td>{twin.format_hours(p.idle_gpu_h)}</td><td>{twin.format_hours(p.bound_gpu_h)}</td>" in page
 
 
 def test_comparison_overlays_policies_with_distinct_colours_and_one_node_panel_each() -> None:

@@ -35,8 +35,12 @@ REQUIRED_KEYS = {
 def test_json_has_the_documented_keys_and_totals() -> None:
     doc = result_json(make_result())
     assert set(doc) >= REQUIRED_KEYS
-    assert doc["gpu_hours"] == {"provisioned": 10.0, "allocated": 6.0, "idle": 4.0,
-                                "by_pool": {"gpu-a100": {"provisioned": 10.0, "allocated": 6.0, "idle": 4.0}}}
+    assert doc["gpu_hours"] == {"provisioned": 10.0, "allocated": 6.0, "idle": 4.0, "hindsight_bound": 8.0,
+                                "efficiency": 0.6, "hindsight_efficiency": 0.75,
+                                "by_pool": {"gpu-a100": {"provisioned": 10.0, "allocated": 6.0, "idle": 4.0,
+                                                         "hindsight_bound": 8.0}}}
+    assert list(doc["gpu_hours"]) == ["provisioned", "allocated", "idle", "hindsight_bound", "efficiency",
+                                      "hindsight_efficiency", "by_pool"]
     assert (doc["scenario"], doc["policy"], doc["seed"], doc["cost_usd"]) == ("unit", "default", 7, 12.5)
     assert "queue_wait_by_team" not in doc
 
@@ -157,6 +161,8 @@ def test_summary_of_a_tiny_run() -> None:
     print_summary(make_result(), console)
     text = console.export_text()
     assert "Cost $12.50 · idle 4.0 GPU-h (40% of provisioned) · p95 pending→running 10.0 s" in text
+    assert "Efficiency 60.0% of provisioned · hindsight bound 8.0 GPU-h: 75.0% (nodes exactly when needed)" in text
+    assert "bound" in text.split("Pools (GPU-hours)")[1].splitlines()[2]  # the pool table's bound column
 
 
 def test_comparison_lists_every_policy_and_row_and_marks_the_best() -> None:

@@ -117,6 +117,8 @@ def _header(results: Sequence[SimResult], title: str, colours: Sequence[str]) ->
         idle = r.gpu_hours_idle / r.gpu_hours_provisioned if r.gpu_hours_provisioned else 0.0
         kpis = (("Cost", twin.format_usd(r.cost_usd)),
                 (f"Idle GPU-hours · {idle:.0%}", twin.format_hours(r.gpu_hours_idle)),
+                ("Efficiency · hindsight bound",
+                 f"{twin.format_share(r.efficiency)} · {twin.format_share(r.hindsight_efficiency)}"),
                 ("p95 pending→running", twin.format_duration(percentile(ran, 95) if ran else None)),
                 ("Scale-ups", twin.format_count(r.scale_ups)), ("Stockouts", twin.format_count(r.stockouts)),
                 ("Never ran", twin.format_count(r.never_ran)))
@@ -152,14 +154,16 @@ def _details(results: Sequence[SimResult]) -> str:
                        for w in twin.workload_rows(r))
         pools = "".join(f"<tr><td>{_esc(p.pool)}</td><td>{p.scale_ups:,}</td><td>{twin.format_usd(p.cost_usd)}</td>"
                         f"<td>{twin.format_hours(p.provisioned_gpu_h)}</td><td>{twin.format_hours(p.allocated_gpu_h)}"
-                        f"</td><td>{twin.format_hours(p.idle_gpu_h)}</td></tr>" for p in twin.pool_rows(r))
+                        f"</td><td>{twin.format_hours(p.idle_gpu_h)}</td><td>{twin.format_hours(p.bound_gpu_h)}</td>"
+                        "</tr>" for p in twin.pool_rows(r))
         parts.append(
             f'<figure><figcaption><h3>{_esc(r.policy)}: pods by workload</h3><p class="sub">pending→running of the '
             f'pods that ran</p></figcaption><table><tr><th>workload</th>'
             f"<th>pods</th><th>p50</th><th>p95</th><th>never ran</th></tr>{work}</table></figure>"
-            f'<figure><figcaption><h3>{_esc(r.policy)}: pools</h3><p class="sub">GPU-hours</p></figcaption><table>'
-            f"<tr><th>pool</th><th>scale-ups</th><th>cost</th><th>provisioned</th><th>allocated</th><th>idle</th></tr>"
-            f"{pools}</table></figure>")
+            f'<figure><figcaption><h3>{_esc(r.policy)}: pools</h3><p class="sub">GPU-hours; bound: '
+            f'the hindsight bound, nodes exactly when needed</p></figcaption><table>'
+            f"<tr><th>pool</th><th>scale-ups</th><th>cost</th><th>provisioned</th><th>allocated</th><th>idle</th>"
+            f"<th>bound</th></tr>{pools}</table></figure>")
     return f'<div class="grid">{"".join(parts)}</div>'
 
 

@@ -97,6 +97,9 @@ def result_json(result: SimResult, include_wall: bool = True) -> dict[str, Any]:
         "gpu_hours": {"provisioned": rounded(result.gpu_hours_provisioned),
                       "allocated": rounded(result.gpu_hours_allocated),
                       "idle": rounded(result.gpu_hours_idle),
+                      "hindsight_bound": rounded(result.gpu_hours_hindsight_bound),
+                      "efficiency": rounded(result.efficiency),
+                      "hindsight_efficiency": rounded(result.hindsight_efficiency),
                       "by_pool": {pool: _gpu_hours(hours) for pool, hours in sorted(result.gpu_hours_by_pool.items())}},
         "pods": len(result.pods),
         "pending_to_running_s": {**latency_stats(waits(result.pods)),
@@ -181,6 +184,8 @@ class PoolRow:
     provisioned_gpu_h: float
     allocated_gpu_h: float
     idle_gpu_h: float
+    bound_gpu_h: float | None = None
+    """The pool's hindsight bound (`SimResult.gpu_hours_hindsight_bound`), when the result has one."""
 
 
 def workload_rows(result: SimResult) -> list[WorkloadRow]:
@@ -222,7 +227,8 @@ def pool_rows(result: SimResult) -> list[PoolRow]:
         provisioned, allocated = hours.get("provisioned", 0.0), hours.get("allocated", 0.0)
         rows.append(PoolRow(pool=name, scale_ups=result.scale_ups_by_pool.get(name, 0),
                             cost_usd=result.cost_by_pool.get(name, 0.0), provisioned_gpu_h=provisioned,
-                            allocated_gpu_h=allocated, idle_gpu_h=hours.get("idle", provisioned - allocated)))
+                            allocated_gpu_h=allocated, idle_gpu_h=hours.get("idle", provisioned - allocated),
+                            bound_gpu_h=hours.get("hindsight_bound")))
     return rows
 
 
@@ -263,6 +269,8 @@ def comparison_rows(results: Sequence[SimResult]) -> list[ComparisonRow]:
         row("Cost", (r.cost_usd for r in results), format_usd),
         row("Idle GPU-hours", (r.gpu_hours_idle for r in results), format_hours),
         row("Allocated GPU-hours", (r.gpu_hours_allocated for r in results), format_hours, Better.HIGHER),
+        row("Efficiency (allocated / provisioned)", (r.efficiency for r in results), format_share, Better.HIGHER),
+        row("Hindsight bound's efficiency", (r.hindsight_efficiency for r in results), format_share, Better.HIGHER),
         row("p50 pending→running", (stat(r, 50) for r in results), format_duration),
         row("p95 pending→running", (stat(r, 95) for r in results), format_duration),
         row("p99 pending→running", (stat(r, 99) for r in results), format_duration),
@@ -308,6 +316,11 @@ def format_hours(value: float | None) -> str:
     return "—" if value is None else f"{value:,.1f}"
 
 
+def format_share(value: float | None) -> str:
+    """A fraction as a percentage with one decimal (`0.908` → `90.8%`); `—` when unknown."""
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
 def format_count(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f}"
 
@@ -326,6 +339,10 @@ def print_summary(result: SimResult, console: Console) -> None:
         "Cost ", (format_usd(result.cost_usd), "bold"),
         " · idle ", (f"{format_hours(result.gpu_hours_idle)} GPU-h", "bold"), f" ({idle_share:.0%} of provisioned)",
         " · p95 pending→running ", (format_duration(percentile(ran, 95) if ran else None), "bold")))
+    console.print(Text.assemble(
+        "Efficiency ", (format_share(result.efficiency), "bold"), " of provisioned · hindsight bound ",
+        (f"{format_hours(result.gpu_hours_hindsight_bound)} GPU-h", "bold"), ": ",
+        (format_share(result.hindsight_efficiency), "bold"), " (nodes exactly when needed)"))
     console.print(Text(f"scale-ups {result.scale_ups} · scale-downs {result.scale_downs} · evictions "
                        f"{result.evictions} · stockouts {result.stockouts} · backoffs {result.backoffs} · "
                        f"never ran {result.never_ran} of {len(result.pods)} pods", style="dim"))
@@ -341,11 +358,11 @@ def print_summary(result: SimResult, console: Console) -> None:
     console.print()
 
     pools = Table(title="Pools (GPU-hours)", title_justify="left")
-    for name in ("pool", "scale-ups", "cost", "provisioned", "allocated", "idle"):
+    for name in ("pool", "scale-ups", "cost", "provisioned", "allocated", "idle", "bound"):
         pools.add_column(name, justify="left" if name == "pool" else "right")
     for p in pool_rows(result):
         pools.add_row(p.pool, format_count(p.scale_ups), format_usd(p.cost_usd), format_hours(p.provisioned_gpu_h),
-                      format_hours(p.allocated_gpu_h), format_hours(p.idle_gpu_h))
+                      format_hours(p.allocated_gpu_h), format_hours(p.idle_gpu_h), format_hours(p.bound_gpu_h))
     console.print(pools)
     console.print()
     _print_teams(result, console)

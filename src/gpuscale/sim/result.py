@@ -91,7 +91,7 @@ class SimResult:
     gpu_hours_provisioned: float
     gpu_hours_allocated: float
     gpu_hours_by_pool: Mapping[str, Mapping[str, float]]
-    """pool → {"provisioned", "allocated", "idle"}."""
+    """pool → {"provisioned", "allocated", "idle", "hindsight_bound"}."""
     pods: tuple[PodRecord, ...]
     evictions: int
     lost_gpu_hours: float
@@ -108,7 +108,21 @@ class SimResult:
     queue_wait_by_team: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     teams: Mapping[str, TeamStats] = field(default_factory=dict)
     """Per team, when the scenario has a queueing layer; empty otherwise."""
+    gpu_hours_hindsight_bound: float = 0.0
+    """GPU-hours provisioned had each pool had, at every moment, the fewest nodes of its shape that hold the GPUs its
+    bound pods use, started instantly (`gpuscale.sim.hindsight`): allocated ≤ this ≤ provisioned."""
 
     @property
     def gpu_hours_idle(self) -> float:
         return self.gpu_hours_provisioned - self.gpu_hours_allocated
+
+    @property
+    def efficiency(self) -> float | None:
+        """allocated / provisioned GPU-hours; `None` without provisioned GPUs."""
+        return self.gpu_hours_allocated / self.gpu_hours_provisioned if self.gpu_hours_provisioned > 0 else None
+
+    @property
+    def hindsight_efficiency(self) -> float | None:
+        """allocated / the hindsight bound: the best efficiency nodes exactly when needed would reach."""
+        bound = self.gpu_hours_hindsight_bound
+        return self.gpu_hours_allocated / bound if bound > 0 else None

@@ -263,8 +263,10 @@ def _result(setup: TwinSetup, policy: TwinPolicy, world: World, cloud: SimCloud,
             never_ran += 1
     cost, gpu_seconds = cloud.cost_so_far(end)
     allocated = world.metrics.allocated_gpu_seconds
+    bound = world.metrics.hindsight.gpu_seconds(world.now)
     by_pool = {pool: {"provisioned": gpu_seconds.get(pool, 0.0) / 3600, "allocated": allocated.get(pool, 0.0) / 3600,
-                      "idle": (gpu_seconds.get(pool, 0.0) - allocated.get(pool, 0.0)) / 3600}
+                      "idle": (gpu_seconds.get(pool, 0.0) - allocated.get(pool, 0.0)) / 3600,
+                      "hindsight_bound": bound.get(pool, 0.0) / 3600}
                for pool in sorted(set(gpu_seconds) | set(allocated))}
     notable = list(loop.notable) + [Notable(t_s=t, kind="stockout", message=f"{pool}: no capacity (stockout)")
                                     for pool, t in stockouts]
@@ -273,7 +275,8 @@ def _result(setup: TwinSetup, policy: TwinPolicy, world: World, cloud: SimCloud,
     return SimResult(
         scenario=setup.name, policy=policy.name, seed=setup.seed, duration_s=end, cost_usd=sum(cost.values()),
         cost_by_pool=dict(sorted(cost.items())), gpu_hours_provisioned=sum(gpu_seconds.values()) / 3600,
-        gpu_hours_allocated=sum(allocated.values()) / 3600, gpu_hours_by_pool=by_pool,
+        gpu_hours_allocated=sum(allocated.values()) / 3600, gpu_hours_hindsight_bound=sum(bound.values()) / 3600,
+        gpu_hours_by_pool=by_pool,
         pods=tuple(sorted(records, key=lambda r: (r.created_s, r.key))), evictions=world.metrics.evictions,
         lost_gpu_hours=world.metrics.lost_gpu_seconds / 3600, scale_ups=loop.scale_ups, scale_downs=loop.scale_downs,
         stockouts=len(stockouts), backoffs=loop.backoffs, never_ran=never_ran, sim_events=events, wall_s=wall_s,

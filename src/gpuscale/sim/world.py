@@ -24,6 +24,7 @@ from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.sim.cloud import NodeTimeline, SimCloud
 from gpuscale.sim.cluster import SimCluster, Termination, pod_gpus
 from gpuscale.sim.core import Priority, Simulation, replaced
+from gpuscale.sim.hindsight import HindsightBound
 from gpuscale.sim.result import PodRecord
 from gpuscale.sim.scheduler import SimScheduler
 from gpuscale.sim.workloads import Workload
@@ -43,15 +44,18 @@ class _PodTrack:
     blocked_reason: str | None = None
     node: str | None = None
     withdrawn: bool = False
+    held: tuple[str, float] | None = None
+    """Pool and GPUs the pod counts in `allocated` (and the hindsight bound) since it was bound."""
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, gpus_per_node: Mapping[str, int] | None = None) -> None:
         self.tracks: dict[str, _PodTrack] = {}
         self.records: list[PodRecord] = []
         self.evictions = 0
         self.lost_gpu_seconds = 0.0
         self.allocated_gpu_seconds: dict[str, float] = {}
+        self.hindsight = HindsightBound(gpus_per_node or {})
         self.stockouts = 0
         self.created_count = 0
         """Tracks made so far (`created`): a new track under a key `block_waiting` already walked is a new count."""
@@ -111,7 +115,7 @@ class World:
     def __init__(self, *, sim: Simulation, cluster: SimCluster, scheduler: SimScheduler, cloud: SimCloud,
                  rng: np.random.Generator, gpu_names: Mapping[str, int] | None = None) -> None:
         self.sim, self.cluster, self.scheduler, self.cloud, self.rng = sim, cluster, scheduler, cloud, rng
-        self.metrics = Metrics()
+        self.metrics = Metrics({name: spec.pool.gpus_per_node for name, spec in cloud.pools.items()})
         self.owners: dict[str, Workload] = {}
         self._images: dict[str, dict[int, float]] = {}
         """node → image size → time the image is (or will be) on the node."""
@@ -155,10 +159,11 @@ class World:
     def bound(self, pod: Pod, node: Node) -> None:
         """Scheduler callback: pull the image (if not on the node yet), then start the container."""
         track = self.metrics.tracks.get(pod.key)
+        timeline = self.cloud.timeline_of(node.name)
         if track is not None:
             track.times[Milestone.BOUND] = self.now
             track.node = node.name
-        timeline = self.cloud.timeline_of(node.name)
+            self._hold(track, timeline.pool if timeline is not None else "unknown", pod_gpus(pod.requests))
         profile = self.cloud.pools[timeline.pool].profile if timeline is not None else None
         image_ready = self.now
         measured = profile.pull_s if profile is not None else None
@@ -222,6 +227,16 @@ class World:
         self.metrics.allocated_gpu_seconds[pool] = self.metrics.allocated_gpu_seconds.get(pool, 0.0) + seconds
         track.times.setdefault(Milestone.CREATED, self.now)
         track.node = None
+        self._hold(track, None, 0.0)
+
+    def _hold(self, track: _PodTrack, pool: str | None, gpus: float) -> None:
+        """The pod now holds `gpus` GPUs of `pool` (`None`: none) for the hindsight bound, in step with `_account`."""
+        if track.held is not None:
+            self.metrics.hindsight.change(track.held[0], -track.held[1], self.now)
+        track.held = None
+        if pool is not None and gpus > 0:
+            track.held = (pool, gpus)
+            self.metrics.hindsight.change(pool, gpus, self.now)
 
     def _finish_record(self, key: str) -> None:
         track = self.metrics.tracks.pop(key, None)
