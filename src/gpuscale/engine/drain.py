@@ -39,11 +39,11 @@ from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import Pod, PodPhase
+from gpuscale.model.pod import MIRROR_ANNOTATION, Pod, PodPhase
 from gpuscale.model.resources import GPU_MILLI
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-MIRROR = "kubernetes.io/config.mirror"
+MIRROR = MIRROR_ANNOTATION
 CHECKPOINT_SAFE = "gpuscale.io/checkpoint-safe"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
@@ -144,7 +144,7 @@ def _block(code: ReasonCode, pod: Pod, why: str) -> PodDrain:
 
 
 def _ignored(pod: Pod) -> bool:
-    return (MIRROR in pod.annotations or pod.deleting or pod.is_terminal()
+    return (pod.is_mirror() or pod.deleting or pod.is_terminal()
             or (pod.of_daemonset() and pod.annotations.get(ENABLE_DS_EVICTION) != "true"))
 
 

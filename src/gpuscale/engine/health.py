@@ -20,12 +20,10 @@ from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import is_gpu_resource
 
-MIRROR = "kubernetes.io/config.mirror"
-
 
 def is_workload(pod: Pod) -> bool:
     """A pod that says its node has been usable: not a DaemonSet's, not a static (mirror) pod, not finished."""
-    return not pod.of_daemonset() and MIRROR not in pod.annotations and not pod.is_terminal()
+    return not pod.of_daemonset() and not pod.is_mirror() and not pod.is_terminal()
 
 
 def workload_count(pods: Sequence[Pod] | None) -> int:

@@ -29,6 +29,8 @@ class PodPhase(StrEnum):
 
 TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 """Phases of a pod that has finished and holds no capacity."""
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""Set by the kubelet on the API object of a static pod (its mirror)."""
 
 
 @quick_init
@@ -117,6 +119,10 @@ class Pod:
 
     def is_terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+    def is_mirror(self) -> bool:
+        """A static pod's mirror: the kubelet runs it from a file on the node, so it goes with its node."""
+        return MIRROR_ANNOTATION in self.annotations
 
     def of_daemonset(self) -> bool:
         """Owned by a DaemonSet: it runs on every node and goes with its node."""
