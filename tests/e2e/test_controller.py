@@ -252,15 +252,21 @@ def test_stockout_backs_off_and_falls_back_to_second_a100_pool(make_driver: Call
     assert _pod(core_v1, namespace, "train-a100").spec.node_name == name
 
 
+def _undelayed_config(tmp_path: Path) -> Path:
+    """The seed config without scale-up delays or warm capacity, written to `tmp_path`: one tick decides."""
+    raw = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
+    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "warm_capacity": []}
+    config_path = tmp_path / "gpuscale.yaml"
+    config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return config_path
+
+
 def test_run_once_dry_run_decides_and_acts_on_nothing(control_plane: Any, core_v1: client.CoreV1Api, namespace: str,
                                                       create_pod: Callable[[client.V1Pod], None], tmp_path: Path,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     """`gpuscale run --once --dry-run`: the real composition from the CLI logs the A100 scale-up it would make and
     creates nothing."""
-    raw = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
-    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "warm_capacity": []}
-    config_path = tmp_path / "gpuscale.yaml"
-    config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    config_path = _undelayed_config(tmp_path)
     _delete_managed_nodes(core_v1)
     create_pod(training_pod("train-a100"))
     wait_for(lambda: _unschedulable(_pod(core_v1, namespace, "train-a100")), 30, desc="pod Unschedulable")
@@ -289,10 +295,7 @@ def test_run_log_format_json_writes_one_object_per_line(control_plane: Any, core
                                                          tmp_path: Path) -> None:
     """`gpuscale run --log-format json` as its own process: every stderr line is a JSON object with time, level and
     logger, and the plan item for the A100 scale-up carries its kind, pool, pod and reason codes as fields."""
-    raw = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
-    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "warm_capacity": []}
-    config_path = tmp_path / "gpuscale.yaml"
-    config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    config_path = _undelayed_config(tmp_path)
     _delete_managed_nodes(core_v1)
     create_pod(training_pod("train-json"))
     wait_for(lambda: _unschedulable(_pod(core_v1, namespace, "train-json")), 30, desc="pod Unschedulable")
