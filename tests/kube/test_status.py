@@ -8,13 +8,15 @@ from pathlib import Path
 import yaml
 
 from gpuscale.config import load_config
+from gpuscale.engine.nodes import NodePhase, phase
 from gpuscale.engine.plan import TO_BE_DELETED_TAINT, Plan, PodVerdict, Snapshot, UpcomingNode
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
-from gpuscale.kube.status import History, NodeState, build_status, node_states, render
+from gpuscale.kube.status import History, ReportedState, build_status, node_states, render, reported_state
 from gpuscale.loop.report import ScaleUpDone, TickReport
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import POOL_LABEL
+from gpuscale.model.taints import READINESS_TAINT_PREFIX
 from tests.builders import make_node, taint
 
 SEED_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "seed-pools" / "gpuscale.yaml"
@@ -36,10 +38,25 @@ def _snapshot() -> Snapshot:
 
 def test_node_states_per_pool() -> None:
     counts = node_states(_snapshot(), {p.name: p for p in CONFIG.pools})
-    assert dict(counts[A100]) == {NodeState.READY: 1, NodeState.UNREADY_GPU: 1, NodeState.UPCOMING: 2}
-    assert dict(counts[T4]) == {NodeState.DELETING: 1}
+    assert dict(counts[A100]) == {ReportedState.USABLE: 1, ReportedState.UNREADY_GPU: 1, ReportedState.UPCOMING: 2}
+    assert dict(counts[T4]) == {ReportedState.DELETING: 1}
     assert dict(counts["cpu-general"]) == {}
 
+
+
+def test_each_phase_is_reported_in_one_state_and_degraded_wins_until_deletion() -> None:
+    pools = {p.name: p for p in CONFIG.pools}
+    tainted = make_node("a-tainted", gpus=8, labels={POOL_LABEL: A100},
+                        taints=[taint(READINESS_TAINT_PREFIX + "NetworkReady")])
+    assert phase(tainted, pools[A100]) is NodePhase.READY  # GPUs registered, a start-up taint left: not usable
+    assert {p: reported_state(p, degraded=False) for p in NodePhase} == {
+        NodePhase.REGISTERED: ReportedState.UPCOMING, NodePhase.READY: ReportedState.UNREADY_GPU,
+        NodePhase.USABLE: ReportedState.USABLE, NodePhase.DELETING: ReportedState.DELETING}
+    assert {p: reported_state(p, degraded=True) for p in NodePhase} == {
+        NodePhase.REGISTERED: ReportedState.DEGRADED, NodePhase.READY: ReportedState.DEGRADED,
+        NodePhase.USABLE: ReportedState.DEGRADED, NodePhase.DELETING: ReportedState.DELETING}
+    counts = node_states(_snapshot(), pools, degraded=frozenset({"a-ready", "t-going"}))
+    assert counts[A100][ReportedState.DEGRADED] == 1 and counts[T4] == {ReportedState.DELETING: 1}
 
 def test_status_document_has_targets_backoff_history_and_reasons() -> None:
     now = 1_800_000_000.0

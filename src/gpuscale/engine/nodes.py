@@ -1,18 +1,24 @@
 """Node lifecycle as the engine sees it: which pool a node belongs to and whether it is usable yet.
 
-Phases (one transition table; each edge's trigger in the comment):
-    REQUESTED  → REGISTERED   a Node object appears (kubelet registered)
-    REGISTERED → READY        condition Ready=True, but none of the pool's GPU resources in allocatable yet, or a
-                              start-up taint still on it
-    READY      → USABLE       the device plugin advertises the pool's GPUs and the last start-up taint is gone;
-                              nodes of pools without GPUs or start-up taints skip READY and become USABLE on Ready
-    any        → DELETING     deletionTimestamp set or ToBeDeleted taint
-Only USABLE nodes offer their real free capacity. REQUESTED, REGISTERED and READY nodes are *upcoming*: they count as
-their pool's template so pending pods wait for them instead of causing another scale-up (CA #3164, #7956;
-Karpenter aws#6355) — whatever labels the node carries: until it is fully started, a node counts with its pool
-template's labels where it lacks them (GPU feature discovery adds `nvidia.com/gpu.product` only once the driver
-works), its cordon is ignored (GPU and network operators cordon a node while they set it up, CA #7956) and so are its
-start-up and status taints (`StartupTaints`: the pool's, with the policy's merged in). Then it counts as it is.
+One start-up vocabulary (docs/decisions.md, D35): *Ready* is the Node's `Ready` condition and nothing else; *GPUs
+registered* means the device plugin advertises some of the pool's GPU resources in allocatable; *usable* means Ready,
+GPUs registered and no start-up taint left. The start-up chain's steps are `lifecycle.phases.Milestone`
+(`node_registered`, `node_ready`, `gpu_registered`); a `NodePhase` is the stretch of that chain a node in the
+snapshot is in, named after the last step it reached:
+    REGISTERED   a Node object exists; its Ready condition is not True
+    READY        Ready, but not usable: none of the pool's GPU resources in allocatable yet, or a start-up taint
+                 still on it; nodes of pools without GPUs or start-up taints skip READY and are USABLE on Ready
+    USABLE       fully started
+    DELETING     deletionTimestamp set or ToBeDeleted taint
+A phase is read from each snapshot alone, and a node may move back: a usable node that goes NotReady is REGISTERED
+again, one whose GPUs all fall off is READY again (`engine.health` calls such a node degraded, not starting).
+Only USABLE nodes offer their real free capacity. Provider requests without a Node object yet (`Snapshot.upcoming`),
+REGISTERED and READY nodes are *upcoming*: they count as their pool's template so pending pods wait for them instead
+of causing another scale-up (CA #3164, #7956; Karpenter aws#6355) — whatever labels the node carries: until it is
+fully started, a node counts with its pool template's labels where it lacks them (GPU feature discovery adds
+`nvidia.com/gpu.product` only once the driver works), its cordon is ignored (GPU and network operators cordon a node
+while they set it up, CA #7956) and so are its start-up and status taints (`StartupTaints`: the pool's, with the
+policy's merged in). Then it counts as it is.
 
 Starting is not degraded (docs/decisions.md, D29): a node whose device plugin
 advertises some of the pool's GPUs but fewer than the template (a GPU fell off the bus; time-slicing replicas other
@@ -34,20 +40,15 @@ from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, UNSCHEDULABLE_TAINT, S
 
 
 class NodePhase(StrEnum):
-    REQUESTED = "Requested"
+    """Where a Node object is on the start-up chain (the module docstring)."""
+
     REGISTERED = "Registered"
-    READY = "ReadyGpuPending"
+    """Registered, not Ready."""
+    READY = "Ready"
+    """Ready, not usable yet: GPUs not registered, or a start-up taint left."""
     USABLE = "Usable"
+    """Ready, GPUs registered, no start-up taint left."""
     DELETING = "Deleting"
-
-
-ALLOWED = {
-    NodePhase.REQUESTED: {NodePhase.REGISTERED, NodePhase.DELETING},  # registration, or cancelled / timed out
-    NodePhase.REGISTERED: {NodePhase.READY, NodePhase.USABLE, NodePhase.DELETING},  # Ready (with or without GPUs)
-    NodePhase.READY: {NodePhase.USABLE, NodePhase.DELETING},  # device plugin registers, or GPU init times out
-    NodePhase.USABLE: {NodePhase.DELETING},  # scale-down
-    NodePhase.DELETING: set(),
-}
 
 
 def rules_of(pool: NodePool | None) -> StartupTaints:

@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 from gpuscale.engine.nodes import pool_of
 from gpuscale.engine.plan import Snapshot
 from gpuscale.engine.state import EngineState
-from gpuscale.kube.status import NodeState, node_states
+from gpuscale.kube.status import ReportedState, node_states
 from gpuscale.loop.report import TickReport
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.pool import NodePool
@@ -66,7 +66,7 @@ class Metrics:
 
     def _zero(self, pool: str) -> None:
         self.backoff.labels(pool=pool).set(0)
-        for state in NodeState:
+        for state in ReportedState:
             self.nodes.labels(pool=pool, state=str(state)).set(0)
 
     def use_pools(self, pools: Sequence[NodePool]) -> None:
@@ -75,7 +75,7 @@ class Metrics:
         fresh = {p.name: p for p in pools}
         for pool in self._pools.keys() - fresh.keys():
             self.backoff.remove(pool)
-            for state in NodeState:
+            for state in ReportedState:
                 self.nodes.remove(pool, str(state))
         for pool in fresh.keys() - self._pools.keys():
             self._zero(pool)
@@ -96,7 +96,7 @@ class Metrics:
             self.last_tick.set(report.now_s)
             degraded = frozenset(v.node for v in report.plan.degraded) if report.plan is not None else frozenset()
             for pool, counts in node_states(snapshot, self._pools, degraded).items():
-                for s in NodeState:
+                for s in ReportedState:
                     self.nodes.labels(pool=pool, state=str(s)).set(counts[s])
         if report.plan is not None:
             plan = report.plan

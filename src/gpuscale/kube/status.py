@@ -38,40 +38,48 @@ STATUS_NAME = "gpuscale-status"
 _TIME_KEYS = frozenset({"time", "lastProbeTime"})
 
 
-class NodeState(StrEnum):
-    """How a pool's node counts, as the status and the `gpuscale_nodes` metric report it."""
+class ReportedState(StrEnum):
+    """How a pool's node counts, as the status and the `gpuscale_nodes` metric report it: an external format with
+    Cluster Autoscaler's words (its status ConfigMap's `ready` is a node it can use), mapped from `NodePhase` by
+    `reported_state` alone (docs/decisions.md, D35)."""
 
-    READY = "ready"
-    """Ready with every GPU of the template in allocatable: usable."""
+    USABLE = "ready"
+    """Usable (`NodePhase.USABLE`: Ready, GPUs registered, no start-up taint left) and not degraded."""
     UPCOMING = "upcoming"
-    """Requested from the provider, or registered but not Ready yet."""
+    """Requested from the provider, or registered but not Ready yet (`NodePhase.REGISTERED`)."""
     UNREADY_GPU = "unready-gpu"
-    """Ready, but the device plugin has not registered all its GPUs yet."""
+    """Ready, but not usable yet (`NodePhase.READY`): the device plugin has registered none of its GPUs, or a
+    start-up taint is left."""
     DELETING = "deleting"
     """Being removed (ToBeDeleted taint or deletionTimestamp)."""
     DEGRADED = "degraded"
     """Has been usable, but lacks GPUs of its template or went NotReady under its pods (engine.health)."""
 
 
-_BY_PHASE = {NodePhase.USABLE: NodeState.READY, NodePhase.REGISTERED: NodeState.UPCOMING,
-             NodePhase.READY: NodeState.UNREADY_GPU, NodePhase.DELETING: NodeState.DELETING}
+_BY_PHASE = {NodePhase.USABLE: ReportedState.USABLE, NodePhase.REGISTERED: ReportedState.UPCOMING,
+             NodePhase.READY: ReportedState.UNREADY_GPU, NodePhase.DELETING: ReportedState.DELETING}
+
+
+def reported_state(current: NodePhase, degraded: bool) -> ReportedState:
+    """The state a Node object is reported in; `degraded`: the last plan called it degraded (it counts as such
+    unless being deleted). A provider request with no Node object yet is `UPCOMING`."""
+    if degraded and current is not NodePhase.DELETING:
+        return ReportedState.DEGRADED
+    return _BY_PHASE[current]
 
 
 def node_states(snapshot: Snapshot, pools: Mapping[str, NodePool],
-                degraded: frozenset[str] = frozenset()) -> dict[str, Counter[NodeState]]:
-    """Per configured pool, its nodes by `NodeState` (nodes of no configured pool are left out); `degraded`: the
-    nodes the last plan called degraded (counted as such unless being deleted)."""
-    counts: dict[str, Counter[NodeState]] = {name: Counter() for name in pools}
+                degraded: frozenset[str] = frozenset()) -> dict[str, Counter[ReportedState]]:
+    """Per configured pool, its nodes by `ReportedState` (nodes of no configured pool are left out); `degraded`: the
+    nodes the last plan called degraded."""
+    counts: dict[str, Counter[ReportedState]] = {name: Counter() for name in pools}
     for node in snapshot.cluster.nodes:
         pool = pool_of(node, snapshot.node_pools)
         if pool in counts:
-            state = _BY_PHASE[phase(node, pools[pool])]
-            if node.name in degraded and state is not NodeState.DELETING:
-                state = NodeState.DEGRADED
-            counts[pool][state] += 1
+            counts[pool][reported_state(phase(node, pools[pool]), node.name in degraded)] += 1
     for upcoming in snapshot.upcoming:
         if upcoming.pool in counts:
-            counts[upcoming.pool][NodeState.UPCOMING] += 1
+            counts[upcoming.pool][ReportedState.UPCOMING] += 1
     return counts
 
 
@@ -117,12 +125,12 @@ def _health(report: TickReport) -> str:
     return "Healthy"
 
 
-def _pool_status(pool: NodePool, counts: Counter[NodeState], state: EngineState, history: History,
+def _pool_status(pool: NodePool, counts: Counter[ReportedState], state: EngineState, history: History,
                  now: float) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": pool.name,
-        "target": sum(counts.values()) - counts[NodeState.DELETING],
-        **{_camel(s): counts[s] for s in NodeState},
+        "target": sum(counts.values()) - counts[ReportedState.DELETING],
+        **{_camel(s): counts[s] for s in ReportedState},
         "minSize": pool.min_size, "maxSize": pool.max_size,
     }
     backoff = state.in_backoff(pool.name, now)
@@ -130,7 +138,7 @@ def _pool_status(pool: NodePool, counts: Counter[NodeState], state: EngineState,
         entry["scaleUp"] = {"status": "Backoff", "backoff": {
             "until": iso(backoff.until_s), "reason": str(backoff.kind), "failures": backoff.failures,
             "message": backoff.message[:300]}}
-    elif counts[NodeState.UPCOMING] or counts[NodeState.UNREADY_GPU]:
+    elif counts[ReportedState.UPCOMING] or counts[ReportedState.UNREADY_GPU]:
         entry["scaleUp"] = {"status": "InProgress"}
     else:
         entry["scaleUp"] = {"status": "NoActivity"}
@@ -140,7 +148,7 @@ def _pool_status(pool: NodePool, counts: Counter[NodeState], state: EngineState,
     return entry
 
 
-def _camel(state: NodeState) -> str:
+def _camel(state: ReportedState) -> str:
     head, *rest = state.value.split("-")
     return head + "".join(p.capitalize() for p in rest)
 
@@ -152,11 +160,11 @@ def build_status(*, report: TickReport, snapshot: Snapshot | None, pools: Sequen
     plan = report.plan
     degraded = frozenset(v.node for v in plan.degraded) if plan is not None else frozenset()
     counts = node_states(snapshot, by_name, degraded) if snapshot is not None else {p: Counter() for p in by_name}
-    total: Counter[NodeState] = Counter()
+    total: Counter[ReportedState] = Counter()
     for c in counts.values():
         total.update(c)
     cluster: dict[str, Any] = {
-        "health": {"status": _health(report), "nodeCounts": {_camel(s): total[s] for s in NodeState}},
+        "health": {"status": _health(report), "nodeCounts": {_camel(s): total[s] for s in ReportedState}},
         "unschedulablePods": {
             "scaleUp": sum(len(s.pods) for s in plan.scale_up) if plan else 0,
             "covered": len(plan.covered) if plan else 0, "waiting": len(plan.waiting) if plan else 0,

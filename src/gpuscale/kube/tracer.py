@@ -208,8 +208,8 @@ class Tracer:
         return out
 
     def node_gauges(self) -> tuple[dict[str, int], dict[str, int]]:
-        """Per pool: upcoming nodes (requested, or registered but not usable yet) and GPU nodes whose GPUs are not
-        in allocatable yet."""
+        """Per pool: upcoming nodes (requested, or registered without `GPU_REGISTERED` yet: not Ready, or GPUs not
+        in allocatable; start-up taints are not watched) and GPU nodes whose GPUs are not in allocatable yet."""
         upcoming: dict[str, int] = {}
         unready_gpu: dict[str, int] = {}
         with self._lock:

@@ -10,6 +10,10 @@ The scheduler publishes only the outcome of an attempt (the `PodScheduled=False/
 FailedScheduling event), so "first scheduling attempt" and "unschedulable" are one milestone, `UNSCHEDULABLE`: the
 phase before it is the scheduler queue plus the failed attempt. A pod that fits at once never gets it (zero length).
 `lifecycle/trace.py` holds the per-pod record both worlds write.
+
+The node milestones (`NODE_MILESTONES`) are the start-up chain's steps, in the words the engine's `NodePhase` uses
+too (docs/decisions.md, D35): *ready* is the Node's Ready condition only, *GPU registered* the device plugin's
+advertising.
 """
 
 from __future__ import annotations
@@ -26,8 +30,12 @@ class Milestone(StrEnum):
     ACQUIRED = "capacity_acquired"
     RUNNING = "instance_running"
     REGISTERED = "node_registered"
+    """The Node object appeared (kubelet registered)."""
     READY = "node_ready"
+    """The Node's Ready condition turned True; its GPUs need not be there yet."""
     GPU_REGISTERED = "gpu_registered"
+    """The device plugin advertises the node's GPUs in allocatable (at `READY` for a node that expects none). The
+    engine's `NodePhase.USABLE` also waits for the start-up taints to go; these milestones do not watch taints."""
     BOUND = "pod_bound"
     PULLED = "image_pulled"
     STARTED = "pod_ready"
