@@ -359,8 +359,11 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
 
 
 def report_fields(report: TickReport) -> dict[str, Any]:
-    """One tick as a flat JSON-able dict, for the structured log line."""
+    """One tick as a flat JSON-able dict, for the structured log line. `next_at`: when the next tick next matters
+    with no change to the cluster (`TickReport.next_at_s`, Unix s; absent: only a change can)."""
     fields: dict[str, Any] = {"msg": "tick", "now": round(report.now_s, 3), "synced": report.synced}
+    if report.next_at_s is not None:
+        fields["next_at"] = round(report.next_at_s, 3)
     plan = report.plan
     if plan is not None:
         fields |= {"scale_up": [{"pool": s.pool, "nodes": s.nodes, "pods": len(s.pods)} for s in plan.scale_up],

@@ -85,17 +85,17 @@ def test_a_pod_do_not_disrupt_duration_keeps_its_node_until_start_plus_duration_
         assert "cpu-1" not in [r.node for r in plan.scale_down]
         [kept] = [v for v in plan.blocked if v.node == "cpu-1"]
         assert kept.reasons[0].code is ReasonCode.DO_NOT_DISRUPT
-        assert plan.recheck_at_s == T0 + 3 * HOUR
+        assert plan.next_at_s == T0 + 3 * HOUR
         # the memo must not keep the verdict past the protection
         later = _plan(_nodes(T0 + 3 * HOUR), [pod, BUSY], T0 + 3 * HOUR, memo=memo)
         assert [(r.node, r.evict) for r in later.scale_down if r.node == "cpu-1"] == [("cpu-1", ("default/w-0",))]
-        assert later.recheck_at_s is None
+        assert later.next_at_s is None
 
 
 def test_do_not_disrupt_true_protects_for_as_long_as_it_is_there() -> None:
-    plan = _plan(_nodes(T0 + 1000 * HOUR), [_worker(**{DO_NOT_DISRUPT: "true"})], T0 + 1000 * HOUR)
+    plan = _plan(_nodes(T0 + 1000 * HOUR), [_worker(**{DO_NOT_DISRUPT: "true"}), BUSY], T0 + 1000 * HOUR)
     assert [v.reasons[0].code for v in plan.blocked if v.node == "cpu-1"] == [ReasonCode.DO_NOT_DISRUPT]
-    assert plan.recheck_at_s is None
+    assert plan.next_at_s is None
 
 
 def test_a_malformed_value_protects_and_is_reported_for_a_warning_event() -> None:

@@ -6,6 +6,8 @@ Order, as in Cluster Autoscaler's RunOnce:
 2. the what-if table is built: usable nodes with their real free capacity, upcoming nodes as their pool's template;
 3. scale-up for pending pods, after dropping pods that existing or upcoming capacity takes; then warm buffers;
 4. scale-down, on the cluster as it will be once those pods land (so a node they need is not removed).
+Each stage also says when its result next matters with nothing changed but the clock (a deadline, a delay, a backoff,
+a recheck, a protection's end); the plan carries the first of those (`Plan.next_at_s`).
 The result does not depend on the order of nodes, pods or pools in the input: everything is sorted by name first.
 """
 
@@ -22,7 +24,7 @@ from gpuscale.engine.limits import Totals, headroom, totals_of
 from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of, request_names
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, still_lacks
 from gpuscale.engine.options import provision_time_s, startup_time_s
-from gpuscale.engine.plan import NodeVerdict, Plan, PodVerdict, Removal, ScaleUp, Snapshot, TimedOut
+from gpuscale.engine.plan import NodeVerdict, Plan, PodVerdict, Removal, ScaleUp, Snapshot, TimedOut, earliest
 from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.repair import plan_repairs
@@ -50,6 +52,9 @@ class _Timeouts:
     setting_up: frozenset[str] = frozenset()
     """Usable nodes cordoned while young and without workloads (an operator's set-up cordon, CA #7956): their row
     ignores the cordon and counts as upcoming (`_setting_up`)."""
+    next_at_s: float | None = None
+    """The first deadline still ahead: a request or node that would time out, or a set-up cordon that would start to
+    count (None: none)."""
 
 
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
@@ -63,8 +68,10 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
     and a time-out deletes with no drain (engine.health)."""
     timed_out: list[TimedOut] = []
     failed: dict[str, FailureKind] = {}
+    deadlines: list[float] = []
     for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
         limit = provision_time_s(pools.get(request.pool), policy)
+        deadlines.append(request.requested_s + limit)
         if now - request.requested_s > limit:
             timed_out.append(TimedOut(pool=request.pool, node=None, request_id=request.request_id, reasons=(
                 Reason(ReasonCode.PROVISION_TIMEOUT, f"requested {now - request.requested_s:.0f}s ago, not "
@@ -88,6 +95,7 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
             continue
         if current is NodePhase.REGISTERED and node.created_s is not None:
             limit = startup_time_s(pool, policy)
+            deadlines.append(node.created_s + limit)
             if now - node.created_s > limit:
                 timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
                     Reason(ReasonCode.PROVISION_TIMEOUT, f"not Ready {now - node.created_s:.0f}s after creation "
@@ -95,6 +103,8 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
                 failed.setdefault(pool.name, FailureKind.PROVISION_TIMEOUT)
         elif current is NodePhase.READY:
             since = node.ready_since_s if node.ready_since_s is not None else node.created_s
+            if since is not None:
+                deadlines.append(since + policy.max_gpu_init_time_s)
             if since is not None and now - since > policy.max_gpu_init_time_s:
                 gpus = fact.gpus is NodePhase.READY
                 code = ReasonCode.GPU_INIT_TIMEOUT if gpus else ReasonCode.PROVISION_TIMEOUT
@@ -108,13 +118,16 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         timed_out += _roll_back(whole, snapshot, starting, timed_out)
     for pool_name, kind in sorted(failed.items()):
         state = record_failure(state, pool_name, kind, now, policy)
+    setting_up = _setting_up(facts, by_node if starting else None, snapshot, policy, now)
+    deadlines += [f.node.created_s + provision_time_s(f.pool, policy) + policy.max_gpu_init_time_s
+                  for name in setting_up if (f := facts[name]).node.created_s is not None]
     return _Timeouts(
         timed_out=tuple(timed_out), state=state,
         expired_nodes=frozenset(t.node for t in timed_out if t.node),
         expired_requests=frozenset(t.request_id for t in timed_out if t.request_id),
         degraded=degraded_verdicts(((f.node, f.pool, f.phase) for f in busy), by_node) if busy else (),
         held=frozenset(f.node.name for f in busy if f.phase is NodePhase.READY and f.pool is not None),
-        setting_up=_setting_up(facts, by_node if starting else None, snapshot, policy, now),
+        setting_up=setting_up, next_at_s=min((t for t in deadlines if now <= t), default=None),
     )
 
 
@@ -324,6 +337,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
            memo: DecideMemo | None = None) -> Plan:
     """The whole decision for one loop. Deterministic; independent of input order. `memo` (kept by the caller from
     one decision to the next) only saves work: the plan is the same without it."""
+    given = state
     arranged = memo.arrange.arrange(snapshot.cluster) if memo is not None else arrange(snapshot.cluster)
     cluster, pods = arranged.cluster, arranged.pods
     by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
@@ -351,10 +365,12 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     if policy.buffers:
         removals, kept = _respect_buffers(removals, up.table, world, busy, by_name, policy)
         blocked += kept
-    malformed, recheck = _protections(blocked)
+    malformed = _malformed(blocked)
     degraded = _degraded(facts, timeouts, pods.by_node)
+    repaired: float | None = None
     if degraded:
         repairs = plan_repairs(degraded, facts, pods.by_node, cluster.pdbs, removals, policy, now)
+        repaired = repairs.next_at_s
         removals = (*removals, *repairs.removals)
         if repairs.waiting:
             waits = {v.node: v for v in repairs.waiting}
@@ -363,22 +379,21 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
         scale_up=scale_ups, scale_down=removals, blocked=tuple(blocked), unneeded=down.unneeded,
         mark_unneeded=down.mark_unneeded, clear_unneeded=down.clear_unneeded, unplaceable=up.unplaceable,
         covered=up.covered, waiting=up.waiting, timed_out=timeouts.timed_out, state=state,
-        degraded=degraded, malformed=malformed, recheck_at_s=recheck,
+        degraded=degraded, malformed=malformed,
+        next_at_s=now if state is not given and state != given else earliest(
+            timeouts.next_at_s, up.next_at_s, down.next_at_s, repaired),
     )
 
 
-def _protections(blocked: Sequence[NodeVerdict]) -> tuple[tuple[PodVerdict, ...], float | None]:
-    """From the nodes kept: the malformed protection annotations that kept them (by object) and when the first
-    time-limited protection ends. A node's first reason is the one keeping it."""
+def _malformed(blocked: Sequence[NodeVerdict]) -> tuple[PodVerdict, ...]:
+    """From the nodes kept: the malformed protection annotations that kept them, by object. A node's first reason is
+    the one keeping it."""
     malformed: dict[str, PodVerdict] = {}
-    ends: list[float] = []
     for verdict in blocked:
         first = verdict.reasons[0]
         if first.code is ReasonCode.BAD_ANNOTATION:
             malformed.setdefault(first.about, PodVerdict(pod=first.about, reasons=(first,)))
-        elif first.code is ReasonCode.DO_NOT_DISRUPT and "protected_until_s" in first.numbers:
-            ends.append(first.numbers["protected_until_s"])
-    return tuple(v for _, v in sorted(malformed.items())), min(ends, default=None)
+    return tuple(v for _, v in sorted(malformed.items()))
 
 
 def _degraded(facts: Mapping[str, NodeFacts], timeouts: _Timeouts,

@@ -107,7 +107,15 @@ class Plan:
     malformed: tuple[PodVerdict, ...] = ()
     """Objects (pods by `namespace/name`, nodes as `node/NAME`) whose protection annotation does not parse and was
     read the safe way while it kept a node: the loop puts a Warning event on each."""
-    recheck_at_s: float | None = None
-    """The earliest time a time-limited protection that keeps a node ends (Unix s): a caller that skips quiet
-    decisions (the twin) decides again then."""
+    next_at_s: float | None = None
+    """When this plan next matters (Unix s): the earliest time at which deciding again on the same snapshot, with
+    `state`, could plan differently — a pool's backoff ends, an unneeded node has waited its time, a recheck or a
+    protection ends, a batching delay runs out, an upcoming node reaches a deadline (each stage says its own; `decide`
+    takes the first). `now` when this decision changed the engine state; None when only a change of the snapshot can
+    change the plan. A caller that skips quiet decisions (the twin) decides again at this time or on a change."""
     state: EngineState = field(default_factory=EngineState)
+
+
+def earliest(*times: float | None) -> float | None:
+    """The earliest of `times`, ignoring None (None if every one is): how stages combine their next-matters times."""
+    return min((t for t in times if t is not None), default=None)

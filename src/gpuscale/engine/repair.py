@@ -27,6 +27,9 @@ class Repairs:
     """Degraded nodes to drain and remove now."""
     waiting: tuple[NodeVerdict, ...] = ()
     """Degraded nodes of repairing pools that wait (the pool's cap, or what keeps the node), with why."""
+    next_at_s: float | None = None
+    """When the first do-not-disrupt protection that keeps a waiting node ends (None: none does): the repair may go
+    ahead then with no change to the cluster. The cap waits on nodes leaving, which is a change."""
 
 
 def _under_repair(facts: Mapping[str, NodeFacts]) -> Counter[str]:
@@ -52,6 +55,7 @@ def plan_repairs(degraded: Sequence[NodeVerdict], facts: Mapping[str, NodeFacts]
     busy = _under_repair(facts)
     out: list[Removal] = []
     waiting: list[NodeVerdict] = []
+    ends: list[float] = []
     for verdict, fact in candidates:
         pool = fact.pool
         assert pool is not None
@@ -64,6 +68,8 @@ def plan_repairs(degraded: Sequence[NodeVerdict], facts: Mapping[str, NodeFacts]
             continue
         drain = drain_node(fact.node, pods_by_node.get(verdict.node, ()), policy=policy, budget=budget, now=now)
         if drain.blocked is not None:
+            if drain.blocked.code is ReasonCode.DO_NOT_DISRUPT and "protected_until_s" in drain.blocked.numbers:
+                ends.append(drain.blocked.numbers["protected_until_s"])
             waiting.append(NodeVerdict(node=verdict.node, reasons=(Reason(
                 ReasonCode.REPAIR, f"repair waits: {drain.blocked.message}"), drain.blocked, *verdict.reasons)))
             continue
@@ -72,4 +78,4 @@ def plan_repairs(degraded: Sequence[NodeVerdict], facts: Mapping[str, NodeFacts]
         out.append(Removal(node=verdict.node, pool=pool.name, evict=drain.evict_keys, reasons=(Reason(
             ReasonCode.REPAIR, f"repairing degraded node {verdict.node}: drained and replaced "
                                f"({'; '.join(r.message for r in verdict.reasons)})"),)))
-    return Repairs(removals=tuple(out), waiting=tuple(waiting))
+    return Repairs(removals=tuple(out), waiting=tuple(waiting), next_at_s=min(ends, default=None))

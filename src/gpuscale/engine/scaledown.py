@@ -120,6 +120,8 @@ class ScaleDownResult:
     unremovable: Mapping[str, Unremovable] = field(default_factory=dict)
     """The engine state's recently unremovable nodes after this decision: those whose recheck timeout still runs and
     those whose removal simulation failed now."""
+    next_at_s: float | None = None
+    """When this result next matters with no change to its inputs but the clock (`_next_at`; None: never)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1320,6 +1322,7 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
                       for v in blocked if v.reasons[0].code not in _NOT_RECHECKED)
     live = nodes.live()
     removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, budget, policy, state, now)
+    next_at = _next_at(nodes, unneeded, unneeded_since, blocked, recent, policy, state, now)
     return ScaleDownResult(
         removals=tuple(removals),
         blocked=tuple(sorted((*blocked, *at_min), key=_NODE)),
@@ -1327,7 +1330,43 @@ def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequen
         mark_unneeded={name: now for name in sorted(names) if name not in unneeded_since},
         clear_unneeded=tuple(sorted(n for n in (*unneeded_since, *stale) if n in live and n not in names)),
         unremovable=recent if recent != state.unremovable else state.unremovable,
+        next_at_s=next_at,
     )
+
+
+def _next_at(nodes: NodeSet, unneeded: Sequence[_Candidate], unneeded_since: Mapping[str, float],
+             blocked: Sequence[NodeVerdict], recent: Mapping[str, Unremovable], policy: Policy, state: EngineState,
+             now: float) -> float | None:
+    """The earliest time a step above would read the clock differently, with the same nodes, pods and state: a
+    not-Ready node stops starting (the gate counts it, step 2 judges it), a deletion-candidate taint outlives its TTL,
+    a recheck timeout or a do-not-disrupt protection that is the first reason keeping a node ends — and, only while
+    some node is unneeded (nothing else reads them), a node has waited its time or a cooldown ends. Cost: one pass
+    over the not-Ready nodes, the taints, the blocked and the unneeded nodes."""
+    ends = [n.created_s + startup_time_s(pool, policy) for n, pool in nodes.unready_with_pools()
+            if n.created_s is not None and _starting(n, pool, policy, now)]
+    ttl = policy.node_deletion_candidate_ttl_s
+    if ttl > 0:
+        ends += [since + ttl for since in unneeded_since.values()]
+    ends += [entry.until_s for entry in recent.values()]
+    ends += [v.reasons[0].numbers["protected_until_s"] for v in blocked
+             if v.reasons[0].code is ReasonCode.DO_NOT_DISRUPT and "protected_until_s" in v.reasons[0].numbers]
+    if unneeded:
+        for c in unneeded:
+            since = unneeded_since.get(c.name, now)
+            if max(now - since, 0.0) < c.required_s:
+                ends.append(since + c.required_s)
+        after_add = (state.last_scale_up_s if policy.scale_down_delay_after_add_scope is CooldownScope.CLUSTER
+                     else None)
+        for last, delay in ((after_add, policy.scale_down_delay_after_add_s),
+                            (state.last_scale_down_failure_s, policy.scale_down_delay_after_failure_s),
+                            (state.last_scale_down_s, policy.scale_down_delay_after_delete_s)):
+            if last is not None and now - last < delay:
+                ends.append(last + delay)
+        if policy.scale_down_delay_after_add_scope is CooldownScope.POOL:
+            pools = {c.pool_name for c in unneeded}
+            ends += [last + policy.scale_down_delay_after_add_s for pool, last in state.last_scale_up_by_pool.items()
+                     if pool in pools and now - last < policy.scale_down_delay_after_add_s]
+    return min(ends, default=None)
 
 
 def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],

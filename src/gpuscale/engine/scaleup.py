@@ -41,7 +41,7 @@ from gpuscale.engine.fit import POOL_FITS, pool_verdict
 from gpuscale.engine.limits import Headroom, Totals, headroom
 from gpuscale.engine.options import new_pod_delay_s
 from gpuscale.engine.placement.devices import GpuNeed, gpu_need
-from gpuscale.engine.plan import PodVerdict, ScaleUp
+from gpuscale.engine.plan import PodVerdict, ScaleUp, earliest
 from gpuscale.engine.policy import Limits, Policy
 from gpuscale.engine.protection import parse_go_duration
 from gpuscale.engine.reasons import Reason, ReasonCode
@@ -76,6 +76,8 @@ class Unit:
 class Candidates:
     units: list[Unit] = field(default_factory=list)
     waiting: list[PodVerdict] = field(default_factory=list)
+    next_at_s: float | None = None
+    """When a pod waited on for its age (`pod-scale-up-delay`, the batching delay) is old enough (None: none is)."""
 
 
 POD_SCALE_UP_DELAY = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
@@ -175,9 +177,11 @@ def _delayed(gathered: _Gathered, now: float) -> tuple[list[Unit], list[PodVerdi
 def _batched(gathered: _Gathered, policy: Policy, now: float) -> Candidates:
     """Step 1's batching delay: nothing happens until the oldest candidate is old enough."""
     units, oldest = gathered.units, gathered.oldest
+    ends: float | None = None
     if gathered.delayed:
         units, held = _delayed(gathered, now)
         if held:
+            ends = min(until for until in gathered.delayed.values() if now < until)
             gathered = _Gathered(units, [*gathered.waiting, *held], min(
                 (p.created_s for u in units for p in u.pods if p.created_s is not None), default=None))
             oldest = gathered.oldest
@@ -190,8 +194,9 @@ def _batched(gathered: _Gathered, policy: Policy, now: float) -> Candidates:
             return Candidates(waiting=[*gathered.waiting, *(_verdict(
                 pod, ReasonCode.WAITING_BATCH,
                 f"batching: oldest pending pod is {now - oldest:.1f}s old, waiting until {delay:g}s",
-                age_s=now - oldest, delay_s=delay) for unit in units for pod in unit.pods)])
-    return Candidates(units=list(units), waiting=list(gathered.waiting))
+                age_s=now - oldest, delay_s=delay) for unit in units for pod in unit.pods)],
+                next_at_s=earliest(ends, oldest + delay))
+    return Candidates(units=list(units), waiting=list(gathered.waiting), next_at_s=ends)
 
 
 def order_units(units: Sequence[Unit], normalizer: Resources,
@@ -917,6 +922,9 @@ class ScaleUpResult:
     table: NodeTable
     """The what-if table with covered pods placed and chosen new nodes appended (their pods placed)."""
     totals: Totals
+    next_at_s: float | None = None
+    """When this result next matters with no change to its inputs but the clock: a waited-on pod is old enough, or
+    a pool's backoff ends (None: neither)."""
 
 
 def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArray, pools: Sequence[NodePool],
@@ -931,9 +939,11 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
     candidates = _batched(gathered, policy, now)
     fits = memo.fits(pools, {} if verdicts is None else verdicts)
     blocked_pools: dict[str, Reason] = {}
+    next_at = candidates.next_at_s
     for pool in pools:
         backoff = state.in_backoff(pool.name, now)
         if backoff is not None:
+            next_at = earliest(next_at, backoff.until_s)
             blocked_pools[pool.name] = Reason(
                 ReasonCode.POOL_BACKOFF,
                 f"{pool.name}: backed off for {backoff.until_s - now:.0f}s after {backoff.kind}"
@@ -1014,7 +1024,7 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
             [*dead, *((position[id(u)], _unplaceable(u, pools, blocked_pools, totals, policy, fits.verdicts, why))
                       for u in remaining)], key=itemgetter(0)) for v in verdicts)
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
-                         unplaceable=unplaceable, table=table, totals=totals)
+                         unplaceable=unplaceable, table=table, totals=totals, next_at_s=next_at)
 
 
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,

@@ -75,6 +75,10 @@ class TickReport:
     unmarked_orphans: tuple[str, ...] = ()
     """`ToBeDeleted` taints left by an earlier process (first tick only), removed."""
     errors: tuple[ActionError, ...] = ()
+    next_at_s: float | None = None
+    """When the next tick next matters with no change to the cluster (Unix s): the plan's `next_at_s`, or `now_s`
+    when this tick acted or changed the engine state after the plan (the next decision reads that), or could not
+    read the cluster. None: only a change of the cluster can make the next tick act differently."""
 
     @property
     def ok(self) -> bool:

@@ -7,7 +7,9 @@ Side effects happen only through the ports (`loop/ports.py`). One tick:
 3. act, in this order: (a) give back upcoming nodes that timed out; (b) scale up, backing a pool off when the
    provider refuses (the *next* decision then falls back to another pool); (c) NotTriggerScaleUp events, rate-limited
    per pod, and NodeDegraded events, rate-limited per node; (d) write and clear deletion-candidate taints; (e) advance
-   drains started on earlier ticks, then start this plan's removals.
+   drains started on earlier ticks, then start this plan's removals;
+4. say when the next tick next matters (`TickReport.next_at_s`): the plan's time, or at once when this tick acted or
+   changed the engine state — a runner that skips quiet ticks (the twin) ticks then, or when the cluster changed.
 A tick never raises for provider or API trouble: each action is attempted on its own, and every failure lands in the
 `TickReport` as data. This module is the loop's outermost layer, the only place that catches broadly. An exception
 from `decide` is a bug in gpuscale, not trouble outside it: it propagates.
@@ -98,8 +100,13 @@ class _Acts:
     unmarked_orphans: list[str] = field(default_factory=list)
     errors: list[ActionError] = field(default_factory=list)
 
-    def report(self, now: float, plan: Plan) -> TickReport:
-        return TickReport(now_s=now, synced=True, plan=plan, scaled_up=tuple(self.scaled_up),
+    def acted(self) -> bool:
+        """Whether some action went through: the cluster or the provider changed under the next decision."""
+        return bool(self.scaled_up or self.timed_out or self.marked_unneeded or self.cleared_unneeded
+                    or self.drains_started or self.evictions or self.deleted or self.abandoned or self.unmarked_orphans)
+
+    def report(self, now: float, plan: Plan, next_at_s: float | None) -> TickReport:
+        return TickReport(now_s=now, synced=True, plan=plan, next_at_s=next_at_s, scaled_up=tuple(self.scaled_up),
                           timed_out=tuple(self.timed_out), marked_unneeded=tuple(self.marked_unneeded),
                           cleared_unneeded=tuple(self.cleared_unneeded), drains_started=tuple(self.drains_started),
                           evictions=tuple(self.evictions), deleted=tuple(self.deleted), abandoned=tuple(self.abandoned),
@@ -145,7 +152,7 @@ class Autoscaler:
                 self.extension.read()
         except Exception as err:  # outermost layer: a view we could not fully read is never acted on
             what = "NotSynced" if isinstance(err, NotSynced) else type(err).__name__
-            return TickReport(now_s=now, synced=False,
+            return TickReport(now_s=now, synced=False, next_at_s=now,
                               errors=(ActionError(action=Action.OBSERVE, target="cluster", error=what,
                                                   message=str(err)),))
         if self.extension is not None:
@@ -173,7 +180,9 @@ class Autoscaler:
             self._progress_drains(snapshot, now, acts)
         for removal in plan.scale_down:
             self._remove(removal, now, acts)
-        report = acts.report(now, plan)
+        # what the next decision reads changed here (provider, engine state): it may act at once
+        changed = self.state is not plan.state or acts.acted()
+        report = acts.report(now, plan, now if changed else plan.next_at_s)
         if self.extension is not None:
             more = self.extension.act(report, now)
             if more:

@@ -40,7 +40,8 @@ def _pods(items: Sequence[PodVerdict]) -> list[dict[str, Any]]:
 def plan_json(plan: Plan) -> dict[str, Any]:
     """`scale_up`, `scale_down`, `blocked`, `unplaceable` (the documented core), then `unneeded`, `covered`,
     `waiting`, `timed_out`, `degraded`, `malformed` (objects whose protection annotation does not parse),
-    `recheck_at_s` (when a time-limited protection ends) and `mark_unneeded` (node → since, Unix s)."""
+    `next_at_s` (when the plan next matters with no change to the cluster: `Plan.next_at_s`) and `mark_unneeded`
+    (node → since, Unix s)."""
     return {
         "scale_up": [{"pool": s.pool, "nodes": s.nodes, "pods": list(s.pods), "reasons": reasons_json(s.reasons)}
                      for s in plan.scale_up],
@@ -55,7 +56,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
                       for t in plan.timed_out],
         "degraded": _nodes(plan.degraded),
         "malformed": _pods(plan.malformed),
-        "recheck_at_s": plan.recheck_at_s,
+        "next_at_s": plan.next_at_s,
         "mark_unneeded": dict(sorted(plan.mark_unneeded.items())),
         "clear_unneeded": list(plan.clear_unneeded),
     }

@@ -1,9 +1,11 @@
 """Run the twin: wire the world to the same `loop.Autoscaler` the controller runs, advance virtual time, measure.
 
-The autoscaler ticks every `scan_interval_s` of simulated time, as Cluster Autoscaler does. A tick whose input
-cannot have changed is skipped: nothing in the cluster changed since the last tick, no pod is pending, no node is
-starting, unneeded or draining, and no pool is backed off — then `decide` would return the same empty plan, so
-skipping it changes no result (a heartbeat tick still runs every five simulated minutes).
+The autoscaler ticks every `scan_interval_s` of simulated time, as Cluster Autoscaler does. A tick that cannot act
+differently from the last one is skipped: nothing in the cluster changed since the last tick, no drain is in flight,
+and the time the last tick said it next matters (`TickReport.next_at_s`: a backoff, deadline, delay, recheck or
+protection ends; at once after a tick that acted) has not come — then `decide` would plan as it did, so skipping it
+changes no result (a heartbeat tick still runs every five simulated minutes). The engine owns every timer; the twin
+reads none of them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuscale.engine.decide import decide as engine_decide
-from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT
 from gpuscale.engine.policy import Policy
 from gpuscale.loop.ports import EventType
 from gpuscale.loop.report import TickReport
@@ -162,26 +163,17 @@ class _Loop:
         self.scale_downs = 0
         self.backoffs = 0
         self.notable: list[Notable] = []
-        self.recheck_at_s: float | None = None
-        """When a do-not-disrupt duration keeping a node ends, per the last decision (`Plan.recheck_at_s`)."""
+        self.next_at_s: float | None = None
+        """When the last tick said the next one next matters (`TickReport.next_at_s`; None: on a change only)."""
         self._models = {p.name: p.gpu_model for p in autoscaler.pools}
         """A fallback is worth noting when the pool scaled offers the GPU model of a pool that is backed off."""
 
     def _needed(self) -> bool:
-        if self.cluster.version != self.last_version or self.cluster.pending:
+        if self.cluster.version != self.last_version:
             return True
         if self.sim.now - self.last_tick >= HEARTBEAT_S or len(self.autoscaler.drains):
             return True
-        state = self.autoscaler.state
-        if any(self.sim.now < b.until_s for b in state.backoff.values()):
-            return True
-        if any(u.until_s <= self.sim.now for u in state.unremovable.values()):  # due for its recheck
-            return True
-        if self.recheck_at_s is not None and self.recheck_at_s <= self.sim.now:  # a protection ran out
-            return True
-        if self.cloud.upcoming() or any(not n.ready for n in self.cluster.nodes.values()):
-            return True
-        return any(t.key == DELETION_CANDIDATE_TAINT for n in self.cluster.nodes.values() for t in n.taints)
+        return self.next_at_s is not None and self.next_at_s <= self.sim.now
 
     def tick(self) -> None:
         if self._needed():
@@ -191,7 +183,7 @@ class _Loop:
             self.last_tick = self.sim.now
             self._observe(report, before)
             self.last_version = self.cluster.version
-            self.recheck_at_s = report.plan.recheck_at_s if report.plan is not None else None
+            self.next_at_s = report.next_at_s
         self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
 
     def _observe(self, report: TickReport, before: Mapping[str, int]) -> None:
