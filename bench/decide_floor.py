@@ -17,8 +17,8 @@ from typing import Any
 from bench.twin import scenario
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Plan
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.sim.run import simulate
 from gpuscale.sim.scenario import parse_scenario, policy_named
 
@@ -30,7 +30,7 @@ class _Last:
     """The engine's decide with the loop's memo, keeping the last call's inputs."""
 
     def __init__(self) -> None:
-        self.memo = DecideMemo()
+        self.memo = IncrementalStore()
         self.args: tuple[Any, ...] = ()
 
     def __call__(self, *args: Any) -> Plan:

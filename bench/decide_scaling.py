@@ -22,8 +22,8 @@ from bench.decide_floor import _Last
 from bench.twin import scenario
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Snapshot
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Changes, Cluster
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.sim.run import simulate
@@ -53,7 +53,7 @@ def copied(snapshot: Snapshot, copies: int) -> Snapshot:
 def per_decision(snapshot: Snapshot, last: _Last, repeats: int, change: str) -> float:
     """Mean CPU seconds of a decision on `snapshot` with one object replaced before each (a fresh memo, warmed once)."""
     _, pools, state, policy, now = last.args
-    memo = DecideMemo()
+    memo = IncrementalStore()
     decide(snapshot, pools, state, policy, now, memo=memo)
     cluster = snapshot.cluster
     nodes, pods = list(cluster.nodes), list(cluster.pods)

@@ -18,10 +18,10 @@ import time
 from dataclasses import replace
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import OwnerRef, Pod, PodPhase, SchedulingConstraints
@@ -146,9 +146,9 @@ def main() -> None:
           f"unplaceable={len(plan.unplaceable)} removals={len(plan.scale_down)}")
     print(f"decide median={median:.3f}s (runs: {', '.join(f'{t:.3f}' for t in times)})")
     print(f"pending pods/s={len(cluster.pending_pods()) / median:,.0f}")
-    # The control loop keeps a DecideMemo across ticks; with the snapshot's objects unchanged (a quiet tick), every
-    # per-node fact and per-GPU state comes from it. Same plan, by construction and checked here.
-    memo = DecideMemo()
+    # The control loop keeps an IncrementalStore across ticks; with the snapshot's objects unchanged (a quiet tick),
+    # every per-node fact and per-GPU state comes from it. Same plan, by construction and checked here.
+    memo = IncrementalStore()
     warm = []
     for _ in range(args.runs + 1):
         start = time.perf_counter()

@@ -17,8 +17,8 @@ from functools import partial
 from typing import Any
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Plan
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.report.twin import result_json
 from gpuscale.sim.run import simulate
 from gpuscale.sim.scenario import parse_scenario, policy_named
@@ -65,7 +65,7 @@ class _Timed:
     def __init__(self) -> None:
         self.decisions = 0
         self.cpu_s = 0.0
-        self._decide = partial(decide, memo=DecideMemo())
+        self._decide = partial(decide, memo=IncrementalStore())
 
     def __call__(self, *args: Any) -> Plan:
         started = time.process_time()

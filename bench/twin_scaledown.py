@@ -2,7 +2,7 @@
 
 The twin decides every 10 simulated seconds with the engine's decision memo, as the control loop does. Prints the
 number of decisions, `decide`'s process CPU per decision and that of `decide._scale_down` (the scale-down stage:
-engine/scaledown.py with its `ScaleDownMemo`). CPU time, not wall time: the machines are shared.
+engine/scaledown.py with its `ScaleDownCache`). CPU time, not wall time: the machines are shared.
 Run: `PYTHONPATH=. .venv/bin/python bench/twin_scaledown.py [--days 0.25] [--gpus 1000]`.
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 from bench.twin import scenario
 
 import gpuscale.engine.decide as engine
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Plan, Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.pool import NodePool
 from gpuscale.sim.run import simulate
 from gpuscale.sim.scenario import parse_scenario, policy_named
@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     decide_s, scale_down_s = [0.0], [0.0]
     engine._scale_down = _timed(scale_down_s, engine._scale_down)
-    memo = DecideMemo()
+    memo = IncrementalStore()
     decisions = [0]
 
     def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy,

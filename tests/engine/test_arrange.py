@@ -1,4 +1,4 @@
-"""`ArrangeMemo`: the snapshot arranged from the last arrangement's sorted lists and pod index equals one arranged from
+"""`ArrangeCache`: the snapshot arranged from the last arrangement's sorted lists and pod index equals one arranged from
 scratch, whatever changed in between (pods created, bound, finished, deleted, regrouped, given affinity terms; nodes
 added, removed and changed; objects with the same name; input in any order), and what it says changed covers what
 did."""
@@ -12,7 +12,7 @@ from operator import attrgetter
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.arrange import Arranged, ArrangeMemo, _Sorted, arrange
+from gpuscale.engine.arrange import ArrangeCache, Arranged, _Sorted, arrange
 from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
@@ -58,7 +58,7 @@ ops = st.lists(st.tuples(st.sampled_from(["pod", "pod", "pod", "delete", "node",
          0)  # a budget replaced by another of the same name
 def test_carried_arrangements_equal_fresh_ones(steps: list[tuple[str, int, int, int, int]], seed: int) -> None:
     shuffle = random.Random(seed)
-    memo = ArrangeMemo()
+    memo = ArrangeCache()
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
     extra: list[Pod] = []  # same-named duplicates, as a broken snapshot could hold
@@ -137,7 +137,7 @@ def test_carried_arrangements_equal_fresh_ones(steps: list[tuple[str, int, int, 
 def test_an_unchanged_snapshot_is_the_same_nodes_and_moves_nothing() -> None:
     nodes = tuple(make_node(n) for n in NODES)
     pods = tuple(make_pod(f"p{i}", node=NODES[i % 5]) for i in range(40))
-    memo = ArrangeMemo()
+    memo = ArrangeCache()
     first = memo.arrange(Cluster(nodes=nodes, pods=pods))
     again = memo.arrange(Cluster(nodes=nodes[::-1], pods=pods[::-1]))
     assert (first.replaced, first.moved) == (None, None)

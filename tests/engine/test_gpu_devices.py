@@ -13,7 +13,8 @@ from gpuscale.engine.plan import Plan, Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import OwnerRef, Pod, PodPhase
@@ -44,9 +45,9 @@ def whole(name: str, gpus: int, on: str | None = None) -> Pod:
     return replace(pod, owner=OwnerRef(kind="ReplicaSet", name="rs"), created_s=NOW - 60, unschedulable=on is None)
 
 
-def table(placed: list[Pod], nodes: list[Node] | None = None, placement: str | None = None) -> NodeTable:
+def table(placed: list[Pod], nodes: list[Node] | None = None, placement: str | None = None) -> WhatIf:
     nodes = nodes or [gpu_node("a")]
-    return NodeTable.build(nodes, [n.allocatable for n in nodes], placed, placement=placement)
+    return whatif_of(nodes, [n.allocatable for n in nodes], placed, placement=placement)
 
 
 def test_a_fraction_needs_one_device_with_room_not_the_node_total() -> None:

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.nodes import NodePhase, degraded_gpus, gpu_phase
 from gpuscale.engine.plan import Plan, Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import OwnerRef, Pod
@@ -33,7 +33,7 @@ def _node(gpus: int, *, ready: bool = True) -> Node:
     return _with_gpus(node_of(A100, "a100-1", created_s=LONG_AGO), gpus, ready=ready)
 
 
-def _decide(nodes: Sequence[Node], pods: Sequence[Pod], memo: DecideMemo | None = None) -> Plan:
+def _decide(nodes: Sequence[Node], pods: Sequence[Pod], memo: IncrementalStore | None = None) -> Plan:
     cluster = Cluster(nodes=tuple(nodes), pods=tuple(pods))
     return decide(Snapshot(cluster=cluster), [A100], EngineState(), Policy(), T0, memo)
 
@@ -51,7 +51,7 @@ def test_a_node_advertising_some_of_its_gpus_has_registered_them_and_is_degraded
 
 
 def test_the_xid79_node_under_a_training_job_is_not_timed_out_and_the_pool_is_not_backed_off() -> None:
-    for memo in (None, DecideMemo()):
+    for memo in (None, IncrementalStore()):
         plan = _decide([_node(7)], [_training()], memo)
         assert plan.timed_out == ()
         assert plan.state.backoff == {}
@@ -68,7 +68,7 @@ def test_a_degraded_node_counts_its_real_capacity_so_a_pod_wanting_its_lost_gpu_
 
 def test_a_ready_node_whose_gpus_are_all_gone_under_its_pods_is_degraded_with_its_real_capacity() -> None:
     pending = _training("train-1", node=None, gpus=1)
-    for memo in (None, DecideMemo()):
+    for memo in (None, IncrementalStore()):
         plan = _decide([_node(0)], [_training(gpus=0), pending], memo)
         assert plan.timed_out == () and plan.state.backoff == {}
         assert "GPUs gone while 1 pod(s) run there" in plan.degraded[0].reasons[0].message
@@ -93,7 +93,7 @@ def test_daemonset_and_mirror_pods_do_not_make_a_node_usable_so_a_stuck_starting
 
 
 def test_memo_and_no_memo_agree_as_a_ready_node_gains_and_loses_workload() -> None:
-    memo = DecideMemo()
+    memo = IncrementalStore()
     node = _node(0)
     pending = _training("train-1", node=None, gpus=1)
     for pods in ([pending], [_training(gpus=0), pending], [pending], [_training(gpus=0), pending]):

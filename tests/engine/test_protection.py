@@ -10,13 +10,13 @@ import pytest
 
 from gpuscale.engine.decide import decide
 from gpuscale.engine.drain import ENABLE_DS_EVICTION, SAFE_TO_EVICT_LOCAL_VOLUMES, SCALE_DOWN_DISABLED
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Plan, Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.protection import DO_NOT_DISRUPT, do_not_disrupt, parse_go_duration
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.scaleup import POD_SCALE_UP_DELAY
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import OwnerRef, Pod
@@ -60,7 +60,7 @@ def _marked(node: Node, since: float) -> Node:
 
 
 def _plan(nodes: list[Node], pods: list[Pod], now: float, policy: Policy = POLICY,
-          memo: DecideMemo | None = None) -> Plan:
+          memo: IncrementalStore | None = None) -> Plan:
     cluster = Cluster(nodes=tuple(nodes), pods=tuple(pods))
     return decide(Snapshot(cluster=cluster), [CPU], EngineState(), policy, now, memo)
 
@@ -80,7 +80,7 @@ BUSY = owned_pod("busy", node="cpu-2", cpu=12_000)
 
 def test_a_pod_do_not_disrupt_duration_keeps_its_node_until_start_plus_duration_and_the_plan_says_when() -> None:
     pod = _worker(**{DO_NOT_DISRUPT: "4h"})  # started an hour before T0: protected until T0 + 3h
-    for memo in (None, DecideMemo()):
+    for memo in (None, IncrementalStore()):
         plan = _plan(_nodes(T0), [pod, BUSY], T0, memo=memo)
         assert "cpu-1" not in [r.node for r in plan.scale_down]
         [kept] = [v for v in plan.blocked if v.node == "cpu-1"]

@@ -11,7 +11,8 @@ from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.scaledown import ScaleDownResult, SimulationCap, plan_scale_down, unneeded_since_from_taints
 from gpuscale.engine.state import EngineState
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import OwnerRef, Pod, PodPhase, SchedulingConstraints
@@ -51,13 +52,13 @@ def pools_for(nodes: Sequence[Node], min_size: int = 0) -> dict[str, NodePool]:
 def run(nodes: Sequence[Node], pods: Sequence[Pod] = (), *, policy: Policy | None = None,
         state: EngineState | None = None, unneeded_since: Mapping[str, float] | None = None,
         pdbs: Sequence[PodDisruptionBudget] = (), pools: Mapping[str, NodePool] | None = None,
-        table: NodeTable | None = None, cap: SimulationCap | None = None, now: float = NOW) -> ScaleDownResult:
+        table: WhatIf | None = None, cap: SimulationCap | None = None, now: float = NOW) -> ScaleDownResult:
     by_node: dict[str, list[Pod]] = {n.name: [] for n in nodes}
     for p in pods:
         assert p.node_name is not None
         by_node[p.node_name].append(p)
     return plan_scale_down(
-        nodes=nodes, table=table or NodeTable.build(nodes, [n.allocatable for n in nodes], pods),
+        nodes=nodes, table=table or whatif_of(nodes, [n.allocatable for n in nodes], pods),
         pods_by_node=by_node, pools=pools if pools is not None else pools_for(nodes),
         pool_of={n.name: n.labels[POOL_LABEL] for n in nodes if POOL_LABEL in n.labels},
         pdbs=pdbs, policy=policy or Policy(), state=state or EngineState(), now=now,
@@ -307,7 +308,7 @@ def test_upcoming_rows_in_the_table_are_not_destinations() -> None:
     nodes = [node("a"), node("b")]
     pods = [pod("x", "a", cpu="1"), busy("z", "b", "3500m")]
     template = node("template-cpu-0")
-    table = NodeTable.build([*nodes, template], [n.allocatable for n in (*nodes, template)], pods)
+    table = whatif_of([*nodes, template], [n.allocatable for n in (*nodes, template)], pods)
     result = run(nodes, pods, table=table)
     assert codes(result.blocked, "a")[0] is ReasonCode.NO_PLACE_TO_MOVE
 
@@ -321,10 +322,10 @@ def test_inter_pod_anti_affinity_is_respected_when_the_table_tracks_topology() -
 
     nodes = [node("a"), node("b"), node("c")]
     free_c = [web("w1", "a"), web("w2", "b"), busy("s", "c", "2")]
-    table = NodeTable.build(nodes, [n.allocatable for n in nodes], free_c, with_topology=True)
+    table = whatif_of(nodes, [n.allocatable for n in nodes], free_c, with_topology=True)
     assert removed(run(nodes, free_c, table=table)) == ["a"]  # w1 moves to c (no web pod there)
     taken = [*free_c, web("w3", "c")]
-    table = NodeTable.build(nodes, [n.allocatable for n in nodes], taken, with_topology=True)
+    table = whatif_of(nodes, [n.allocatable for n in nodes], taken, with_topology=True)
     result = run(nodes, taken, table=table)
     assert removed(result) == [] and codes(result.blocked, "a")[0] is ReasonCode.NO_PLACE_TO_MOVE
 

@@ -14,11 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.drain import DO_NOT_DISRUPT, SCALE_DOWN_DISABLED
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.policy import Policy
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.pod import OwnerRef, Pod
-from tests.engine.test_memo_churn import NAMES, POOLS, assert_memo_decides_as_fresh, node, pod
+from tests.engine.test_store_property import NAMES, POOLS, RecordingIncremental, assert_decides_as_reference, node, pod
 
 OWNER = OwnerRef(kind="ReplicaSet", name="rs", controller=True)
 
@@ -46,14 +45,14 @@ steps = st.lists(st.tuples(st.sampled_from(["pod", "pod", "swap", "swap", "dress
 @given(steps, st.integers(0, 2**16))
 def test_carried_verdicts_equal_fresh_ones(ops: list[tuple[str, int, int, int, int]], seed: int) -> None:
     shuffle = random.Random(seed)
-    memo = DecideMemo()
+    memo = RecordingIncremental()
     now = 1000.0
     nodes: dict[str, Node] = {name: node(name, i % 2, 0, now) for i, name in enumerate(NAMES)}
     pods: dict[str, Pod] = {}
     policy = Policy(scale_down_unneeded_time_s=0.0)  # unneeded at once: removals (and their evictions) show
 
     def check() -> None:
-        assert_memo_decides_as_fresh(memo, nodes, pods, shuffle, policy, now)
+        assert_decides_as_reference(memo, nodes, pods, shuffle, policy, now)
 
     def bound() -> list[Pod]:
         return sorted((p for p in pods.values() if p.node_name is not None), key=lambda p: p.key)

@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from gpuscale.engine.nodes import phase
 from gpuscale.engine.plan import TO_BE_DELETED_TAINT
 from gpuscale.engine.scaledown import NodeSet, _capacities, _Record, allocatable_amounts
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import Node
 from gpuscale.model.taints import Taint, TaintEffect
-from tests.engine.test_memo_churn import POOLS, node
+from tests.engine.test_store_property import POOLS, node
 
 NAMES = [f"n{i:02d}" for i in range(6)]
 POOL_OF = {p.name: p for p in POOLS}
@@ -31,7 +32,7 @@ def _record(n: Node, orphan: bool = False) -> _Record:
     return _Record(n, pool.name if pool is not None else None, pool, phase(n, pool), allocatable_amounts(n))
 
 
-def _derived(nodes: NodeSet, table: NodeTable) -> tuple[object, ...]:
+def _derived(nodes: NodeSet, table: WhatIf) -> tuple[object, ...]:
     """Everything a set derives (and may carry), as plain values; the unready nodes as the objects themselves."""
     rows = nodes.rows(table)
     capacities = _capacities(nodes, nodes.usable_positions)
@@ -55,7 +56,7 @@ steps = st.lists(st.tuples(st.sampled_from(["same", "state", "state", "pool", "r
 def test_carried_node_sets_equal_fresh_ones(ops: list[tuple[str, int, int, int]], start: int) -> None:
     records = {name: _record(node(name, i % len(POOLS), 0, NOW)) for i, name in enumerate(NAMES[:start])}
     every = [node(name, 0, 0, NOW) for name in NAMES]
-    table = NodeTable.build(every, [n.allocatable for n in every], [])  # one index: rows and ranks are carried
+    table = whatif_of(every, [n.allocatable for n in every], [])  # one index: rows and ranks are carried
 
     def listed() -> list[_Record]:
         return [records[name] for name in sorted(records)]
@@ -97,7 +98,7 @@ def test_carried_node_sets_equal_fresh_ones(ops: list[tuple[str, int, int, int]]
 
 
 def _told(nodes: NodeSet, records: list[_Record]) -> tuple[frozenset[str], frozenset[str]]:
-    """What the decision memo tells `NodeSet.hinted` (`DecideMemo.facts_change`): the names whose records are not
+    """What the decision memo tells `NodeSet.hinted` (`IncrementalStore.facts_change`): the names whose records are not
     the set's very same objects, and the names gone."""
     held = {r.node.name: r for r in nodes.records}
     came = frozenset(r.node.name for r in records if held.get(r.node.name) is not r)
@@ -116,6 +117,6 @@ def test_a_node_turning_unready_is_not_carried_as_ready() -> None:
                              ([*records[:2], _record(replace(records[2].node, ready=False))], [NAMES[2]])):
         updated = nodes.updated(changed)
         assert [n.name for n in updated.unready] == unready
-        assert _derived(updated, table := NodeTable.build([r.node for r in changed],
+        assert _derived(updated, table := whatif_of([r.node for r in changed],
                                                           [r.node.allocatable for r in changed], [])) == \
             _derived(NodeSet(changed), table)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
@@ -92,10 +92,10 @@ def test_the_memo_follows_pool_options_as_they_change() -> None:
                                                                                 scale_down_unneeded_time_s=0.0)],
                 [base[0], replace(base[1], scale_down_utilization_threshold=0.0)],
                 base]
-    memo = DecideMemo()
+    memo = IncrementalStore()
     for k, pools in enumerate(variants):
         now = LONG_AGO + 10 * k
-        kept = decide(snapshot, pools, EngineState(), Policy(), now, memo=memo)
+        kept = decide(snapshot, pools, EngineState(), Policy(), now, store=memo)
         assert kept == decide(snapshot, pools, EngineState(), Policy(), now), k
 
 

@@ -22,7 +22,7 @@ from gpuscale.engine.policy import Policy
 from gpuscale.engine.scaledown import ScaleDownResult, plan_scale_down
 from gpuscale.engine.scheduling import node_failures
 from gpuscale.engine.state import EngineState
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import OwnerRef, Pod, PodPhase
@@ -143,7 +143,7 @@ def plan(world: World, nodes: Sequence[Node] | None = None, pods: Sequence[Pod] 
     for p in pods:
         by_node[p.node_name or ""].append(p)
     return plan_scale_down(
-        nodes=nodes, table=NodeTable.build(nodes, [n.allocatable for n in nodes], pods), pods_by_node=by_node,
+        nodes=nodes, table=whatif_of(nodes, [n.allocatable for n in nodes], pods), pods_by_node=by_node,
         pools=world.pools, pool_of={n.name: n.labels[POOL_LABEL] for n in nodes},
         pdbs=world.pdbs if pdbs is None else pdbs, policy=world.policy, state=EngineState(), now=NOW,
         unneeded_since=world.unneeded_since)

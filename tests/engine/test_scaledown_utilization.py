@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from gpuscale.engine.nodes import NodePhase
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.scaledown import NodeSet, _amounts, _Record, _utilizations, allocatable_amounts
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources, is_gpu_resource
 from tests.builders import make_pod
-from tests.engine.test_memo_churn import POOLS
+from tests.engine.test_store_property import POOLS
 
 NAMES = ("cpu", "memory", NVIDIA_GPU, "amd.com/gpu", GPU_MILLI)
 POLICY = Policy(scale_down_utilization_threshold=0.5, scale_down_gpu_utilization_threshold=0.3)
@@ -67,7 +67,7 @@ def test_utilizations_equal_the_rule_node_by_node(specs: list[tuple[dict[str, in
             in_table.append(node)
             capacity.append(Resources.of(cap))
     # Only the names in `names` (and those no node offers, added as columns all zero) are the table's columns.
-    table = NodeTable.build(in_table, [Resources.of({n: a for n, a in c.items if n in names}) for c in capacity], [],
+    table = whatif_of(in_table, [Resources.of({n: a for n, a in c.items if n in names}) for c in capacity], [],
                             extra_names=names)
     columns = list(table.columns)
     nodes = NodeSet(records)

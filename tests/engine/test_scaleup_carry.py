@@ -17,19 +17,20 @@ from hypothesis import strategies as st
 
 from gpuscale.engine.decide import decide
 from gpuscale.engine.limits import Totals
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Snapshot, UpcomingNode
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import ReasonCode
-from gpuscale.engine.scaleup import ScaleUpMemo, ScaleUpResult, plan_scale_up
+from gpuscale.engine.scaleup import ScaleUpCache, ScaleUpResult, plan_scale_up
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.rows import whatif_of
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import NVIDIA_GPU, Resources
-from tests.engine.test_scaleup_memo import LIMITS, NAMES, POOL_VARIANTS, pod
+from tests.engine.test_scaleup_cache import LIMITS, NAMES, POOL_VARIANTS, pod
 
 OPS = ["pod", "pod", "pod", "fresh", "gated", "gang", "gang", "declare", "bind", "bind", "delete", "pools",
        "backoff", "limits", "cutoff", "node", "node", "drop", "upcoming", "wait", "same", "same"]
@@ -65,7 +66,7 @@ steps = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 40), st.integers
 @example([("pod", 1, 1, 2), ("backoff", 0, 0, 0), ("pod", 10, 3, -1), ("same", 0, 0, 0)], 0)
 def test_carried_waiting_pods_equal_a_fresh_decision(ops: list[tuple[str, int, int, int]], seed: int) -> None:
     shuffle = random.Random(seed)
-    memo = DecideMemo()
+    memo = IncrementalStore()
     now = 1000.0
     variant = [0, 0, 0]
     state = EngineState()
@@ -87,7 +88,7 @@ def test_carried_waiting_pods_equal_a_fresh_decision(ops: list[tuple[str, int, i
         snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list),
                                             pod_groups=tuple(groups.values())),
                             upcoming=tuple(upcoming.values()))
-        assert decide(snapshot, pools(), state, policy, now, memo=memo) == \
+        assert decide(snapshot, pools(), state, policy, now, store=memo) == \
             decide(snapshot, pools(), state, policy, now)
 
     for op, i, shape, extra in ops:
@@ -151,24 +152,27 @@ def test_an_unchanged_decision_reuses_the_carried_split() -> None:
     node = replace(POOL_VARIANTS[0][0].template("n0"), created_s=0.0, ready_since_s=0.0)  # 8 cores
     waiting = (pod(1, 3), pod(2, 0), pod(3, 8), pod(4, 2))  # no pool; fits n0; no pool (16 GPUs); a pool, not n0
     cluster = Cluster(nodes=(node,), pods=waiting)
-    table = NodeTable.build([node], [node.allocatable], [], [NVIDIA_GPU])
     totals = Totals(nodes=1, nodes_by_pool={"cpu": 1}, gpus_by_model={})
-    memo = ScaleUpMemo()
 
-    def plan(with_memo: ScaleUpMemo | None) -> ScaleUpResult:
-        return plan_scale_up(cluster=cluster, table=table.fork(), upcoming_rows=np.zeros(1, dtype=bool),
-                             pools=pools, totals=totals, state=EngineState(), policy=Policy(), now=100.0,
-                             memo=with_memo)
+    def plan(kept: bool) -> ScaleUpResult:  # forks share the stage caches of the what-if they came from
+        return plan_scale_up(cluster=cluster, table=table.fork() if kept else table_of(), pools=pools,
+                             upcoming_rows=np.zeros(1, dtype=bool), totals=totals, state=EngineState(),
+                             policy=Policy(), now=100.0)
 
-    first = plan(memo)
+    def table_of() -> WhatIf:
+        return whatif_of([node], [node.allocatable], [], [NVIDIA_GPU])
+
+    table = table_of()
+    memo = table.kept(ScaleUpCache)
+    first = plan(True)
     order = memo._order
     assert order is not None and order.split is not None
     split = order.split
     assert sorted(order.units[i].pods[0].name for i, _ in split.dead) == ["p1", "p3"]
     assert [u.pods[0].name for u in split.live] == ["p4", "p2"]  # p4 asks more than n0 has, but a pool hosts it
-    again = plan(memo)
+    again = plan(True)
     assert memo._order is order and order.split is split  # nothing changed: nothing judged again
-    fresh = plan(None)
+    fresh = plan(False)
     for result in (first, again):
         assert (result.unplaceable, result.covered, result.scale_ups, result.waiting) == \
             (fresh.unplaceable, fresh.covered, fresh.scale_ups, fresh.waiting)
@@ -182,9 +186,9 @@ def test_dead_pods_keep_their_place_in_the_order_among_the_pods_left_over() -> N
     pools = [POOL_VARIANTS[0][1]]  # 32-core CPU nodes
     state = record_failure(EngineState(), "cpu", FailureKind.STOCKOUT, 90.0, Policy())
     waiting = (pod(1, 2, priority=1), pod(2, 3, priority=0), pod(3, 3, priority=2))  # a pool hosts p1 only
-    plan = plan_scale_up(cluster=Cluster(pods=waiting), table=NodeTable.build([], [], []),
+    plan = plan_scale_up(cluster=Cluster(pods=waiting), table=whatif_of([], [], []),
                          upcoming_rows=np.zeros(0, dtype=bool), pools=pools, totals=Totals(), state=state,
-                         policy=Policy(), now=100.0, memo=ScaleUpMemo())
+                         policy=Policy(), now=100.0)
     assert [v.pod for v in plan.unplaceable] == ["default/p3", "default/p1", "default/p2"]
     assert [v.reasons[0].code for v in plan.unplaceable] == [ReasonCode.NO_POOL_FITS, ReasonCode.POOL_BACKOFF,
                                                             ReasonCode.NO_POOL_FITS]
@@ -200,11 +204,11 @@ def test_pods_asking_what_the_roomiest_rows_have_free_are_covered_by_them() -> N
     waiting = tuple(replace(pod(i, 1), requests=Resources.of(cpu=cpu)) for i, cpu in ((1, 7500), (2, 8000)))
     cluster = Cluster(nodes=nodes, pods=(bound, *waiting))
     totals = Totals(nodes=2, nodes_by_pool={"cpu": 2}, gpus_by_model={})
-    memo = ScaleUpMemo()
-    for with_memo in (memo, memo, None):
-        table = NodeTable.build(list(nodes), [n.allocatable for n in nodes], [bound], [NVIDIA_GPU])
+    base = whatif_of(list(nodes), [n.allocatable for n in nodes], [bound], [NVIDIA_GPU])
+    for kept in (True, True, False):  # forks share the stage caches of the what-if they came from
+        table = base.fork() if kept else whatif_of(list(nodes), [n.allocatable for n in nodes], [bound], [NVIDIA_GPU])
         result = plan_scale_up(cluster=cluster, table=table, upcoming_rows=np.zeros(2, dtype=bool), pools=pools,
-                               totals=totals, state=EngineState(), policy=Policy(), now=100.0, memo=with_memo)
+                               totals=totals, state=EngineState(), policy=Policy(), now=100.0)
         assert sorted(v.pod for v in result.covered) == ["default/p1", "default/p2"]
         assert {v.reasons[0].code for v in result.covered} == {ReasonCode.FITS_EXISTING}
         assert not result.scale_ups and not result.unplaceable

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.scaleup import _ceiling
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.model import WhatIf
 
 
 class _Rows:
@@ -32,7 +32,7 @@ def test_ceiling_is_the_plain_column_maximum_from_zero(rows: int, columns: int, 
     if rows and columns > 1:
         free[:, rng.integers(0, columns)] = -rng.integers(1, 100, size=rows)  # a column negative on every row
     pods = rng.integers(-3, 110, size=rows, dtype=np.int64)
-    ceiling, slots = _ceiling(cast(NodeTable, _Rows(free, pods)))
+    ceiling, slots = _ceiling(cast(WhatIf, _Rows(free, pods)))
     expected = free.max(axis=0, initial=0)
     assert ceiling.dtype == expected.dtype and ceiling.shape == expected.shape
     assert np.array_equal(ceiling, expected)

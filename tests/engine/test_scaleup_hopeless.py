@@ -1,4 +1,4 @@
-"""Scale-up's hopeless requests kept by a column under churn: `ScaleUpMemo._hopeless_of` keeps, for each request it
+"""Scale-up's hopeless requests kept by a column under churn: `ScaleUpCache._hopeless_of` keeps, for each request it
 found asking more than any row has free, one column it asks more of than any row had free (or that no row had a pod
 slot), and while the table's columns are the same it reads only that column's maximum to find the request hopeless
 again. Whatever the tables it is asked about in turn (nodes coming and going, pods binding and leaving, a resource
@@ -11,8 +11,9 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.scaleup import ScaleUpMemo, _below, _ceiling
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.scaleup import ScaleUpCache, _below, _ceiling
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.model.resources import Resources
@@ -48,7 +49,7 @@ steps = st.lists(st.tuples(st.sampled_from(["node", "node", "drop", "bind", "bin
                            st.integers(0, 30), st.integers(0, 30)), min_size=1, max_size=30)
 
 
-def fresh(asked: list[Resources], table: NodeTable) -> frozenset[Resources]:
+def fresh(asked: list[Resources], table: WhatIf) -> frozenset[Resources]:
     ceiling = _ceiling(table)
     return frozenset(r for r in asked if not _below(table.request_vector(r), ceiling))
 
@@ -66,7 +67,7 @@ def fresh(asked: list[Resources], table: NodeTable) -> frozenset[Resources]:
 @example([("node", 0, 0), ("ask", 0, 0), ("node", 3, 0), ("ask", 0, 0), ("drop", 1, 0), ("ask", 0, 0)], [2, 7])
 @example([("node", 0, 0), ("same", 0, 0), ("same", 0, 0)], [8, 2])
 def test_kept_hopeless_requests_equal_the_fresh_rule(ops: list[tuple[str, int, int]], picks: list[int]) -> None:
-    memo = ScaleUpMemo()
+    memo = ScaleUpCache()
     nodes: list[Node] = []
     bound: list[Pod] = []
     asked = list(dict.fromkeys(ASKED[i] for i in picks))
@@ -84,7 +85,7 @@ def test_kept_hopeless_requests_equal_the_fresh_rule(ops: list[tuple[str, int, i
             bound.pop(a % len(bound))
         elif op == "ask":
             asked = list(dict.fromkeys([*asked[1:], ASKED[a % len(ASKED)]]))
-        table = NodeTable.build(nodes, [n.allocatable for n in nodes], bound,  # no column for the one no node offers
+        table = whatif_of(nodes, [n.allocatable for n in nodes], bound,  # no column for the one no node offers
                                 {name for r in asked for name in r.names()} - {"example.com/other"})
         hopeless, ceiling = memo._hopeless_of(asked, table)
         assert hopeless == fresh(asked, table)
@@ -97,9 +98,9 @@ def test_kept_hopeless_requests_equal_the_fresh_rule(ops: list[tuple[str, int, i
 
 def test_a_request_kept_hopeless_is_answered_without_the_ceiling() -> None:
     """The point of the kept column: the same table asked again needs no ceiling."""
-    memo = ScaleUpMemo()
+    memo = ScaleUpCache()
     node = make_node("n", cpu="4", memory="16Gi")
-    table = NodeTable.build([node], [node.allocatable], [], set())
+    table = whatif_of([node], [node.allocatable], [], set())
     big = resources("8", "1Gi")
     hopeless, ceiling = memo._hopeless_of([big], table)
     assert hopeless == frozenset({big}) and ceiling is not None  # found by the ceiling, the CPU column kept

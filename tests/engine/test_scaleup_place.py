@@ -1,5 +1,5 @@
 """Scale-up placement (`place_units`) against the plain rule it shortcuts: every pod, in order, goes where
-`NodeTable.feasible` and `NodeTable.choose` put it on the table as it stands, a gang on a fork committed only when
+`WhatIf.feasible` and `WhatIf.choose` put it on the table as it stands, a gang on a fork committed only when
 whole. `place_units` asks `feasible` once per class of pods and brings the mask up to date by the rows placed on since
 (and sets aside classes larger than any row's free capacity); the placements, leftovers and the final table must be
 those of the plain rule for any table (overcommitted rows, per-GPU devices, taints, cordons, a fragmentation-aware
@@ -15,7 +15,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.scaleup import Unit, place_units
-from gpuscale.engine.table import BoolArray, NodeTable
+from gpuscale.engine.whatif.model import BoolArray, WhatIf
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
 from gpuscale.model.resources import GPU_MILLI
@@ -58,8 +59,8 @@ def node(name: str, shape: int) -> Node:
     return make_node(name, **NODE_SHAPES[shape % len(NODE_SHAPES)])  # type: ignore[arg-type]
 
 
-def plain(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray | None,
-          aware: bool) -> tuple[NodeTable, list[Unit], dict[str, int], list[Unit]]:
+def plain(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | None,
+          aware: bool) -> tuple[WhatIf, list[Unit], dict[str, int], list[Unit]]:
     """The rule `place_units` must follow, pod by pod (a gang alone, through `place_units` itself: nothing is kept
     across units there)."""
     placed: list[Unit] = []
@@ -123,8 +124,8 @@ def test_place_units_places_each_pod_where_a_fresh_feasibility_pass_would(
     pending = [p for u in units for p in u.pods]
     extra = {r for p in pending for r in p.requests.names()}
 
-    def build() -> tuple[NodeTable, BoolArray | None]:
-        table = NodeTable.build(nodes, [n.allocatable for n in nodes], bound, extra, placement=placement,
+    def build() -> tuple[WhatIf, BoolArray | None]:
+        table = whatif_of(nodes, [n.allocatable for n in nodes], bound, extra, placement=placement,
                                 workload=pending)
         if not templates:
             return table, None

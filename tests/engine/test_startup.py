@@ -10,12 +10,12 @@ import pytest
 
 from gpuscale.config import parse_config
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.nodes import NodePhase, as_it_will_be, phase, with_policy_taints
 from gpuscale.engine.plan import Plan, Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.node import Node
@@ -165,7 +165,7 @@ def test_a_usable_node_whose_gfd_labels_come_late_counts_with_them_but_not_with_
 
 
 def test_memo_and_no_memo_agree_through_a_start_up() -> None:
-    memo = DecideMemo()
+    memo = IncrementalStore()
     steps = [_booting(gpus=False, cordoned=True, taints=("readiness.k8s.io/GPUReady",)),
              _booting(cordoned=True, taints=("readiness.k8s.io/GPUReady",)), _booting(cordoned=True),
              _booting(labels=True, cordoned=True), _booting(labels=True), _booting(labels=True, cordoned=True),

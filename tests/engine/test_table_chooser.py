@@ -1,4 +1,4 @@
-"""Choosers made from the fragmentation tables a `RowMemo` carries (`_Shared.make_chooser`) score every node as a
+"""Choosers made from the fragmentation tables a `RowCache` carries (`_Shared.make_chooser`) score every node as a
 chooser made afresh from the same workload does, whatever workloads came before."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gpuscale.engine.placement.devices import FragChooser
 from gpuscale.engine.placement.frag import TypicalTables
 from gpuscale.engine.placement.shapes import PodShape
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import Node
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
 from tests.builders import make_pod
@@ -29,7 +29,7 @@ def test_a_chooser_from_carried_tables_scores_as_a_fresh_one(workloads: list[dic
     nodes = [Node(name=f"n{i}", allocatable=CAPACITY, capacity=CAPACITY, ready=True) for i in range(4)]
     pods = [make_pod(f"p{i}", cpu="1", memory="1Gi", extra={GPU_MILLI: 250 * (1 + i % 3)}, node=f"n{i % 4}")
             for i in range(7)]
-    table = NodeTable.build(nodes, [CAPACITY] * 4, pods, placement=policy)
+    table = whatif_of(nodes, [CAPACITY] * 4, pods, placement=policy)
     shared = table._s
     shared.tables = TypicalTables()
     rows = np.arange(len(nodes))

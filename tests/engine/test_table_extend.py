@@ -1,18 +1,19 @@
-"""`NodeTable.extend` against a table built fresh with the extra rows: the node groups (carried from the table's shared
-data and `RowMemo`, not recomputed) are the same, and extending never changes the table it extends."""
+"""`WhatIf.extend` against a table built fresh with the extra rows: the node groups (carried from the table's shared
+data and `RowCache`, not recomputed) are the same, and extending never changes the table it extends."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.table import NodeTable, RowMemo, node_group_key
+from gpuscale.engine.whatif.model import WhatIf, node_group_key
+from gpuscale.engine.whatif.rows import RowCache
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import Taint, TaintEffect
-from tests.engine.test_row_memo import SELECTORS, SHAPES, build, churn_nodes, node, pod, snapshot
+from tests.engine.test_row_cache import SELECTORS, SHAPES, build, churn_nodes, node, pod, snapshot
 
 CHURN = st.lists(st.tuples(st.sampled_from(["bind", "add", "remove", "taint", "dup"]), st.integers(0, 30),
                            st.integers(0, 3)), max_size=12)
@@ -20,7 +21,7 @@ EXTRA = st.lists(st.lists(st.tuples(st.integers(0, len(SHAPES)), st.booleans()),
                  max_size=3)
 
 
-def groups(table: NodeTable) -> tuple[object, ...]:
+def groups(table: WhatIf) -> tuple[object, ...]:
     s = table._s
     return s.group_of, s.group_members, s.group_index, s.index
 
@@ -41,7 +42,7 @@ def test_an_extended_table_groups_its_rows_as_a_fresh_one(first: list[tuple[str,
                                                            extra: list[list[tuple[int, bool]]]) -> None:
     nodes = [node(f"n{i}", i % len(SHAPES)) for i in range(5)]
     pods: list[Pod] = []
-    memo = RowMemo()
+    memo = RowCache()
     table = None
     for serial, (op, a, b) in enumerate([*first, ("build", 0, 0), *second], start=1):
         if op == "build":  # the memo carries the groups of this build into the next

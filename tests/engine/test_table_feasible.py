@@ -1,4 +1,4 @@
-"""`NodeTable.feasible` (one comparison per asked column on the table's arrays) equals the row-by-row answer: enabled,
+"""`WhatIf.feasible` (one comparison per asked column on the table's arrays) equals the row-by-row answer: enabled,
 past the static filters, a free pod slot and `fits_row` (the request vector against the row, devices included),
 after any mix of pods placed, given back and nodes disabled, for pods asking any mix of resources."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
@@ -34,7 +35,7 @@ def pod(i: int, kind: int, selector: int | None) -> Pod:
 pods = st.builds(pod, st.integers(0, 40), st.integers(0, 3), st.one_of(st.none(), st.integers(0, 2)))
 
 
-def by_row(table: NodeTable, p: Pod) -> list[bool]:
+def by_row(table: WhatIf, p: Pod) -> list[bool]:
     if table.request_vector(p.requests) is None:
         return [False] * len(table)
     static = table.static_mask(p.constraints)
@@ -47,7 +48,7 @@ def by_row(table: NodeTable, p: Pod) -> list[bool]:
                 max_size=40))
 def test_feasible_equals_the_row_by_row_answer(shapes: list[int], ops: list[tuple[str, int, Pod]]) -> None:
     nodes = [node(i, shape) for i, shape in enumerate(shapes)]
-    table = NodeTable.build(nodes, [n.allocatable for n in nodes], [], {GPU_MILLI, NVIDIA_GPU, "example.com/fpga"})
+    table = whatif_of(nodes, [n.allocatable for n in nodes], [], {GPU_MILLI, NVIDIA_GPU, "example.com/fpga"})
     placed: list[tuple[int, Pod]] = []
     for op, at, p in ops:
         row = at % len(nodes)

@@ -13,16 +13,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.arrange import _Sorted, arrange
+from gpuscale.engine.arrange import ArrangeCache, _Sorted, arrange
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Snapshot
 from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
 from gpuscale.sim.cluster import SimCluster
 from tests.engine.test_arrange import ids, view
-from tests.engine.test_memo_churn import NAMES, POOLS, node, pod
+from tests.engine.test_store_property import NAMES, POOLS, node, pod
 
 POLICY = Policy(buffers=(Buffer(pool="gpu", free_gpus=1, free_gpus_ratio=0.5),))
 
@@ -56,7 +56,7 @@ def test_decisions_told_the_changes_equal_those_that_walk(ops: list[tuple[str, i
     cluster = SimCluster()
     for i, name in enumerate(NAMES[:3]):
         cluster.put_node(node(name, i % 2, 0, 1000.0))
-    told_memo, walked_memo = DecideMemo(), DecideMemo()
+    told_memo, walked_memo = IncrementalStore(), IncrementalStore()
     now = 1000.0
     last: Cluster | None = None
 
@@ -67,12 +67,12 @@ def test_decisions_told_the_changes_equal_those_that_walk(ops: list[tuple[str, i
             assert_told_right(last, snap)
         last = snap
         plain = replace(snap, changes=None)
-        told = decide(Snapshot(cluster=snap), POOLS, EngineState(), POLICY, now, memo=told_memo)
-        walked = decide(Snapshot(cluster=plain), POOLS, EngineState(), POLICY, now, memo=walked_memo)
-        assert told_memo.arrange.last is not None and walked_memo.arrange.last is not None
-        assert view(told_memo.arrange.last) == view(walked_memo.arrange.last) == view(arrange(plain))
-        assert (told_memo.arrange.last.replaced, told_memo.arrange.last.moved) == \
-            (walked_memo.arrange.last.replaced, walked_memo.arrange.last.moved)
+        told = decide(Snapshot(cluster=snap), POOLS, EngineState(), POLICY, now, store=told_memo)
+        walked = decide(Snapshot(cluster=plain), POOLS, EngineState(), POLICY, now, store=walked_memo)
+        assert told_memo._arrange.last is not None and walked_memo._arrange.last is not None
+        assert view(told_memo._arrange.last) == view(walked_memo._arrange.last) == view(arrange(plain))
+        assert (told_memo._arrange.last.replaced, told_memo._arrange.last.moved) == \
+            (walked_memo._arrange.last.replaced, walked_memo._arrange.last.moved)
         assert told == walked
 
     for op, i, state, kind, phase in ops:
@@ -109,8 +109,8 @@ def test_an_honest_word_spares_the_walk(monkeypatch: pytest.MonkeyPatch) -> None
         cluster.put_node(node(name, 0, 0, 1000.0))
     for i in range(40):
         cluster.put_pod(pod(i, 0, NAMES[i % len(NAMES)], 0))
-    memo = DecideMemo()
-    memo.arrange.arrange(cluster.snapshot())
+    memo = ArrangeCache()
+    memo.arrange(cluster.snapshot())
     shuffle = random.Random(7)
     for _ in range(5):
         key = f"default/p{shuffle.randrange(30)}"
@@ -125,7 +125,7 @@ def test_an_honest_word_spares_the_walk(monkeypatch: pytest.MonkeyPatch) -> None
 
     with monkeypatch.context() as patched:
         patched.setattr(_Sorted, "_walk", no_walk)
-        arranged = memo.arrange.arrange(snap)
+        arranged = memo.arrange(snap)
     assert view(arranged) == view(arrange(snap))
     assert arranged.replaced is not None and set(arranged.replaced) == {NAMES[2]}
     assert snap.changes is not None
@@ -144,5 +144,5 @@ def test_an_honest_word_spares_the_walk(monkeypatch: pytest.MonkeyPatch) -> None
 
     with monkeypatch.context() as patched:
         patched.setattr(_Sorted, "_walk", counted)
-        arranged = memo.arrange.arrange(wrong)
+        arranged = memo.arrange(wrong)
     assert walked and view(arranged) == view(arrange(short))

@@ -10,10 +10,10 @@ from typing import Any
 import yaml
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Plan, Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.pool import NodePool
 from gpuscale.report.twin import result_json
 from gpuscale.sim.run import simulate
@@ -32,13 +32,13 @@ class _Watch:
     """The engine as the twin calls it, checking each plan against the snapshot it was made from."""
 
     def __init__(self) -> None:
-        self.memo = DecideMemo()
+        self.memo = IncrementalStore()
         self.ordered: list[int] = []
         self.removed: list[int] = []
 
     def __call__(self, snapshot: Snapshot, pools: tuple[NodePool, ...], state: EngineState, policy: Policy,
                  now: float) -> Plan:
-        plan = decide(snapshot, pools, state, policy, now, memo=self.memo)
+        plan = decide(snapshot, pools, state, policy, now, store=self.memo)
         timed_out = {t.node or t.request_id for t in plan.timed_out}
         nodes = [n.name for n in snapshot.cluster.nodes
                  if snapshot.node_pools.get(n.name) == A100 and not n.deleting and n.name not in timed_out]

@@ -3,7 +3,7 @@
 A decision reads the cluster sorted by name (so its result does not depend on input order) and indexed (pending,
 bound, bound per node). Done afresh, that is a sort and a pass over every object each loop. Between two loops only a
 few objects change, and snapshots hand back the very same object for every object that did not (the watch cache and
-the twin both do). `ArrangeMemo` therefore tells objects apart by identity: it finds the objects that left and the
+the twin both do). `ArrangeCache` therefore tells objects apart by identity: it finds the objects that left and the
 ones that came (a changed object is one of each), and moves only those in its sorted lists and its index. It finds
 them by walking the last input and this one side by side, since a snapshot of a dict keeps its order from loop to
 loop; input in another order is diffed by identity as a whole. Past a handful of changes, or when two objects share a
@@ -262,7 +262,7 @@ def _add(items: list[Pod], pod: Pod) -> None:
     items.insert(bisect_left(items, _POD_ORDER(pod), key=_POD_ORDER), pod)
 
 
-class ArrangeMemo:
+class ArrangeCache:
     """The last arrangement's sorted nodes and pods and its pod index (see the module docstring)."""
 
     __slots__ = ("_affinity", "_by_node", "_generation", "_groups", "_nodes", "_pending", "_placed", "_pods", "_rest",

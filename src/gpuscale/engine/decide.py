@@ -18,21 +18,21 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpuscale.engine.arrange import arrange
 from gpuscale.engine.health import degraded_verdicts, workload_count
-from gpuscale.engine.limits import Totals, headroom, totals_of
-from gpuscale.engine.memo import STARTING, DecideMemo, NodeFacts, facts_of, node_rows_of, request_names
-from gpuscale.engine.nodes import NodePhase, as_it_will_be, still_lacks
+from gpuscale.engine.limits import Totals, headroom
+from gpuscale.engine.nodes import NodePhase, still_lacks
 from gpuscale.engine.options import provision_time_s, startup_time_s
 from gpuscale.engine.plan import NodeVerdict, Plan, PodVerdict, Removal, ScaleUp, Snapshot, TimedOut, earliest
 from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.repair import plan_repairs
-from gpuscale.engine.scaledown import ScaleDownMemo, ScaleDownResult
+from gpuscale.engine.scaledown import plan_removals
 from gpuscale.engine.scaleup import plan_scale_up
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
-from gpuscale.engine.table import NodeTable, node_group_key
-from gpuscale.model.cluster import Cluster, PodIndex
+from gpuscale.engine.whatif.facts import NodeFacts
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.store import ReferenceStore, Store
+from gpuscale.engine.whatif.world import Excluded, World, build_world
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
@@ -59,11 +59,11 @@ class _Timeouts:
 
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
                   now: float, facts: Mapping[str, NodeFacts],
-                  starting: Sequence[NodeFacts] | None = None,
+                  starting: Sequence[NodeFacts],
                   pods_by_node: Mapping[str, Sequence[Pod]] | None = None) -> _Timeouts:
     """Upcoming nodes past their deadline: requested/registered but not Ready within `max_node_provision_time_s`
     (per-pool override), or Ready without their GPUs within `max_gpu_init_time_s`. `starting`: the facts in `STARTING`
-    phases, in node order, when known (`DecideMemo.starting`); else every node's facts are looked at. A node in a
+    phases, in node order (`Store.starting`). A node in a
     starting phase that runs workloads (`pods_by_node`, else the snapshot's) is never timed out: it has been usable,
     and a time-out deletes with no drain (engine.health)."""
     timed_out: list[TimedOut] = []
@@ -77,10 +77,6 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
                 Reason(ReasonCode.PROVISION_TIMEOUT, f"requested {now - request.requested_s:.0f}s ago, not "
                                                      f"registered within {limit:g}s"),)))
             failed.setdefault(request.pool, FailureKind.PROVISION_TIMEOUT)
-    if starting is None:
-        nodes = snapshot.cluster.nodes  # facts hold them in this order, once each unless two share a name
-        every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
-        starting = [f for f in every if f.phase in STARTING]
     if starting:
         by_node = pods_by_node if pods_by_node is not None else snapshot.cluster.index().by_node
         busy = [f for f in starting if workload_count(by_node.get(f.node.name))]
@@ -170,76 +166,6 @@ def _roll_back(pools: Sequence[str], snapshot: Snapshot, starting: Sequence[Node
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _World:
-    """The snapshot arranged for packing: rows of the what-if table and what each row is."""
-
-    table: NodeTable
-    rows: tuple[Node, ...]
-    row_pool: tuple[str | None, ...]
-    upcoming_rows: np.ndarray
-    totals: Totals
-    free_pods_before: np.ndarray
-    """Free pod slots per row before this decision placed anything (scale-up mutates the table in place)."""
-    gpu_capacity: np.ndarray
-    """GPUs (and GPU slices) each row offers once usable: with the free ones, what a warm buffer counts as in use."""
-
-
-def build_world(cluster: Cluster, snapshot: Snapshot, pools: Mapping[str, NodePool], timeouts: _Timeouts,
-                facts: Mapping[str, NodeFacts], gpu_placement: str | None = None,
-                memo: DecideMemo | None = None, pods: PodIndex | None = None,
-                moved: tuple[int, frozenset[str] | None] | None = None) -> _World:
-    """`moved`: the arrangement's generation and the nodes whose pods may have changed since the one before (for
-    the table's row memo)."""
-    expired = timeouts.expired_nodes
-    generation = moved[0] if moved is not None else -1
-    base = (memo.node_rows(cluster.nodes, pools, facts, expired, generation) if memo is not None
-            else node_rows_of(cluster.nodes, pools, facts, expired))
-    ordered = [(pool, request.request_id) for request in sorted(snapshot.upcoming, key=lambda u: u.request_id)
-               if (pool := pools.get(request.pool)) is not None
-               and request.request_id not in timeouts.expired_requests]
-    extra = [pool for pool, _ in ordered]
-    templates = (memo.templates(ordered) if memo is not None
-                 else [pool.template(f"upcoming-{request_id}") for pool, request_id in ordered])
-    nodes = [*base.nodes, *templates]
-    names = [*base.names, *(t.name for t in templates)]
-    capacity = [*base.capacity, *(pool.allocatable for pool in extra)]
-    held = [(i, facts[name].node) for name in sorted(timeouts.held) if (i := base.position.get(name)) is not None]
-    group_keys = [*base.group_keys, *(memo.template_key(pool, t) if memo is not None else node_group_key(t)
-                                      for pool, t in zip(extra, templates, strict=True))]
-    row_pool = (*base.row_pool, *(pool.name for pool in extra))
-    if extra:
-        upcoming = np.concatenate([base.upcoming_rows, np.ones(len(extra), dtype=bool)])
-        gpus = np.concatenate([base.gpu_rows, np.array([p.allocatable.gpu_count() for p in extra], dtype=np.int64)])
-    else:  # copies: the base rows' arrays are the memo's
-        upcoming, gpus = base.upcoming_rows.copy(), base.gpu_rows.copy()
-    for i, node in held:  # a Ready node that lost its GPUs under its pods offers what it really has
-        capacity[i] = node.allocatable
-        upcoming[i] = False
-        gpus[i] = node.allocatable.gpu_count()
-    for name in sorted(timeouts.setting_up):  # an operator's set-up cordon: the node counts as still starting
-        i = base.position.get(name)
-        if i is not None:
-            fact = facts[name]
-            nodes[i] = as_it_will_be(fact.node, fact.pool)
-            group_keys[i] = node_group_key(nodes[i])
-            upcoming[i] = True
-    totals = (memo.totals(base.counted, extra) if memo is not None
-              else totals_of([*base.counted, *((pool, 1) for pool in extra)]))
-    pods = pods or cluster.index()
-    pending_names = memo.pending_names(pods.pending) if memo is not None else request_names(pods.pending)
-    edits = memo.world_edits(templates) if memo is not None else None
-    row_moves = memo.world_moves if memo is not None else None
-    if memo is not None and edits is not None and memo.note_held(timeouts.held | timeouts.setting_up):
-        edits, row_moves = (edits[0], edits[1], None), None
-    table = NodeTable.build(nodes, capacity, pods.placed, pending_names, with_topology=pods.pod_affinity,
-                            placement=gpu_placement, workload=pods.pending, group_keys=group_keys,
-                            by_node=pods.by_node, memo=memo.rows if memo is not None else None, moved=moved,
-                            names=names, node_edits=edits, row_moves=row_moves)
-    return _World(table=table, rows=tuple(nodes), row_pool=row_pool, upcoming_rows=upcoming, totals=totals,
-                  free_pods_before=table.free_pods.copy(), gpu_capacity=gpus)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class _Warm:
     """A buffered pool as this decision leaves it: its rows (existing, upcoming and just ordered), how many hold no
     workload, its free GPUs, and the free GPUs its buffer asks for given the GPUs in use."""
@@ -251,7 +177,7 @@ class _Warm:
     target_gpus: int
 
 
-def _warm(buffer: Buffer, pool: NodePool, table: NodeTable, world: _World, busy: set[int]) -> _Warm:
+def _warm(buffer: Buffer, pool: NodePool, table: WhatIf, world: World, busy: set[int]) -> _Warm:
     known = len(world.row_pool)
     rows = [i for i, name in enumerate(world.row_pool) if name == buffer.pool and table.enabled[i]]
     rows += [i for i in range(known, len(table)) if table.nodes[i].pool == buffer.pool and table.enabled[i]]
@@ -264,7 +190,7 @@ def _warm(buffer: Buffer, pool: NodePool, table: NodeTable, world: _World, busy:
                  target_gpus=buffer.free_gpus_target(in_use))
 
 
-def buffer_scale_ups(table: NodeTable, world: _World, busy: set[int], pools: Mapping[str, NodePool],
+def buffer_scale_ups(table: WhatIf, world: World, busy: set[int], pools: Mapping[str, NodePool],
                      totals: Totals, policy: Policy) -> tuple[list[ScaleUp], Totals]:
     """Warm capacity: grow a pool until it has `idle_nodes` nodes without workload pods and its free-GPU target
     (`free_gpus`, or `free_gpus_ratio` of the GPUs in use) free, counting nodes still starting and nodes ordered in
@@ -310,7 +236,7 @@ def _merge(scale_ups: Sequence[ScaleUp]) -> tuple[ScaleUp, ...]:
     return tuple(merged.values())
 
 
-def _busy_rows(world: _World, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]]) -> set[int]:
+def _busy_rows(world: World, table: WhatIf, pods_by_node: Mapping[str, Sequence[Pod]]) -> set[int]:
     """Rows that hold workload after this decision: a non-DaemonSet pod runs there, or a pending pod or a new node's
     pod was placed there (its free pod slots dropped)."""
     known = len(world.rows)
@@ -324,40 +250,30 @@ def _busy_rows(world: _World, table: NodeTable, pods_by_node: Mapping[str, Seque
     return busy
 
 
-def _scale_down(cluster: Cluster, table: NodeTable, facts: Mapping[str, NodeFacts],
-                pods_by_node: Mapping[str, Sequence[Pod]], state: EngineState, policy: Policy, now: float,
-                memo: ScaleDownMemo, moved: tuple[int, frozenset[str] | None] | None = None,
-                came: tuple[int, frozenset[str], frozenset[str]] | None = None) -> ScaleDownResult:
-    """Scale-down on the table where pending pods covered by existing capacity already sit on their future nodes."""
-    return memo.plan(memo.records_of(facts), table=table, pods_by_node=pods_by_node, pdbs=cluster.pdbs, policy=policy,
-                     state=state, now=now, moved=moved, came=came)
-
-
 def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy, now: float,
-           memo: DecideMemo | None = None) -> Plan:
-    """The whole decision for one loop. Deterministic; independent of input order. `memo` (kept by the caller from
-    one decision to the next) only saves work: the plan is the same without it."""
+           store: Store | None = None) -> Plan:
+    """The whole decision for one loop. Deterministic; independent of input order. `store` (kept by the caller from
+    one decision to the next, `IncrementalStore`) only saves work: the plan is the same with the reference store,
+    the default."""
     given = state
-    arranged = memo.arrange.arrange(snapshot.cluster) if memo is not None else arrange(snapshot.cluster)
+    store = store if store is not None else ReferenceStore()
+    arranged = store.arrange(snapshot.cluster)
     cluster, pods = arranged.cluster, arranged.pods
     by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
     ordered_pools = list(by_name.values())
-    facts = facts_of(cluster.nodes, snapshot.node_pools, by_name, memo, (arranged.generation, arranged.replaced))
+    facts = store.facts(cluster.nodes, snapshot.node_pools, by_name, arranged)
     timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts,
-                             memo.starting(facts) if memo is not None else None, pods.by_node)
+                             store.starting(facts, cluster.nodes), pods.by_node)
     state = timeouts.state
-    world = build_world(cluster, snapshot, by_name, timeouts, facts, policy.gpu_placement, memo, pods,
-                        (arranged.generation, arranged.moved))
+    world = build_world(store, arranged, snapshot.upcoming, by_name, Excluded(
+        expired_nodes=timeouts.expired_nodes, expired_requests=timeouts.expired_requests, held=timeouts.held,
+        setting_up=timeouts.setting_up), facts, policy.gpu_placement)
     up = plan_scale_up(cluster=cluster, table=world.table, upcoming_rows=world.upcoming_rows, pools=ordered_pools,
-                       totals=world.totals, state=state, policy=policy, now=now, pods=pods,
-                       verdicts=memo.verdicts() if memo is not None else None,
-                       memo=memo.scale_up if memo is not None else None)
+                       totals=world.totals, state=state, policy=policy, now=now, pods=pods)
     busy = _busy_rows(world, up.table, pods.by_node) if policy.buffers else set()  # only warm buffers read it
     buffers, _ = buffer_scale_ups(up.table, world, busy, by_name, up.totals, policy)
     scale_ups = _merge([*up.scale_ups, *buffers])
-    down = _scale_down(cluster, up.table, facts, pods.by_node, state, policy, now,
-                       memo.scale_down if memo is not None else ScaleDownMemo(), (arranged.generation, arranged.moved),
-                       memo.facts_change if memo is not None else None)
+    down = plan_removals(up.table, facts, pods.by_node, cluster.pdbs, state, policy, now)
     removals = down.removals
     blocked = list(down.blocked)
     if down.unremovable is not state.unremovable:
@@ -405,7 +321,7 @@ def _degraded(facts: Mapping[str, NodeFacts], timeouts: _Timeouts,
     return tuple(sorted((*usable, *timeouts.degraded), key=lambda v: v.node))
 
 
-def _respect_buffers(removals: Sequence[Removal], table: NodeTable, world: _World, busy: set[int],
+def _respect_buffers(removals: Sequence[Removal], table: WhatIf, world: World, busy: set[int],
                      pools: Mapping[str, NodePool], policy: Policy) -> tuple[tuple[Removal, ...],
                                                                             list[NodeVerdict]]:
     """Keep the warm buffer: an empty node of a buffered pool is not removed while the pool would then have fewer

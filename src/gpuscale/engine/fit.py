@@ -31,7 +31,7 @@ from gpuscale.engine.scheduling import (
     summarize,
     unsupported_failures,
 )
-from gpuscale.engine.table import GroupKey, names_nodes_individually, node_group_key
+from gpuscale.engine.whatif.model import GroupKey, names_nodes_individually, node_group_key
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod

@@ -26,7 +26,8 @@ from gpuscale.engine.plan import Plan
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.scaleup import Unit, place_units
 from gpuscale.engine.scheduling import static_failures
-from gpuscale.engine.table import NodeTable, names_nodes_individually, node_group_key
+from gpuscale.engine.whatif.model import WhatIf, names_nodes_individually, node_group_key
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
@@ -156,7 +157,7 @@ class Prepared:
 
 
 def usable_table(cluster: Cluster, pools: Mapping[str, NodePool], node_pools: Mapping[str, str],
-                 templates: Sequence[Pod] = ()) -> NodeTable:
+                 templates: Sequence[Pod] = ()) -> WhatIf:
     """Usable nodes only (Ready, GPUs registered, not being deleted) with their real free capacity. With `templates`,
     only nodes whose taints, labels and cordon admit one of them (checked once per node group): the others can host
     none of the pods placed on this table, and leaving them out keeps the table small at 5,000 nodes."""
@@ -176,13 +177,13 @@ def usable_table(cluster: Cluster, pools: Mapping[str, NodePool], node_pools: Ma
         nodes.append(node)
     kept = {n.name for n in nodes}
     names = {r for n in nodes for r in n.allocatable.names()}
-    return NodeTable.build(nodes, [n.allocatable for n in nodes],
+    return whatif_of(nodes, [n.allocatable for n in nodes],
                            [p for p in cluster.pods if p.node_name in kept and p.consumes_capacity()], names,
                            with_topology=any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity
                                              for p in cluster.pods))
 
 
-def _book(table: NodeTable, pods: Sequence[Pod], group: str) -> tuple[Pod, ...] | None:
+def _book(table: WhatIf, pods: Sequence[Pod], group: str) -> tuple[Pod, ...] | None:
     """Place `pods` all-or-nothing on `table` (mutated on success); the pods bound to their rows, else None."""
     if not pods:
         return ()
@@ -195,7 +196,7 @@ def _book(table: NodeTable, pods: Sequence[Pod], group: str) -> tuple[Pod, ...] 
                          unschedulable=False) for p in pods)
 
 
-def _no_capacity(request: ProvisioningRequest, table: NodeTable) -> str:
+def _no_capacity(request: ProvisioningRequest, table: WhatIf) -> str:
     return (f"{request.pod_count()} pod(s) of {request.key} do not all fit the free capacity of {len(table)} usable "
             "node(s) (capacity booked by other Provisioned requests counts as taken)")
 
@@ -223,7 +224,7 @@ def prepare(cluster: Cluster, requests: Sequence[ProvisioningRequest], pools: Ma
         r.class_name == CHECK_CAPACITY and not r.is_true(PROVISIONED))]
     # Only bookings and check-capacity answers place pods on existing nodes; atomic gangs go to `decide` as they are.
     templates = list({s.template.constraints: s.template for r in placing for s in r.pod_sets}.values())
-    table = usable_table(cluster, pools, node_pools, templates) if placing else NodeTable.build([], [], [])
+    table = usable_table(cluster, pools, node_pools, templates) if placing else whatif_of([], [], [])
     added: list[Pod] = []
     booked: dict[str, int] = {}
     capacity: dict[str, str] = {}

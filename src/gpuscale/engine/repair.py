@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuscale.engine.drain import PdbBudget, drain_node
-from gpuscale.engine.memo import NodeFacts
 from gpuscale.engine.nodes import NodePhase, degraded_gpus
 from gpuscale.engine.plan import NodeVerdict, Removal
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
+from gpuscale.engine.whatif.facts import NodeFacts
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod
 

@@ -47,7 +47,7 @@ Steps, in this order:
 Cost at 5,000 nodes × 150,000 pods: step 2 is O(nodes × resources) NumPy over per-node columns (`NodeSet`: built by
 C-level passes, no Python loop per node); steps 3–4 touch only candidates' pods; each simulated candidate costs one
 fork (O(nodes × resources)) plus one vectorised feasibility pass per pod. **Carried between decisions**
-(`ScaleDownMemo`, part of the engine's decision memo; never changes a result): the node set while the node records are
+(`ScaleDownCache`, part of the engine's decision memo; never changes a result): the node set while the node records are
 the very same objects (updated, not rebuilt, when some change: only records it does not hold are derived) with its
 table rows while the table's index is the same and what step 2 reads of its usable nodes alone (allocatable, ratio
 denominators, GPU-node flags); and each underutilized node's verdict — its reason and drainability —
@@ -94,7 +94,7 @@ from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, NodeVerdict, Removal
 from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState, Unremovable
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
@@ -187,7 +187,7 @@ class _Candidate:
 
 # ------------------------------------------------------------------------------------------------------------ nodes
 class NodeRecord(Protocol):
-    """What scale-down needs of one node besides the node itself (`engine.memo.NodeFacts` is one)."""
+    """What scale-down needs of one node besides the node itself (`engine.whatif.store.NodeFacts` is one)."""
 
     @property
     def node(self) -> Node: ...
@@ -371,7 +371,7 @@ def _column_sums(array: IntArray, rows: npt.NDArray[np.bool_]) -> IntArray:
 
 class NodeSet:
     """What scale-down derives from the nodes alone — not from pods, the table or the clock — in name order, as
-    arrays built without a Python pass per node. A `ScaleDownMemo` keeps one while the records are the very same
+    arrays built without a Python pass per node. A `ScaleDownCache` keeps one while the records are the very same
     objects, and otherwise derives only the records it does not hold yet (`updated`)."""
 
     __slots__ = ("_capacities", "_live", "_ranks", "_rows", "_sizes", "_tuned", "_unneeded_since", "_unready",
@@ -582,7 +582,7 @@ class NodeSet:
             self._ranks = (rows, ranks)
         return self._ranks[1]
 
-    def rows(self, table: NodeTable) -> IntArray:
+    def rows(self, table: WhatIf) -> IntArray:
         """Each node's row in `table`, -1 for none (read-only). Kept while the table's index is the very same mapping
         (table indexes are never changed once made; the row memo hands the last one back while the rows are)."""
         index = table.row_index()
@@ -684,7 +684,7 @@ _SHARE_SLOTS = [0, 1, 3]
 """The slots of cpu, memory and GPU milli: the ratios' numerators, with 1000 x the whole GPUs added to the last."""
 
 
-def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: NodeTable,
+def _utilizations(nodes: NodeSet, at: IntArray, rows: IntArray, table: WhatIf,
                   pods_by_node: Mapping[str, Sequence[Pod]],
                   policy: Policy) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.bool_]]:
     """Of the nodes at positions `at` (table rows `rows`): utilization (GPU nodes by GPU requests, others by max(cpu,
@@ -832,7 +832,7 @@ are looked up name by name in one C-level pass."""
 
 class _Judgements:
     """The verdicts of the last decision's underutilized nodes, by position in one `NodeSet`, carried to the next
-    decision (in a `ScaleDownMemo`; a fresh one judges every node). A verdict reads only the node record, its
+    decision (in a `ScaleDownCache`; a fresh one judges every node). A verdict reads only the node record, its
     utilization numbers, its pods, the policy and the whole PDB budget: it is reused while the record is the very same
     object (positions follow their records from one set to the next), the numbers are equal and the pods the very same
     objects (the owner drops all verdicts when the policy or a PDB changes). Whether the pods are the same is known
@@ -934,7 +934,7 @@ class _Judgements:
         return verdicts
 
 
-def _underutilized(nodes: NodeSet, rows: IntArray, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+def _underutilized(nodes: NodeSet, rows: IntArray, table: WhatIf, pods_by_node: Mapping[str, Sequence[Pod]],
                    policy: Policy, now: float, budget: PdbBudget, judgements: _Judgements,
                    moved: tuple[int, frozenset[str] | None] | None, recent: Mapping[str, Unremovable],
                    ) -> tuple[list[tuple[_Candidate, int | None]], list[NodeVerdict]]:
@@ -990,10 +990,10 @@ class _Simulation:
     candidate's pods are placed (most decisions' candidates are empty nodes, or their first pod fits nowhere): until
     then feasibility is asked of the table itself and narrowed to the rows enabled in the what-if (`_enabled`)."""
 
-    def __init__(self, table: NodeTable, nodes: NodeSet, rows: IntArray,
+    def __init__(self, table: WhatIf, nodes: NodeSet, rows: IntArray,
                  candidates: Sequence[tuple[_Candidate, int | None]]) -> None:
         self._table, self._nodes = table, nodes
-        self._work: NodeTable | None = None
+        self._work: WhatIf | None = None
         self._disabled: list[int] = []
         self._enabled: npt.NDArray[np.bool_] | None = None
         """While `_work` is None: the rows it would have enabled (usable destinations, not disabled); made when first
@@ -1023,13 +1023,13 @@ class _Simulation:
         return self._rank
 
     @property
-    def work(self) -> NodeTable:
+    def work(self) -> WhatIf:
         """The table with the candidates accepted so far removed and their pods placed elsewhere."""
         if self._work is None:
             self._work = self._fork()
         return self._work
 
-    def _fork(self) -> NodeTable:
+    def _fork(self) -> WhatIf:
         """A copy of the running table (`work`), made from the table itself while no pod was placed yet."""
         if self._work is not None:
             return self._work.fork()
@@ -1285,7 +1285,7 @@ class _Whole:
 
 
 # ------------------------------------------------------------------------------------------------------------- plan
-def _plan(nodes: NodeSet, *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
+def _plan(nodes: NodeSet, *, table: WhatIf, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
           state: EngineState, now: float, unneeded_since: Mapping[str, float], cap: SimulationCap | None,
           budget: PdbBudget, judgements: _Judgements,
           moved: tuple[int, frozenset[str] | None] | None = None) -> ScaleDownResult:
@@ -1369,7 +1369,7 @@ def _next_at(nodes: NodeSet, unneeded: Sequence[_Candidate], unneeded_since: Map
     return min(ends, default=None)
 
 
-def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+def plan_scale_down(*, nodes: Sequence[Node], table: WhatIf, pods_by_node: Mapping[str, Sequence[Pod]],
                     pools: Mapping[str, NodePool], pool_of: Mapping[str, str],
                     pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
                     unneeded_since: Mapping[str, float], cap: SimulationCap | None = None) -> ScaleDownResult:
@@ -1378,8 +1378,8 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
     `nodes`: every observed node; `table`: free capacity with a row per node (see step 2); `pods_by_node`: the pods
     holding capacity per node; `pool_of`: node name → pool name; `unneeded_since`: node → Unix s it has been unneeded
     since. Invariants: every removal's pods fit on the nodes that remain, together with every other removal's; no PDB
-    is spent twice; the result does not depend on the order of any input. (`ScaleDownMemo.plan` is the same from
-    per-node records, for a caller that decides again and again.)
+    is spent twice; the result does not depend on the order of any input. (`plan_removals` is the same from the
+    decision's node facts, with the stage cache of the what-if's store.)
     """
     if not policy.scale_down_enabled:
         return ScaleDownResult()
@@ -1394,7 +1394,7 @@ def plan_scale_down(*, nodes: Sequence[Node], table: NodeTable, pods_by_node: Ma
                  unneeded_since=unneeded_since, cap=cap, budget=PdbBudget(pdbs), judgements=judgements)
 
 
-class ScaleDownMemo:
+class ScaleDownCache:
     """Scale-down's share of the decision memo (engine/memo.py), carried from one decision to the next: the node set
     (kept while every record is the very same object, patched where some are not) and the verdicts of underutilized
     nodes (see `_Judgements`; all dropped when the policy or a PDB changes). A fresh memo computes everything: `plan`
@@ -1420,17 +1420,15 @@ class ScaleDownMemo:
             listed = self._listed = (by_name, list(by_name.values()))
         return listed[1]
 
-    def plan(self, records: Sequence[NodeRecord], *, table: NodeTable, pods_by_node: Mapping[str, Sequence[Pod]],
+    def plan(self, records: Sequence[NodeRecord], *, table: WhatIf, pods_by_node: Mapping[str, Sequence[Pod]],
              pdbs: Sequence[PodDisruptionBudget], policy: Policy, state: EngineState, now: float,
-             cap: SimulationCap | None = None,
-             moved: tuple[int, frozenset[str] | None] | None = None,
-             came: tuple[int, frozenset[str], frozenset[str]] | None = None) -> ScaleDownResult:
+             cap: SimulationCap | None = None) -> ScaleDownResult:
         """`plan_scale_down` for every node of `records` (the whole cluster), unneeded since what their
-        `DeletionCandidateOfClusterAutoscaler` taints say. `moved`: the generation of the arrangement `pods_by_node`
-        is of and the nodes whose pods may differ from the arrangement before (`engine.arrange.Arranged`); without
-        it, every reused verdict's pods are compared. `came`: the generation of `records` and the names of the
-        records new and gone since those of the generation before (`DecideMemo.facts_change`); with it, when the
-        last plan was of that generation, only those records are looked at, else every one is compared."""
+        `DeletionCandidateOfClusterAutoscaler` taints say. What the what-if's store says changed
+        (`WhatIf.pods_moved`: the nodes whose pods may differ from the arrangement before; `WhatIf.facts_changed`:
+        the records new and gone since those of the generation before) narrows what is compared with the last plan:
+        without it, every reused verdict's pods and every record are compared."""
+        moved, came = table.pods_moved(), table.facts_changed()
         if not policy.scale_down_enabled:
             return ScaleDownResult()
         last, seen = self._nodes, self._seen
@@ -1451,3 +1449,15 @@ class ScaleDownMemo:
         return _plan(nodes, table=table, pods_by_node=pods_by_node, policy=policy, state=state, now=now,
                      unneeded_since=nodes.unneeded_since(), cap=cap, budget=PdbBudget(pdbs),
                      judgements=self._judgements, moved=moved)
+
+
+def plan_removals(table: WhatIf, records: Mapping[str, NodeRecord], pods_by_node: Mapping[str, Sequence[Pod]],
+                  pdbs: Sequence[PodDisruptionBudget], state: EngineState, policy: Policy,
+                  now: float) -> ScaleDownResult:
+    """Scale-down of one decision on `table`, where the pending pods that existing capacity covers already sit on
+    their future nodes; `records`: every node's facts by name. Carried from decision to decision by the what-if's
+    store (`WhatIf.kept`)."""
+    cache = table.kept(ScaleDownCache)
+    return cache.plan(cache.records_of(records), table=table, pods_by_node=pods_by_node, pdbs=pdbs, policy=policy,
+                      state=state, now=now)
+

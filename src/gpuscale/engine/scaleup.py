@@ -18,7 +18,7 @@ Identical pods form equivalence classes: once one pod of a class fails to fit so
 tried again there (capacity only shrinks during a decision), and the rows a class fits are found once per placement
 pass, then kept up to date by the rows placed on. What depends only on inputs that rarely change — which pools host
 which pod, the share normalizer, why units no pool takes wait, the units gathered from the pending pods and their
-order — is carried from one decision to the next by a `ScaleUpMemo`, which never changes a result. Pods that no pool
+order — is carried from one decision to the next by a `ScaleUpCache`, which never changes a result. Pods that no pool
 hosts and that ask more than any row has free ("dead") are set apart with their verdicts while the table leaves them
 so (each such request kept with the column that shows it): placement and estimation walk only the others, so a
 decision whose waiting pods did not change costs what the changed ones cost, not what every waiting pod does.
@@ -46,7 +46,7 @@ from gpuscale.engine.policy import Limits, Policy
 from gpuscale.engine.protection import parse_go_duration
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
-from gpuscale.engine.table import NodeEdits, NodeTable, node_group_key
+from gpuscale.engine.whatif.model import NodeEdits, WhatIf, node_group_key
 from gpuscale.model.cluster import Cluster, PodGroupSpec, PodIndex
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
@@ -230,13 +230,13 @@ def _class_key(pod: Pod, with_labels: bool) -> tuple[object, ...]:
 class Placement:
     """Units placed on a table: which rows each unit's pods went to."""
 
-    table: NodeTable
+    table: WhatIf
     placed: list[Unit] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     leftover: list[Unit] = field(default_factory=list)
 
 
-def place_units(table: NodeTable, units: Sequence[Unit], single_rows: BoolArray | None = None,
+def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | None = None,
                 aware: bool = False, ceiling: tuple[IntArray, int] | None = None) -> Placement:
     """Place units first-fit on `table` (mutated for singles; gangs go through a fork committed only when whole).
 
@@ -332,7 +332,7 @@ _NO_MASK = _Class(np.zeros(0, dtype=bool), 0, [], None)
 
 
 class _ClassMasks:
-    """The rows where each class of single pods fits, for one `place_units` call: `NodeTable.feasible` once per class,
+    """The rows where each class of single pods fits, for one `place_units` call: `WhatIf.feasible` once per class,
     then brought up to date by the rows placed on since. Placing only lowers a row's free capacity, free pod slots and
     free devices, and nothing else `feasible` reads changes (no topology: affinity to placed pods is left out, so
     tables with a topology are not used with it), so a row outside a class's mask stays outside and a row inside needs
@@ -350,7 +350,7 @@ class _ClassMasks:
         self._left: dict[int, tuple[list[int], int]] = {}
         """Per row placed on: its free capacity (a list) and free pod slots, read since its last placement."""
 
-    def new(self, table: NodeTable, pod: Pod) -> _Class:
+    def new(self, table: WhatIf, pod: Pod) -> _Class:
         """The entry of the class of `pod`, its mask `table.feasible(pod)` restricted to the single rows."""
         mask = table.feasible(pod)
         if self._single_rows is not None:
@@ -359,7 +359,7 @@ class _ClassMasks:
         pairs = [] if vector is None else [(c, int(vector[c])) for c in vector.nonzero()[0].tolist()]
         return _Class(mask, len(self._touched), pairs, gpu_need(pod.requests))
 
-    def feasible(self, table: NodeTable, entry: _Class) -> BoolArray:
+    def feasible(self, table: WhatIf, entry: _Class) -> BoolArray:
         """`table.feasible(pod)` (restricted to the single rows), for a pod of the class of `entry` (kept: do not
         modify)."""
         mask = entry.mask
@@ -393,7 +393,7 @@ class _ClassMasks:
         self._left.pop(row, None)
 
 
-def _ceiling(table: NodeTable) -> tuple[IntArray, int]:
+def _ceiling(table: WhatIf) -> tuple[IntArray, int]:
     """The most any row has free of each column, and of pod slots: placing pods only lowers free capacity, so these
     bound every row of the table, and of its forks, for as long as it is placed on. The columns' maxima are taken on a
     transposed copy: NumPy reduces a (rows, few columns) array along its rows a few columns at a time, ≈ 2.3x slower
@@ -402,8 +402,8 @@ def _ceiling(table: NodeTable) -> tuple[IntArray, int]:
 
 
 def _below(request: IntArray | None, ceiling: tuple[IntArray, int]) -> bool:
-    """Whether a request (`NodeTable.request_vector`) may fit some row under `ceiling`; False means no row can take
-    it — what `NodeTable.feasible` would find, for far less than a pass over every row."""
+    """Whether a request (`WhatIf.request_vector`) may fit some row under `ceiling`; False means no row can take
+    it — what `WhatIf.feasible` would find, for far less than a pass over every row."""
     return request is not None and ceiling[1] >= 1 and not bool((request > ceiling[0]).any())
 
 
@@ -423,13 +423,13 @@ def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
 
 
 _NO_SLOT = -1
-"""`ScaleUpMemo._hopeless_of`'s column of a request found hopeless because no row had a pod slot."""
+"""`ScaleUpCache._hopeless_of`'s column of a request found hopeless because no row had a pod slot."""
 _NO_COLUMN = -2
-"""`ScaleUpMemo._hopeless_of`'s column of a request that names a resource no row offers."""
+"""`ScaleUpCache._hopeless_of`'s column of a request that names a resource no row offers."""
 KEPT = 10_000
-"""Bound on each cache a `ScaleUpMemo` keeps: past it the cache starts over (it only ever costs recomputation)."""
+"""Bound on each cache a `ScaleUpCache` keeps: past it the cache starts over (it only ever costs recomputation)."""
 _RECOUNT = 64
-"""Past this many allocatables counted out and in, `ScaleUpMemo` counts them by object first (`_net`)."""
+"""Past this many allocatables counted out and in, `ScaleUpCache` counts them by object first (`_net`)."""
 
 
 def _net(came: list[Resources], gone: list[Resources]) -> tuple[list[tuple[Resources, int]],
@@ -472,7 +472,7 @@ class _ByPod(Generic[T]):
 class PoolFits:
     """Which pools' new nodes host each unit: `verdict_of` for every pod of the unit in every pool, once per pod shape
     (requests and constraints, all a verdict reads) for these very pools. Estimation asks it for every unit, every
-    pool and every round; a `ScaleUpMemo` keeps it from one decision to the next while the pools are equal, so pods
+    pool and every round; a `ScaleUpCache` keeps it from one decision to the next while the pools are equal, so pods
     that wait decision after decision (many fit no pool at all) are judged once."""
 
     __slots__ = ("_of_pod", "_of_shape", "_refused", "pools", "verdicts")
@@ -536,7 +536,7 @@ UnitShape = tuple[object, ...]
 
 @dataclass(frozen=True, slots=True)
 class Unplaceable:
-    """Why units no pool takes are not scaled up, for one set of inputs (see `ScaleUpMemo.why`): per unit shape, and
+    """Why units no pool takes are not scaled up, for one set of inputs (see `ScaleUpCache.why`): per unit shape, and
     the verdict of each single pod that got one (by pod object)."""
 
     shapes: dict[UnitShape, _Why] = field(default_factory=dict)
@@ -589,14 +589,18 @@ WhyInputs = tuple[tuple[NodePool, ...], tuple[str | None, ...], tuple[tuple[bool
 not backed off), and whether each pool's headroom leaves a node and which limit binds it."""
 
 
-class ScaleUpMemo:
-    """What scale-up derives from inputs that rarely change, carried from one decision to the next (kept by
-    `engine.memo.DecideMemo`): the pool verdicts per unit (`PoolFits`), the dominant-share normalizer and the shares
+VERDICTS_KEPT = 10_000
+"""Pool verdicts per pod shape a `ScaleUpCache` keeps at most."""
+
+
+class ScaleUpCache:
+    """What scale-up derives from inputs that rarely change, carried from one decision to the next by the what-if's
+    store (`WhatIf.kept`): the pool verdicts per unit (`PoolFits`), the dominant-share normalizer and the shares
     worked out against it, why each unit shape no pool takes is not scaled up, the units gathered from the pending
-    pods (`_Gathered`), their order (`_Order`) and its split into live units and dead pods (`_Split`). Each is kept with
-    everything it was computed from and dropped when any of that differs, so a decision with a memo equals one with a
-    fresh memo (tests/engine/test_scaleup_memo.py, test_scaleup_carry.py); with 20 to 25 pods that no pool can take
-    waiting every decision of the twin's week, most of scale-up's work was judging, ordering and placing them again."""
+    pods (`_Gathered`), their order (`_Order`) and its split into live units and dead pods (`_Split`). Each is kept
+    with everything it was computed from and dropped when any of that differs, so a decision with a kept cache equals
+    one with a fresh cache (tests/engine/test_store_property.py); with 20 to 25 pods that no pool can take waiting
+    every decision of the twin's week, most of scale-up's work was judging, ordering and placing them again."""
 
     __slots__ = ("_allocatables", "_counts", "_fits", "_gather_inputs", "_gathered", "_nodes", "_nodes_table",
                  "_normalizer", "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw", "_witness",
@@ -609,7 +613,7 @@ class ScaleUpMemo:
         self._nodes: list[Node] = []
         """The table's nodes `_allocatables` were read from (held: compared by identity)."""
         self._nodes_table = -1
-        """The number of the table `_nodes` are those of (`NodeTable.node_edits`; -1: not known)."""
+        """The number of the table `_nodes` are those of (`WhatIf.rows_changed`; -1: not known)."""
         self._normalizer: tuple[tuple[Resources, ...], Resources] | None = None
         self._counts: dict[Resources, int] = {}
         """How many of `_allocatables` have each value."""
@@ -649,7 +653,7 @@ class ScaleUpMemo:
             order = self._order = _Order(gathered, normalizer, units, {id(u): i for i, u in enumerate(units)})
         return order
 
-    def split(self, order: _Order, table: NodeTable, fits: PoolFits, totals: Totals,
+    def split(self, order: _Order, table: WhatIf, fits: PoolFits, totals: Totals,
               policy: Policy) -> tuple[_Split, tuple[IntArray, int] | None]:
         """The order split into live and dead units for this table and these pools (`_Split`): the last split while
         the same requests are hopeless and the pools are the same; with `_ceiling(table)` if it was worked out (some
@@ -669,7 +673,7 @@ class ScaleUpMemo:
         return split, ceiling
 
     def _hopeless_of(self, asked: list[Resources],
-                     table: NodeTable) -> tuple[frozenset[Resources], tuple[IntArray, int] | None]:
+                     table: WhatIf) -> tuple[frozenset[Resources], tuple[IntArray, int] | None]:
         """Which of `asked` ask more than any row of `table` has free (not `_below` its `_ceiling`), and the ceiling if
         it was worked out (None: not needed). A request found so is kept with a column it asks more of than any row
         had free and its amount there (`_NO_SLOT`: no row had a pod slot; `_NO_COLUMN`: it names a resource no row
@@ -711,18 +715,21 @@ class ScaleUpMemo:
                 witness[requests] = (column, 0 if column == _NO_SLOT else int(vector[column]))
         return frozenset(hopeless), ceiling
 
-    def fits(self, pools: Sequence[NodePool], verdicts: Verdicts) -> PoolFits:
-        """The pool verdicts per unit for `pools`: the last ones while the pools are equal."""
+    def fits(self, pools: Sequence[NodePool]) -> PoolFits:
+        """The pool verdicts per unit for `pools`: the last ones while the pools are equal. Their verdicts per pod
+        shape (`verdict_of`) are kept too, so pods that wait for no pool at all are judged once, not every loop;
+        bounded: cleared past `VERDICTS_KEPT` entries."""
         fits = self._fits
         if fits is None or fits.pools != tuple(pools):
-            fits = self._fits = PoolFits(pools, verdicts)
-        fits.verdicts = verdicts  # any verdicts for these pools are the same verdicts
+            fits = self._fits = PoolFits(pools, {})
+        elif len(fits.verdicts) > VERDICTS_KEPT:
+            fits.verdicts.clear()
         return fits
 
-    def normalizer(self, pools: Sequence[NodePool], table: NodeTable) -> tuple[Resources, dict[Resources, float]]:
+    def normalizer(self, pools: Sequence[NodePool], table: WhatIf) -> tuple[Resources, dict[Resources, float]]:
         """What dominant shares divide by — the elementwise max of the pools' and the table's node allocatables, pods
         left out — and the shares already worked out against it (`order_units` fills them in)."""
-        changed = self._allocatables_changed(table.nodes, table.node_edits)
+        changed = self._allocatables_changed(table.nodes, table.rows_changed())
         key = tuple(p.allocatable for p in pools)
         last = self._normalizer
         if last is None or last[0] != key or changed:
@@ -811,14 +818,14 @@ class ScaleUpMemo:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     option: Option
-    table: NodeTable
+    table: WhatIf
     placed: tuple[Unit, ...]
     unused: tuple[int, ...] = ()
     """New template rows of `table` that no pod took and that are not ordered (the option orders only the rows its
     pods use, except in a zero-or-max pool, which takes every row)."""
 
 
-def estimate(pool: NodePool, hostable: Sequence[Unit], table: NodeTable, room: Headroom,
+def estimate(pool: NodePool, hostable: Sequence[Unit], table: WhatIf, room: Headroom,
              name_prefix: str) -> Estimate | None:
     """Step 3: how many new nodes of `pool` host which of `hostable` (units a new node of the pool hosts: see
     `PoolFits`), bounded by the limits' headroom; a zero-or-max pool (`NodePool.zero_or_max`) orders its whole room,
@@ -853,11 +860,11 @@ def estimate(pool: NodePool, hostable: Sequence[Unit], table: NodeTable, room: H
 class Spill:
     scale_ups: list[ScaleUp]
     leftover: list[Unit]
-    table: NodeTable
+    table: WhatIf
     totals: Totals
 
 
-def spill_gangs(units: Sequence[Unit], table: NodeTable, pools: Sequence[NodePool], totals: Totals,
+def spill_gangs(units: Sequence[Unit], table: WhatIf, pools: Sequence[NodePool], totals: Totals,
                 policy: Policy, fits: PoolFits) -> Spill:
     """Step 4b: a gang no single pool can host (each pool's limit leaves too few nodes, or some of its nodes are
     partly taken) may span pools — every pool that can host all of its pods, up to each pool's headroom, in pool
@@ -919,7 +926,7 @@ class ScaleUpResult:
     covered: tuple[PodVerdict, ...]
     waiting: tuple[PodVerdict, ...]
     unplaceable: tuple[PodVerdict, ...]
-    table: NodeTable
+    table: WhatIf
     """The what-if table with covered pods placed and chosen new nodes appended (their pods placed)."""
     totals: Totals
     next_at_s: float | None = None
@@ -927,17 +934,15 @@ class ScaleUpResult:
     a pool's backoff ends (None: neither)."""
 
 
-def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArray, pools: Sequence[NodePool],
+def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, pools: Sequence[NodePool],
                   totals: Totals, state: EngineState, policy: Policy, now: float,
-                  pods: PodIndex | None = None, verdicts: Verdicts | None = None,
-                  memo: ScaleUpMemo | None = None) -> ScaleUpResult:
-    """`pods`: `cluster.index()`, if the caller has it; `verdicts`: pool verdicts kept by the caller for these very
-    pools (a memo); by default, one decision's. `memo`: what the caller kept from its last decision (`ScaleUpMemo`);
-    by default none."""
-    memo = ScaleUpMemo() if memo is None else memo
+                  pods: PodIndex | None = None) -> ScaleUpResult:
+    """`pods`: `cluster.index()`, if the caller has it. What scale-up derives from inputs that rarely change is kept
+    by the what-if's store (`WhatIf.kept`, `ScaleUpCache`): the result is the same without."""
+    memo = table.kept(ScaleUpCache)
     gathered = memo.gathered(cluster, policy, pods or cluster.index())
     candidates = _batched(gathered, policy, now)
-    fits = memo.fits(pools, {} if verdicts is None else verdicts)
+    fits = memo.fits(pools)
     blocked_pools: dict[str, Reason] = {}
     next_at = candidates.next_at_s
     for pool in pools:
@@ -1030,7 +1035,7 @@ def plan_scale_up(*, cluster: Cluster, table: NodeTable, upcoming_rows: BoolArra
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
                  policy: Policy, verdicts: Verdicts, why: Unplaceable) -> list[PodVerdict]:
     """Why no pool takes this unit: backoff, a limit, the gang as a whole, or no pool's node can host it. `why`
-    keeps the answer per unit shape (gang, pod requests and constraints) for these inputs (`ScaleUpMemo.why`): units
+    keeps the answer per unit shape (gang, pod requests and constraints) for these inputs (`ScaleUpCache.why`): units
     of one shape get the same one, and many pods that wait loop after loop share a few shapes."""
     single = unit.pods[0] if unit.group is None and len(unit.pods) == 1 else None
     if single is not None and (verdict := why.singles.get(single)) is not None:

@@ -27,12 +27,12 @@ from typing import Protocol, Self
 
 from gpuscale.config import Config
 from gpuscale.engine.decide import decide as engine_decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.nodes import with_policy_taints
 from gpuscale.engine.plan import TO_BE_DELETED_TAINT, Plan, Removal, ScaleUp, Snapshot, TimedOut
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState, FailureKind, record_failure, record_scale_down, record_scale_up
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.loop import events as ev
 from gpuscale.loop.drain import DrainTracker
 from gpuscale.loop.ports import (
@@ -126,8 +126,8 @@ class Autoscaler:
         self.settings = settings or LoopSettings()
         self.state = EngineState()
         self.drains = DrainTracker()
-        # The engine's own decide gets a memo of per-node facts carried from tick to tick (same plans, less work).
-        self._decide: DecideFn = partial(engine_decide, memo=DecideMemo()) if decide is engine_decide else decide
+        # The engine's own decide gets an incremental store carried from tick to tick (same plans, less work).
+        self._decide: DecideFn = partial(engine_decide, store=IncrementalStore()) if decide is engine_decide else decide
         self.extension = extension
         self._pools = {p.name: p for p in self.pools}
         self._not_triggered = ev.EventLimiter(self.settings.not_triggered_event_interval_s)

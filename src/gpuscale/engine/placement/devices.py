@@ -102,7 +102,7 @@ def pod_shape(requests: Resources) -> PodShape | None:
 
 class RequestKinds:
     """`gpu_need` and `pod_shape` of each distinct request, computed once: pods repeat a handful of request shapes,
-    and both the engine's `NodeTable` and the twin's scheduler ask per pod."""
+    and both the engine's `WhatIf` and the twin's scheduler ask per pod."""
 
     __slots__ = ("_needs", "_shapes")
 

@@ -10,8 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuscale.engine.policy import Limits
-from gpuscale.engine.scaleup import ScaleUpMemo
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.scaleup import ScaleUpCache
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
@@ -83,7 +83,7 @@ def test_kept_normalizer_equals_a_fresh_one_as_nodes_change(ops: list[tuple[str,
     against a fresh memo's and the max written out, as nodes change allocatable in place, are replaced by other
     objects with the same or an equal allocatable, come and go one by one or many at once (past what the memo counts
     one by one), are all replaced by equal copies, stay the very same, and the pools change."""
-    memo = ScaleUpMemo()
+    memo = ScaleUpCache()
     nodes = [Node(name="n0", allocatable=ALLOCATABLES[0])]
     pools = [POOL_VARIANTS[0][0]]
     for op, i, k in ops:
@@ -112,7 +112,7 @@ def test_kept_normalizer_equals_a_fresh_one_as_nodes_change(ops: list[tuple[str,
             nodes = [replace(n) for n in nodes]
         elif op == "pools":
             pools = [POOL_VARIANTS[k][i % len(POOL_VARIANTS[k])]]
-        table = NodeTable.build(nodes, [n.allocatable for n in nodes], [])
+        table = whatif_of(nodes, [n.allocatable for n in nodes], [])
         kept = memo.normalizer(pools, table)[0]
-        assert kept == ScaleUpMemo().normalizer(pools, table)[0] == reference_normalizer(pools, nodes)
+        assert kept == ScaleUpCache().normalizer(pools, table)[0] == reference_normalizer(pools, nodes)
         assert memo._counts == Counter(n.allocatable for n in nodes)

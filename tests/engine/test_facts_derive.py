@@ -1,7 +1,7 @@
-"""`engine.memo.derive` from the facts of the node it replaced (the memo's usual change: a taint set or cleared) equals
-`derive` from scratch, whatever changed: taints (start-up, blocking, PreferNoSchedule, ToBeDeleted), cordon, Ready,
-deletion, GPUs registered, labels, the pool (by label or by the provider's answer); and its group key and capacity are
-the memo's canonical objects."""
+"""`engine.whatif.facts.derive` from the facts of the node it replaced (the incremental store's usual change: a
+taint set or cleared) equals `derive` from scratch, whatever changed: taints (start-up, blocking, PreferNoSchedule,
+ToBeDeleted), cordon, Ready, deletion, GPUs registered, labels, the pool (by label or by the provider's answer); and
+its group key and capacity are the store's canonical objects."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from dataclasses import replace
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.memo import derive
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
-from gpuscale.engine.table import GroupKey
+from gpuscale.engine.whatif.facts import derive
+from gpuscale.engine.whatif.model import GroupKey
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import NVIDIA_GPU, Resources

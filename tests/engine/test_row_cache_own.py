@@ -1,4 +1,4 @@
-"""`RowMemo` patches its own arrays in place and hands each table copies: whatever a caller does to a table it was
+"""`RowCache` patches its own arrays in place and hands each table copies: whatever a caller does to a table it was
 handed (scale-up places pods on the decision's table, a what-if unplaces and disables), the next build equals a fresh
 one."""
 
@@ -7,16 +7,17 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.table import NodeTable, RowMemo
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.rows import RowCache
 from gpuscale.model.pod import Pod
 from tests.builders import make_pod
-from tests.engine.test_row_memo import build, node, pod, snapshot
+from tests.engine.test_row_cache import build, node, pod, snapshot
 
 STEPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "add", "remove"]), st.integers(0, 30),
                            st.integers(0, 2), st.lists(st.integers(0, 30), max_size=4)), min_size=1, max_size=12)
 
 
-def use(table: NodeTable, picks: list[int], serial: int) -> None:
+def use(table: WhatIf, picks: list[int], serial: int) -> None:
     """What a decision does to its table: places pods, gives pods back and disables rows."""
     for k, at in enumerate(picks):
         row = at % len(table)
@@ -37,7 +38,7 @@ def use(table: NodeTable, picks: list[int], serial: int) -> None:
 def test_tables_handed_out_leave_the_memo_as_it_was(steps: list[tuple[str, int, int, list[int]]]) -> None:
     nodes = [node(f"n{i}", i % 3) for i in range(4)]
     pods: list[Pod] = []
-    memo = RowMemo()
+    memo = RowCache()
     for serial, (op, a, b, picks) in enumerate(steps, start=1):
         if op == "bind" and nodes:
             pods.append(pod(serial, b, nodes[a % len(nodes)].name))
@@ -63,7 +64,7 @@ NAMES = st.lists(st.lists(st.sampled_from(["cpu", "memory", "example.com/a", "ex
 def test_request_names_are_those_of_the_very_requests(rounds: list[list[list[str]]]) -> None:
     """Names are kept per request object by its id: objects made and dropped round after round (CPython reuses
     their ids) are never taken for one another."""
-    memo = RowMemo()
+    memo = RowCache()
     for asked in rounds:
         pods = [make_pod(f"p{k}", extra=dict.fromkeys(names, 1)) for k, names in enumerate(asked)]
         expected = frozenset(name for p in pods for name in p.requests.names())

@@ -1,4 +1,4 @@
-"""`RowMemo`: a table built from the rows carried over from earlier builds equals one built from scratch, whatever
+"""`RowCache`: a table built from the rows carried over from earlier builds equals one built from scratch, whatever
 changed in between (pods bound, finished or re-annotated, nodes added, removed, relabelled or resized, new resource
 names, duplicate node names). The carried table's few changed rows are summed row by row in Python, the fresh one's
 by NumPy: the two ways give the same rows."""
@@ -12,9 +12,10 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import gpuscale.engine.table as table_module
+import gpuscale.engine.whatif.rows as table_module
 from gpuscale.engine.placement.devices import DEVICE_ANNOTATION, GpuDevices
-from gpuscale.engine.table import NodeTable, RowMemo, _common_prefix, _offered
+from gpuscale.engine.whatif.model import WhatIf, _offered
+from gpuscale.engine.whatif.rows import RowCache, _common_prefix
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
@@ -68,7 +69,7 @@ def churn_nodes(op: str, a: int, b: int, serial: int, nodes: list[Node]) -> bool
     return True
 
 
-def snapshot(table: NodeTable) -> tuple[object, ...]:
+def snapshot(table: WhatIf) -> tuple[object, ...]:
     devices = table.devices
     return (table.columns, table.free.tolist(), table.free_pods.tolist(), table.enabled.tolist(),
             None if devices is None else (devices.count.tolist(), devices.free.tolist()),
@@ -83,15 +84,15 @@ def grouped_by_node(nodes: list[Node], pods: list[Pod]) -> dict[str, list[Pod]]:
     return by_node
 
 
-def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, pending: list[Pod],
-          grouped: bool = True, moved: tuple[int, frozenset[str] | None] | None = None) -> NodeTable:
+def build(nodes: list[Node], pods: list[Pod], memo: RowCache | None, pending: list[Pod],
+          grouped: bool = True, moved: tuple[int, frozenset[str] | None] | None = None) -> WhatIf:
     """`grouped`: pass the pods per node (every node with an entry, as `Cluster.index` does); else the table groups
     the placed pods itself (a node whose last pod left has no entry). `moved`: the arrangement's hint (see
     `engine.arrange.Arranged.moved`)."""
     placed = [p for p in pods if p.node_name is not None]
-    return NodeTable.build(nodes, [n.allocatable for n in nodes], placed,
+    return (memo if memo is not None else RowCache()).table(nodes, [n.allocatable for n in nodes], placed,
                            {r for p in pending for r in p.requests.names()}, placement="gpuscale", workload=pending,
-                           by_node=grouped_by_node(nodes, pods) if grouped else None, memo=memo, moved=moved)
+                           by_node=grouped_by_node(nodes, pods) if grouped else None, moved=moved)
 
 
 SELECTORS = [make_pod("s", node_selector={"shape": str(shape)}).constraints for shape in range(len(SHAPES))]
@@ -113,7 +114,7 @@ def test_a_carried_table_equals_a_fresh_one_after_any_churn(ops: list[tuple[str,
     nodes = [node(f"n{i}", i % len(SHAPES)) for i in range(6)]
     pods: list[Pod] = []
     pending: list[Pod] = []
-    memo = RowMemo()
+    memo = RowCache()
     last: dict[str, list[int]] = {}
     generation = 0
     for serial, (op, a, b, wait) in enumerate(ops, start=1):
@@ -175,7 +176,7 @@ def test_offered_capacity_equals_devices_of_each_row(rows: list[tuple[int, bool]
 def test_only_changed_rows_are_computed() -> None:
     nodes = [node(f"n{i}", 1) for i in range(4)]
     pods = [pod(i, 1, f"n{i % 4}") for i in range(8)]
-    memo = RowMemo()
+    memo = RowCache()
     first = build(nodes, pods, memo, [])
     kept = memo._rows["n1"]
     pods.append(pod(100, 1, "n0"))

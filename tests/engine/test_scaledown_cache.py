@@ -1,10 +1,11 @@
-"""Scale-down's memo only saves work: with history (`ScaleDownMemo` kept from one plan to the next), every plan equals
+"""Scale-down's memo only saves work: with history (`ScaleDownCache` kept from one plan to the next), every plan equals
 the one `plan_scale_down` computes from scratch, over sequences of random clusters where some node, pod, PDB and
 policy objects stay the very same and others are replaced, added, removed or reordered (Hypothesis)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from unittest.mock import patch
 
@@ -13,16 +14,17 @@ from hypothesis import strategies as st
 
 from gpuscale.engine import scaledown
 from gpuscale.engine.drain import DO_NOT_DISRUPT
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import ReasonCode
-from gpuscale.engine.scaledown import ScaleDownResult, plan_scale_down, unneeded_since_from_taints
+from gpuscale.engine.scaledown import ScaleDownCache, ScaleDownResult, plan_scale_down, unneeded_since_from_taints
 from gpuscale.engine.state import EngineState
-from gpuscale.engine.table import NodeTable
+from gpuscale.engine.whatif.facts import NodeFacts, derive
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod
+from gpuscale.model.pool import NodePool
 from gpuscale.model.selectors import LabelSelector
 from gpuscale.model.taints import Taint, TaintEffect
 from tests.engine.test_scaledown import node, pod, pools_for
@@ -55,19 +57,23 @@ def _mixed(old: World, new: World, keep: list[bool]) -> World:
     return replace(new, nodes=nodes, pods=pods)
 
 
-def _plan(world: World, memo: DecideMemo | None, order: list[Node]) -> ScaleDownResult:
+def _facts(nodes: Sequence[Node], pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:
+    return {n.name: derive(n, None, pools) for n in nodes}
+
+
+def _plan(world: World, memo: ScaleDownCache | None, order: list[Node]) -> ScaleDownResult:
     """From scratch, or as `decide` plans: from the decision memo's node facts, with the memo's history."""
     by_node: dict[str, list[Pod]] = {n.name: [] for n in world.nodes}
     for p in world.pods:
         by_node.setdefault(p.node_name or "", []).append(p)
-    table = NodeTable.build(world.nodes, [n.allocatable for n in world.nodes], world.pods)
+    table = whatif_of(world.nodes, [n.allocatable for n in world.nodes], world.pods)
     if memo is None:
         return plan_scale_down(nodes=world.nodes, table=table, pods_by_node=by_node, pools=world.pools,
                                pool_of={n.name: n.labels[POOL_LABEL] for n in world.nodes}, pdbs=world.pdbs,
                                policy=world.policy, state=EngineState(), now=NOW,
                                unneeded_since=unneeded_since_from_taints(world.nodes))
-    facts = memo.facts(order, {}, world.pools)
-    return memo.scale_down.plan(list(facts.values()), table=table, pods_by_node=by_node, pdbs=world.pdbs,
+    facts = _facts(order, world.pools)
+    return memo.plan(list(facts.values()), table=table, pods_by_node=by_node, pdbs=world.pdbs,
                                 policy=world.policy, state=EngineState(), now=NOW)
 
 
@@ -89,7 +95,7 @@ def test_plans_with_history_equal_fresh_plans_patched_in_bulk(first: World, seco
 def _plans_with_history_equal_fresh_plans(first: World, second: World, keep: list[bool], rnd: random.Random) -> None:
     first, second = _clocked(first), _clocked(second)
     mixed = _mixed(first, second, keep)
-    memo = DecideMemo()
+    memo = ScaleDownCache()
     for world in (first, first, mixed, mixed, second, first, mixed):
         order = sorted(world.nodes, key=lambda n: n.name)
         if rnd.random() < 0.2:
@@ -104,7 +110,7 @@ def test_a_changed_pod_is_judged_again() -> None:
     busy = pod("busy", "b", cpu="3", memory="12Gi")  # b stays: a's pod can move there
     world = _clocked(World(nodes=nodes, pods=(pod("p", "a"), busy), pdbs=(), pools=pools_for(nodes), policy=Policy(),
                            unneeded_since={"a": NOW - 5_000, "b": NOW - 5_000}))
-    memo = DecideMemo()
+    memo = ScaleDownCache()
     order = list(world.nodes)
     before = _plan(world, memo, order)
     assert before == _plan(world, None, order)
@@ -126,7 +132,7 @@ def test_a_changed_pdb_or_policy_judges_again() -> None:
                            unneeded_since={"a": NOW - 5_000, "b": NOW - 5_000}))
     budget = PodDisruptionBudget(namespace=scratch.namespace, name="x", disruptions_allowed=0,
                                  selector=LabelSelector(match_labels=(("app", "x"),)))
-    memo = DecideMemo()
+    memo = ScaleDownCache()
     order = list(world.nodes)
     steps = [(world, None), (replace(world, pdbs=(budget,)), ReasonCode.PDB), (world, None),
              (replace(world, policy=Policy(skip_nodes_with_local_storage=True)), ReasonCode.LOCAL_STORAGE)]
@@ -146,7 +152,7 @@ def test_nodes_appear_and_vanish() -> None:
                           unneeded_since={"a": NOW - 5_000}))
     others = replace(some, nodes=(node("a"), node("c")), pods=(pod("q", "c"),))
     empty = replace(some, nodes=(), pods=())
-    memo = DecideMemo()
+    memo = ScaleDownCache()
     for world in (empty, some, others, some, empty, others):
         order = list(world.nodes)
         result = _plan(world, memo, order)
@@ -163,15 +169,15 @@ def test_a_node_that_stops_starting_is_judged_with_the_kept_node_set() -> None:
     pools = pools_for(nodes)
     by_node: dict[str, list[Pod]] = {n.name: [p for p in pods if p.node_name == n.name] for n in nodes}
     policy = Policy()
-    memo = DecideMemo()
-    facts = list(memo.facts(list(nodes), {}, pools).values())
+    memo = ScaleDownCache()
+    facts = list(_facts(list(nodes), pools).values())
     results = []
     for now in (NOW, NOW, NOW + policy.max_node_provision_time_s, NOW):
-        table = NodeTable.build(nodes, [n.allocatable for n in nodes], pods)
+        table = whatif_of(nodes, [n.allocatable for n in nodes], pods)
         fresh = plan_scale_down(nodes=nodes, table=table, pods_by_node=by_node, pools=pools,
                                 pool_of={n.name: n.labels[POOL_LABEL] for n in nodes}, pdbs=(), policy=policy,
                                 state=EngineState(), now=now, unneeded_since={})
-        kept = memo.scale_down.plan(facts, table=table, pods_by_node=by_node, pdbs=(), policy=policy,
+        kept = memo.plan(facts, table=table, pods_by_node=by_node, pdbs=(), policy=policy,
                                     state=EngineState(), now=now)
         assert kept == fresh
         results.append(fresh)

@@ -1,5 +1,5 @@
-"""`RowMemo.build` told which rows' nodes may differ from the table it built last (`NodeEdits`, as
-`engine.memo.DecideMemo.world_edits` says it) compares only those rows' names, capacities and group keys with the last
+"""`RowCache.build` told which rows' nodes may differ from the table it built last (`NodeEdits`, as
+`engine.whatif.store.IncrementalStore` says it) compares only those rows' names, capacities and group keys with the last
 build's: under node churn (taints, resizes, capacities changed under the same labels, equal copies, nodes replaced by
 others, nodes coming and going, pods binding and leaving) the table built with the word equals the one built without
 it and a fresh one."""
@@ -11,20 +11,22 @@ from dataclasses import replace
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.table import NodeEdits, NodeTable, RowMemo, node_group_key
+from gpuscale.engine.whatif.model import NodeEdits, WhatIf, node_group_key
+from gpuscale.engine.whatif.rows import RowCache
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
-from tests.engine.test_row_memo import SELECTORS, SHAPES, grouped_by_node, node, pod, snapshot
+from tests.engine.test_row_cache import SELECTORS, SHAPES, grouped_by_node, node, pod, snapshot
 
 OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "taint", "resize", "grow", "copy", "swap", "add",
                                           "remove"]),
                          st.integers(0, 30), st.integers(0, 3)), min_size=1, max_size=30)
 
 
-def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, node_edits: NodeEdits | None) -> NodeTable:
-    return NodeTable.build(nodes, [n.allocatable for n in nodes], [p for p in pods if p.node_name is not None],
-                           (), placement="gpuscale", group_keys=[node_group_key(n) for n in nodes],
-                           by_node=grouped_by_node(nodes, pods), memo=memo, names=[n.name for n in nodes],
+def build(nodes: list[Node], pods: list[Pod], memo: RowCache | None, node_edits: NodeEdits | None) -> WhatIf:
+    cache = memo if memo is not None else RowCache()
+    return cache.table(nodes, [n.allocatable for n in nodes], [p for p in pods if p.node_name is not None], (),
+                       placement="gpuscale", group_keys=[node_group_key(n) for n in nodes],
+                           by_node=grouped_by_node(nodes, pods), names=[n.name for n in nodes],
                            node_edits=node_edits)
 
 
@@ -42,7 +44,7 @@ def honest(last: list[Node] | None, nodes: list[Node]) -> list[int] | None:
 def test_a_table_built_with_the_word_equals_one_built_without(ops: list[tuple[str, int, int]]) -> None:
     nodes = [node(f"n{i}", i % len(SHAPES)) for i in range(5)]
     pods: list[Pod] = []
-    told, untold = RowMemo(), RowMemo()
+    told, untold = RowCache(), RowCache()
     last: list[Node] | None = None
     for world, (op, a, b) in enumerate(ops):
         i = a % len(nodes)

@@ -1,5 +1,5 @@
-"""`RowMemo.build` told where rows came and went (`RowMoves`, as `engine.memo.DecideMemo.world_moves` says it) follows
-the last build's rows by position (np.delete / np.insert) and keeps their groups, looking up only the rows put in
+"""`RowCache.build` told where rows came and went (`RowMoves`, as `engine.whatif.store.IncrementalStore` says
+it) follows the last build's rows by position (np.delete / np.insert) and keeps their groups, looking up only the rows put in
 and the rows named: under churn (nodes coming and going at random positions, replaced in place or taken out and put
 in again, taints, resizes, pods binding and leaving) the table built with the word equals the one built without it
 and a fresh one; a word that does not add up is not followed."""
@@ -9,20 +9,22 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gpuscale.engine.table import NodeEdits, NodeTable, RowMemo, RowMoves, node_group_key
+from gpuscale.engine.whatif.model import NodeEdits, RowMoves, WhatIf, node_group_key
+from gpuscale.engine.whatif.rows import RowCache
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
-from tests.engine.test_row_memo import SELECTORS, SHAPES, grouped_by_node, node, pod, snapshot
+from tests.engine.test_row_cache import SELECTORS, SHAPES, grouped_by_node, node, pod, snapshot
 
 OPS = st.lists(st.tuples(st.sampled_from(["bind", "finish", "taint", "resize", "copy", "add", "remove", "swap"]),
                          st.integers(0, 40), st.integers(0, 3), st.booleans()), min_size=1, max_size=30)
 
 
-def build(nodes: list[Node], pods: list[Pod], memo: RowMemo | None, node_edits: NodeEdits | None = None,
-          moves: RowMoves | None = None) -> NodeTable:
-    return NodeTable.build(nodes, [n.allocatable for n in nodes], [p for p in pods if p.node_name is not None],
-                           (), placement="gpuscale", group_keys=[node_group_key(n) for n in nodes],
-                           by_node=grouped_by_node(nodes, pods), memo=memo, names=[n.name for n in nodes],
+def build(nodes: list[Node], pods: list[Pod], memo: RowCache | None, node_edits: NodeEdits | None = None,
+          moves: RowMoves | None = None) -> WhatIf:
+    cache = memo if memo is not None else RowCache()
+    return cache.table(nodes, [n.allocatable for n in nodes], [p for p in pods if p.node_name is not None], (),
+                       placement="gpuscale", group_keys=[node_group_key(n) for n in nodes],
+                           by_node=grouped_by_node(nodes, pods), names=[n.name for n in nodes],
                            node_edits=node_edits, row_moves=moves)
 
 
@@ -46,7 +48,7 @@ def nodes_named(nodes: list[Node], name: str) -> Node | None:
     return next((n for n in nodes if n.name == name), None)
 
 
-def check(nodes: list[Node], pods: list[Pod], table: NodeTable, without: NodeTable) -> None:
+def check(nodes: list[Node], pods: list[Pod], table: WhatIf, without: WhatIf) -> None:
     fresh = build(nodes, pods, None)
     assert snapshot(table) == snapshot(without) == snapshot(fresh)
     assert table._s.group_index == fresh._s.group_index
@@ -64,7 +66,7 @@ def check(nodes: list[Node], pods: list[Pod], table: NodeTable, without: NodeTab
 def test_a_table_built_with_the_moves_equals_one_built_without(ops: list[tuple[str, int, int, bool]]) -> None:
     nodes = [node(f"n{i:02}", i % len(SHAPES), tainted=i == 3) for i in range(6)]
     pods: list[Pod] = []
-    told, untold = RowMemo(), RowMemo()
+    told, untold = RowCache(), RowCache()
     last = list(nodes)
     build(nodes, pods, told, (-1, 0, None))
     build(nodes, pods, untold)
@@ -99,7 +101,7 @@ def test_a_table_built_with_the_moves_equals_one_built_without(ops: list[tuple[s
 @given(st.integers(0, 5), st.sampled_from(["short", "unsorted", "range", "world", "rows", "named"]))
 def test_a_word_that_does_not_line_up_is_not_followed(at: int, lie: str) -> None:
     nodes = [node(f"n{i}", i % len(SHAPES)) for i in range(6)]
-    memo = RowMemo()
+    memo = RowCache()
     build(nodes, [], memo, (-1, 0, None))
     nodes.insert(at, node(f"n{at}a", 2, tainted=True))
     nodes.insert(0, node("a", 3))
