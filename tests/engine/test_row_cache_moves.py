@@ -1,8 +1,8 @@
-"""`RowCache.build` told where rows came and went (`RowMoves`, as `engine.whatif.store.IncrementalStore` says
-it) follows the last build's rows by position (np.delete / np.insert) and keeps their groups, looking up only the
-rows put in and the rows named: under churn (nodes coming and going at random positions, replaced in place or taken out and put
-in again, taints, resizes, pods binding and leaving) the table built with the word equals the one built without it
-and a fresh one; a word that does not add up is not followed."""
+"""`RowCache.build` told where rows came and went (`RowMoves`, as `engine.whatif.store.IncrementalStore` says it)
+follows the last build's rows by position (np.delete / np.insert) and keeps their groups, looking up only the rows
+put in and the rows named: under churn (nodes coming and going at random positions, replaced in place or taken out
+and put in again, taints, resizes, pods binding and leaving) the table built with the word equals the one built
+without it and a fresh one; a word that does not add up is not followed."""
 
 from __future__ import annotations
 
