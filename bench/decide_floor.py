@@ -35,7 +35,7 @@ class _Last:
 
     def __call__(self, *args: Any) -> Plan:
         self.args = args
-        return decide(*args, memo=self.memo)
+        return decide(*args, store=self.memo)
 
 
 def main() -> None:
@@ -47,10 +47,10 @@ def main() -> None:
     last = _Last()
     simulate(setup, policy_named("gpuscale", config), decide=last)
     snapshot, pools, state, policy, now = last.args
-    first = decide(snapshot, pools, state, policy, now, memo=last.memo)
+    first = decide(snapshot, pools, state, policy, now, store=last.memo)
     cpu = time.process_time()
     for _ in range(args.repeats):
-        again = decide(snapshot, pools, state, policy, now, memo=last.memo)
+        again = decide(snapshot, pools, state, policy, now, store=last.memo)
     kept = (time.process_time() - cpu) / args.repeats
     cpu = time.process_time()
     fresh_plan = decide(snapshot, pools, state, policy, now)

@@ -54,7 +54,7 @@ def per_decision(snapshot: Snapshot, last: _Last, repeats: int, change: str) -> 
     """Mean CPU seconds of a decision on `snapshot` with one object replaced before each (a fresh memo, warmed once)."""
     _, pools, state, policy, now = last.args
     memo = IncrementalStore()
-    decide(snapshot, pools, state, policy, now, memo=memo)
+    decide(snapshot, pools, state, policy, now, store=memo)
     cluster = snapshot.cluster
     nodes, pods = list(cluster.nodes), list(cluster.pods)
     bound = [i for i, p in enumerate(pods) if p.node_name is not None]
@@ -82,7 +82,7 @@ def per_decision(snapshot: Snapshot, last: _Last, repeats: int, change: str) -> 
                                                 pod_groups=cluster.pod_groups, changes=changes),
                                 upcoming=snapshot.upcoming, node_pools=snapshot.node_pools)
         started = time.process_time()
-        decide(now_snapshot, pools, state, policy, now + 10 * (r + 1), memo=memo)
+        decide(now_snapshot, pools, state, policy, now + 10 * (r + 1), store=memo)
         spent += time.process_time() - started
     return spent / repeats
 

@@ -152,7 +152,7 @@ def main() -> None:
     warm = []
     for _ in range(args.runs + 1):
         start = time.perf_counter()
-        memo_plan = decide(Snapshot(cluster=cluster), pools, EngineState(), Policy(), now=3600.0, memo=memo)
+        memo_plan = decide(Snapshot(cluster=cluster), pools, EngineState(), Policy(), now=3600.0, store=memo)
         warm.append(time.perf_counter() - start)
     assert memo_plan == plan, "a memo changed the plan"
     print(f"decide with a memo: first {warm[0]:.3f}s, then median={statistics.median(warm[1:]):.3f}s "

@@ -48,7 +48,7 @@ def main() -> None:
     def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy,
                now: float) -> Plan:
         decisions[0] += 1
-        return engine.decide(snapshot, pools, state, policy, now, memo=memo)
+        return engine.decide(snapshot, pools, state, policy, now, store=memo)
 
     setup, config = parse_scenario(scenario(args.days, args.gpus), "bench")
     start = time.process_time()

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Plan, Snapshot, UpcomingNode
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.protection import DO_NOT_DISRUPT
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.scaleup import POD_SCALE_UP_DELAY
 from gpuscale.engine.state import EngineState, FailureKind, PoolBackoff, Unremovable
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
@@ -38,7 +38,7 @@ def _plan(nodes: Sequence[Node] = (), pods: Sequence[Pod] = (), *, now: float = 
     snapshot = Snapshot(cluster=Cluster(nodes=tuple(nodes), pods=tuple(pods)), upcoming=tuple(upcoming))
     given = state if state is not None else EngineState()
     plain = decide(snapshot, [CPU, A100], given, policy, now)
-    memo = decide(snapshot, [CPU, A100], given, policy, now, memo=DecideMemo())
+    memo = decide(snapshot, [CPU, A100], given, policy, now, store=IncrementalStore())
     assert plain.next_at_s == memo.next_at_s
     return plain
 

@@ -60,9 +60,9 @@ def _marked(node: Node, since: float) -> Node:
 
 
 def _plan(nodes: list[Node], pods: list[Pod], now: float, policy: Policy = POLICY,
-          memo: IncrementalStore | None = None) -> Plan:
+          store: IncrementalStore | None = None) -> Plan:
     cluster = Cluster(nodes=tuple(nodes), pods=tuple(pods))
-    return decide(Snapshot(cluster=cluster), [CPU], EngineState(), policy, now, memo)
+    return decide(Snapshot(cluster=cluster), [CPU], EngineState(), policy, now, store)
 
 
 def _worker(**annotations: str) -> Pod:
@@ -81,13 +81,13 @@ BUSY = owned_pod("busy", node="cpu-2", cpu=12_000)
 def test_a_pod_do_not_disrupt_duration_keeps_its_node_until_start_plus_duration_and_the_plan_says_when() -> None:
     pod = _worker(**{DO_NOT_DISRUPT: "4h"})  # started an hour before T0: protected until T0 + 3h
     for memo in (None, IncrementalStore()):
-        plan = _plan(_nodes(T0), [pod, BUSY], T0, memo=memo)
+        plan = _plan(_nodes(T0), [pod, BUSY], T0, store=memo)
         assert "cpu-1" not in [r.node for r in plan.scale_down]
         [kept] = [v for v in plan.blocked if v.node == "cpu-1"]
         assert kept.reasons[0].code is ReasonCode.DO_NOT_DISRUPT
         assert plan.next_at_s == T0 + 3 * HOUR
         # the memo must not keep the verdict past the protection
-        later = _plan(_nodes(T0 + 3 * HOUR), [pod, BUSY], T0 + 3 * HOUR, memo=memo)
+        later = _plan(_nodes(T0 + 3 * HOUR), [pod, BUSY], T0 + 3 * HOUR, store=memo)
         assert [(r.node, r.evict) for r in later.scale_down if r.node == "cpu-1"] == [("cpu-1", ("default/w-0",))]
         assert later.next_at_s is None
 

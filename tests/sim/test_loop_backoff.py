@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import pytest
 
 from gpuscale.engine.decide import decide
-from gpuscale.engine.memo import DecideMemo
 from gpuscale.engine.plan import Plan, Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 from gpuscale.report.twin import result_json
@@ -37,12 +37,12 @@ class _Calls:
     """The engine's decide, remembering when it was called and what it planned."""
 
     def __init__(self) -> None:
-        self.memo = DecideMemo()
+        self.memo = IncrementalStore()
         self.plans: list[tuple[float, Plan]] = []
 
     def __call__(self, snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, policy: Policy,
                  now: float) -> Plan:
-        plan = decide(snapshot, pools, state, policy, now, memo=self.memo)
+        plan = decide(snapshot, pools, state, policy, now, store=self.memo)
         self.plans.append((now, plan))
         return plan
 

@@ -88,7 +88,7 @@ def names_nodes_individually(constraints: SchedulingConstraints) -> bool:
 class GroupKey:
     """What the node-only filters read of a node (labels but the hostname, taints, cordon): nodes with equal keys pass
     or fail those filters together. Hashed once, so a decision can group a thousand nodes without hashing their
-    labels and taints each time (`engine.memo` also shares one key object among equal keys)."""
+    labels and taints each time (the incremental store also shares one key object among equal keys)."""
 
     __slots__ = ("_hash", "value")
 
