@@ -65,7 +65,7 @@ class _Timed:
     def __init__(self) -> None:
         self.decisions = 0
         self.cpu_s = 0.0
-        self._decide = partial(decide, memo=IncrementalStore())
+        self._decide = partial(decide, store=IncrementalStore())
 
     def __call__(self, *args: Any) -> Plan:
         started = time.process_time()

@@ -59,7 +59,7 @@ class _Timeouts:
 
 def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: EngineState, policy: Policy,
                   now: float, facts: Mapping[str, NodeFacts],
-                  starting: Sequence[NodeFacts],
+                  starting: Sequence[NodeFacts], unusual: Sequence[NodeFacts],
                   pods_by_node: Mapping[str, Sequence[Pod]] | None = None) -> _Timeouts:
     """Upcoming nodes past their deadline: requested/registered but not Ready within `max_node_provision_time_s`
     (per-pool override), or Ready without their GPUs within `max_gpu_init_time_s`. `starting`: the facts in `STARTING`
@@ -114,7 +114,7 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         timed_out += _roll_back(whole, snapshot, starting, timed_out)
     for pool_name, kind in sorted(failed.items()):
         state = record_failure(state, pool_name, kind, now, policy)
-    setting_up = _setting_up(facts, by_node if starting else None, snapshot, policy, now)
+    setting_up = _setting_up(unusual, by_node if starting else None, snapshot, policy, now)
     deadlines += [f.node.created_s + provision_time_s(f.pool, policy) + policy.max_gpu_init_time_s
                   for name in setting_up if (f := facts[name]).node.created_s is not None]
     return _Timeouts(
@@ -127,13 +127,13 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
     )
 
 
-def _setting_up(facts: Mapping[str, NodeFacts], by_node: Mapping[str, Sequence[Pod]] | None, snapshot: Snapshot,
+def _setting_up(unusual: Sequence[NodeFacts], by_node: Mapping[str, Sequence[Pod]] | None, snapshot: Snapshot,
                 policy: Policy, now: float) -> frozenset[str]:
     """Usable nodes that are cordoned, run no workload and are younger than their pool's provisioning deadline plus
     the GPU-initialisation one: operators cordon a node while they set it up (the GPU and network operators), and
     counting that cordon would order another node. An older cordoned node, or one with workloads, is cordoned for
-    real (maintenance, a drain)."""
-    cordoned = [f for f in facts.values() if f.node.unschedulable and f.phase is NodePhase.USABLE
+    real (maintenance, a drain). `unusual`: the usable nodes that are cordoned or degraded (`Store.unusual`)."""
+    cordoned = [f for f in unusual if f.node.unschedulable and f.phase is NodePhase.USABLE
                 and f.pool is not None and f.node.created_s is not None]
     if not cordoned:
         return frozenset()
@@ -262,8 +262,9 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
     ordered_pools = list(by_name.values())
     facts = store.facts(cluster.nodes, snapshot.node_pools, by_name, arranged)
+    unusual = store.unusual(facts, cluster.nodes)
     timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts,
-                             store.starting(facts, cluster.nodes), pods.by_node)
+                             store.starting(facts, cluster.nodes), unusual, pods.by_node)
     state = timeouts.state
     world = build_world(store, arranged, snapshot.upcoming, by_name, Excluded(
         expired_nodes=timeouts.expired_nodes, expired_requests=timeouts.expired_requests, held=timeouts.held,
@@ -282,7 +283,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
         removals, kept = _respect_buffers(removals, up.table, world, busy, by_name, policy)
         blocked += kept
     malformed = _malformed(blocked)
-    degraded = _degraded(facts, timeouts, pods.by_node)
+    degraded = _degraded(unusual, timeouts, pods.by_node)
     repaired: float | None = None
     if degraded:
         repairs = plan_repairs(degraded, facts, pods.by_node, cluster.pdbs, removals, policy, now)
@@ -312,10 +313,11 @@ def _malformed(blocked: Sequence[NodeVerdict]) -> tuple[PodVerdict, ...]:
     return tuple(v for _, v in sorted(malformed.items()))
 
 
-def _degraded(facts: Mapping[str, NodeFacts], timeouts: _Timeouts,
+def _degraded(unusual: Sequence[NodeFacts], timeouts: _Timeouts,
               pods_by_node: Mapping[str, Sequence[Pod]]) -> tuple[NodeVerdict, ...]:
-    """Every degraded node, in name order: usable ones short of GPUs, and starting-phase ones that run workloads."""
-    usable = degraded_verdicts(((f.node, f.pool, f.phase) for f in facts.values() if f.degraded), pods_by_node)
+    """Every degraded node, in name order: usable ones short of GPUs (of `unusual`, `Store.unusual`), and
+    starting-phase ones that run workloads."""
+    usable = degraded_verdicts(((f.node, f.pool, f.phase) for f in unusual if f.degraded), pods_by_node)
     if not timeouts.degraded:
         return usable
     return tuple(sorted((*usable, *timeouts.degraded), key=lambda v: v.node))

@@ -30,6 +30,12 @@ STARTING = (NodePhase.REGISTERED, NodePhase.READY)
 """The phases in which a node can time out (`engine.decide.find_timeouts`)."""
 
 
+def is_unusual(fact: NodeFacts) -> bool:
+    """A usable node that is cordoned (an operator's set-up cordon, maintenance) or degraded (fewer GPUs than its
+    pool's template): rare, so a decision looks at these few rather than at every node (`Store.unusual`)."""
+    return fact.phase is NodePhase.USABLE and (fact.node.unschedulable or fact.degraded)
+
+
 @quick_init
 @dataclass(frozen=True, slots=True)
 class NodeFacts:

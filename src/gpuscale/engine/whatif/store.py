@@ -37,6 +37,7 @@ from gpuscale.engine.whatif.facts import (
     _patched,
     _world_moves,
     derive,
+    is_unusual,
     node_rows_of,
     request_names,
 )
@@ -67,6 +68,10 @@ class Store(ABC):
     @abstractmethod
     def starting(self, facts: Mapping[str, NodeFacts], nodes: Sequence[Node]) -> list[NodeFacts]:
         """The facts of the nodes still starting (`STARTING`), in node order."""
+
+    @abstractmethod
+    def unusual(self, facts: Mapping[str, NodeFacts], nodes: Sequence[Node]) -> list[NodeFacts]:
+        """The facts of usable nodes that are cordoned or degraded (`facts.is_unusual`: rare), in node order."""
 
     @abstractmethod
     def node_rows(self, nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
@@ -112,6 +117,10 @@ class ReferenceStore(Store):
     def starting(self, facts: Mapping[str, NodeFacts], nodes: Sequence[Node]) -> list[NodeFacts]:
         every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
         return [f for f in every if f.phase in STARTING]
+
+    def unusual(self, facts: Mapping[str, NodeFacts], nodes: Sequence[Node]) -> list[NodeFacts]:
+        every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
+        return [f for f in every if is_unusual(f)]
 
     def node_rows(self, nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
                   expired: frozenset[str], generation: int) -> NodeRows:
@@ -200,6 +209,8 @@ class IncrementalStore(Store):
         """The what-if table's rows (`WhatIf.build`)."""
         self._kept: dict[type[object], object] = {}
         """The stage caches, by kind (`WhatIf.kept`)."""
+        self._unusual: tuple[Mapping[str, NodeFacts], int, list[NodeFacts]] | None = None
+        """The last `unusual` call: the facts it was for, their generation (-2: not the store's own) and its list."""
         self._node_rows: NodeRows | None = None
         self._rows_generation = -1
         """The arrangement `_node_rows` were last handed out for (-1: unknown)."""
@@ -344,6 +355,24 @@ class IncrementalStore(Store):
             every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
             return [f for f in every if f.phase in STARTING]
         return [facts[name] for name in sorted(self._starting, key=self._starting.__getitem__)]
+
+    def unusual(self, facts: Mapping[str, NodeFacts], nodes: Sequence[Node]) -> list[NodeFacts]:
+        """Kept from call to call: the same list while the facts are the very same dict; patched by the names the
+        last `facts` call derived again or dropped when it said so and the list was made for the facts just before
+        (names unique: the facts are in name order); else every fact is looked at."""
+        last, change = self._unusual, self._facts_change
+        if last is not None and last[0] is facts:
+            return last[2]
+        if (last is not None and facts is self._facts and self._unique and change is not None
+                and last[1] == change[0] - 1):
+            kept = {f.node.name: f for f in last[2] if f.node.name not in change[1] and f.node.name not in change[2]}
+            kept.update((name, f) for name in change[1] if is_unusual(f := facts[name]))
+            found = [kept[name] for name in sorted(kept)]
+        else:
+            every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
+            found = [f for f in every if is_unusual(f)]
+        self._unusual = (facts, self._seen if facts is self._facts and self._unique else -2, found)
+        return found
 
     def node_rows(self, nodes: Sequence[Node], pools: Mapping[str, NodePool], facts: Mapping[str, NodeFacts],
                   expired: frozenset[str], generation: int) -> NodeRows:
