@@ -102,7 +102,7 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
             if since is not None:
                 deadlines.append(since + policy.max_gpu_init_time_s)
             if since is not None and now - since > policy.max_gpu_init_time_s:
-                gpus = fact.gpus is NodePhase.READY
+                gpus = fact.gpus is False  # no GPU registered (else a start-up taint is left)
                 code = ReasonCode.GPU_INIT_TIMEOUT if gpus else ReasonCode.PROVISION_TIMEOUT
                 what = "GPUs not registered" if gpus else "not fully started"
                 timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(

@@ -143,35 +143,36 @@ def missing_gpus(node: Node, pool: NodePool | None) -> Resources:
     return Resources.of({n: a - have.get(n, 0) for n, a in _gpu_items(pool) if a > have.get(n, 0)})
 
 
-def phase(node: Node, pool: NodePool | None, ready: NodePhase | None = None) -> NodePhase:
-    """`ready`: the phase `gpu_phase(node, pool)` gives, when the caller knows it (it depends on the pool and the
-    node's allocatable only). A Ready node with its GPUs but a start-up taint left is READY: not fully started."""
+def phase(node: Node, pool: NodePool | None, gpus: bool | None = None) -> NodePhase:
+    """`gpus`: `gpus_registered(node, pool)`, when the caller knows it (it depends on the pool and the node's
+    allocatable only). A Ready node with its GPUs but a start-up taint left is READY: not fully started."""
     if node.deleting or any(t.key == TO_BE_DELETED_TAINT for t in node.taints):
         return NodePhase.DELETING
     if not node.ready:
         return NodePhase.REGISTERED
-    gpus = ready if ready is not None else gpu_phase(node, pool)
-    if gpus is NodePhase.USABLE and node.taints and startup_taints_left(node, pool):
+    if not (gpus if gpus is not None else gpus_registered(node, pool)):
         return NodePhase.READY
-    return gpus
+    if node.taints and startup_taints_left(node, pool):
+        return NodePhase.READY
+    return NodePhase.USABLE
 
 
-def gpu_phase(node: Node, pool: NodePool | None) -> NodePhase:
-    """The phase of a Ready node that is not being deleted: READY while none of the GPU resources the pool promises
-    is in its allocatable, else USABLE (all of them, or some: then the node is degraded, not starting)."""
+def gpus_registered(node: Node, pool: NodePool | None) -> bool:
+    """Whether the device plugin advertises the node's GPUs: some of the GPU resources the pool promises are in its
+    allocatable (all of them, or some: then the node is degraded, not starting), or the pool promises none."""
     if pool is None:
-        return NodePhase.USABLE
+        return True
     wanted = _gpu_items(pool)
     if not wanted:
-        return NodePhase.USABLE
+        return True
     have = dict(node.allocatable.items)
-    return NodePhase.USABLE if any(have.get(n, 0) > 0 for n, _ in wanted) else NodePhase.READY
+    return any(have.get(n, 0) > 0 for n, _ in wanted)
 
 
 def degraded_gpus(node: Node, pool: NodePool | None) -> Resources:
     """GPU resources a node that registered its GPUs advertises below its pool's template (empty: not degraded, or
-    still starting: a node advertising none of them is READY, not degraded)."""
-    if pool is None or gpu_phase(node, pool) is not NodePhase.USABLE:
+    still starting: a node advertising none of them has not registered its GPUs, and is not degraded)."""
+    if pool is None or not gpus_registered(node, pool):
         return Resources()
     return missing_gpus(node, pool)
 

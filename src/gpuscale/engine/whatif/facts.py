@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpuscale.engine.nodes import NodePhase, as_it_counts, as_it_will_be, degraded_gpus, gpu_phase, phase
+from gpuscale.engine.nodes import NodePhase, as_it_counts, as_it_will_be, degraded_gpus, gpus_registered, phase
 from gpuscale.engine.scaledown import allocatable_amounts
 from gpuscale.engine.whatif.model import GroupKey, RowMoves, node_group_key, node_group_key_again
 from gpuscale.model.frozen import quick_init
@@ -59,8 +59,8 @@ class NodeFacts:
     """cpu, memory, whole GPUs and GPU milli of the node's allocatable (scale-down's utilization)."""
     degraded: bool = False
     """A usable node advertising fewer GPUs than its pool's template (`engine.nodes.degraded_gpus`)."""
-    gpus: NodePhase | None = field(default=None, compare=False)
-    """`engine.nodes.gpu_phase` of the node when Ready (None: not worked out): it depends on the pool and the
+    gpus: bool | None = field(default=None, compare=False)
+    """`engine.nodes.gpus_registered` of the node when Ready (None: not worked out): it depends on the pool and the
     allocatable only, so it is kept while they are; the phase also depends on the taints."""
 
 
@@ -78,7 +78,7 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
         last = None
     gpus = last.gpus if last is not None else None
     if gpus is None and node.ready:
-        gpus = gpu_phase(node, pool)
+        gpus = gpus_registered(node, pool)
     current = phase(node, pool, gpus)
     usable = current is NodePhase.USABLE
     row_node = as_it_counts(node, pool) if usable else as_it_will_be(node, pool)
