@@ -1395,10 +1395,10 @@ def plan_scale_down(*, nodes: Sequence[Node], table: WhatIf, pods_by_node: Mappi
 
 
 class ScaleDownCache:
-    """Scale-down's share of the decision memo (engine/memo.py), carried from one decision to the next: the node set
-    (kept while every record is the very same object, patched where some are not) and the verdicts of underutilized
-    nodes (see `_Judgements`; all dropped when the policy or a PDB changes). A fresh memo computes everything: `plan`
-    gives the same result with or without history."""
+    """Scale-down's stage cache, kept by the what-if's store from one decision to the next (`WhatIf.kept`): the node
+    set (kept while every record is the very same object, patched where some are not) and the verdicts of
+    underutilized nodes (see `_Judgements`; all dropped when the policy or a PDB changes). A fresh cache computes
+    everything: `plan` gives the same result with or without history."""
 
     __slots__ = ("_context", "_judgements", "_listed", "_nodes", "_seen")
 
