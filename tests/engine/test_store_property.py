@@ -22,7 +22,7 @@ from gpuscale.engine.policy import Buffer, Policy
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.whatif.facts import NodeFacts
 from gpuscale.engine.whatif.model import GroupKey, WhatIf
-from gpuscale.engine.whatif.store import IncrementalStore, ReferenceStore
+from gpuscale.engine.whatif.store import IncrementalStore, ReferenceStore, Store
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, PodPhase
@@ -111,37 +111,34 @@ class Seen:
     table: tuple[object, ...] = ()
 
 
-class RecordingReference(ReferenceStore):
-    def __init__(self) -> None:
-        self.seen = Seen()
+class _Recorder(Store):
+    """Records what the store it is mixed into hands to each decision (`Seen`)."""
+
+    __slots__ = ()
+    seen: Seen
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
               arranged: Arranged) -> dict[str, NodeFacts]:
-        self.seen.facts = super().facts(nodes, node_pools, pools, arranged)
+        self.seen.facts = super().facts(nodes, node_pools, pools, arranged)  # type: ignore[safe-super]
         return self.seen.facts
 
     def table(self, *args: object, **kwargs: object) -> WhatIf:
-        made = super().table(*args, **kwargs)  # type: ignore[arg-type]
+        made = super().table(*args, **kwargs)  # type: ignore[arg-type, safe-super]
         self.seen.table = view(made)
         return made
 
 
-class RecordingIncremental(IncrementalStore):
+class RecordingReference(_Recorder, ReferenceStore):
+    def __init__(self) -> None:
+        self.seen = Seen()
+
+
+class RecordingIncremental(_Recorder, IncrementalStore):
     __slots__ = ("seen",)
 
     def __init__(self) -> None:
         super().__init__()
         self.seen = Seen()
-
-    def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
-              arranged: Arranged) -> dict[str, NodeFacts]:
-        self.seen.facts = super().facts(nodes, node_pools, pools, arranged)
-        return self.seen.facts
-
-    def table(self, *args: object, **kwargs: object) -> WhatIf:
-        made = super().table(*args, **kwargs)  # type: ignore[arg-type]
-        self.seen.table = view(made)
-        return made
 
 
 def fact_view(facts: Mapping[str, NodeFacts]) -> list[tuple[object, ...]]:
