@@ -69,46 +69,10 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
     timed_out: list[TimedOut] = []
     failed: dict[str, FailureKind] = {}
     deadlines: list[float] = []
-    for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
-        limit = provision_time_s(pools.get(request.pool), policy)
-        deadlines.append(request.requested_s + limit)
-        if now - request.requested_s > limit:
-            timed_out.append(TimedOut(pool=request.pool, node=None, request_id=request.request_id, reasons=(
-                Reason(ReasonCode.PROVISION_TIMEOUT, f"requested {now - request.requested_s:.0f}s ago, not "
-                                                     f"registered within {limit:g}s"),)))
-            failed.setdefault(request.pool, FailureKind.PROVISION_TIMEOUT)
-    if starting:
-        by_node = pods_by_node if pods_by_node is not None else snapshot.cluster.index().by_node
-        busy = [f for f in starting if workload_count(by_node.get(f.node.name))]
-    else:
-        busy = []
-    if busy:
-        skip = {f.node.name for f in busy}
-        starting = [f for f in starting if f.node.name not in skip]
+    _request_timeouts(snapshot, pools, policy, now, timed_out, failed, deadlines)
+    by_node, busy, starting = _split_busy(snapshot, starting, pods_by_node)
     for fact in starting:
-        node, pool, current = fact.node, fact.pool, fact.phase
-        if pool is None:
-            continue
-        if current is NodePhase.REGISTERED and node.created_s is not None:
-            limit = startup_time_s(pool, policy)
-            deadlines.append(node.created_s + limit)
-            if now - node.created_s > limit:
-                timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
-                    Reason(ReasonCode.PROVISION_TIMEOUT, f"not Ready {now - node.created_s:.0f}s after creation "
-                                                         f"(limit {limit:g}s); {_lacks(node, pool)}"),)))
-                failed.setdefault(pool.name, FailureKind.PROVISION_TIMEOUT)
-        elif current is NodePhase.READY:
-            since = node.ready_since_s if node.ready_since_s is not None else node.created_s
-            if since is not None:
-                deadlines.append(since + policy.max_gpu_init_time_s)
-            if since is not None and now - since > policy.max_gpu_init_time_s:
-                gpus = fact.gpus is False  # no GPU registered (else a start-up taint is left)
-                code = ReasonCode.GPU_INIT_TIMEOUT if gpus else ReasonCode.PROVISION_TIMEOUT
-                what = "GPUs not registered" if gpus else "not fully started"
-                timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
-                    Reason(code, f"Ready for {now - since:.0f}s but {what} (limit "
-                                 f"{policy.max_gpu_init_time_s:g}s); {_lacks(node, pool)}"),)))
-                failed.setdefault(pool.name, FailureKind.GPU_INIT_TIMEOUT if gpus else FailureKind.PROVISION_TIMEOUT)
+        _node_timeout(fact, policy, now, timed_out, failed, deadlines)
     whole = sorted(name for name in failed if (pool := pools.get(name)) is not None and pool.zero_or_max)
     if whole:
         timed_out += _roll_back(whole, snapshot, starting, timed_out)
@@ -121,10 +85,78 @@ def find_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], state: Engi
         timed_out=tuple(timed_out), state=state,
         expired_nodes=frozenset(t.node for t in timed_out if t.node),
         expired_requests=frozenset(t.request_id for t in timed_out if t.request_id),
-        degraded=degraded_verdicts(((f.node, f.pool, f.phase) for f in busy), by_node) if busy else (),
+        degraded=_busy_degraded(busy, by_node),
         held=frozenset(f.node.name for f in busy if f.phase is NodePhase.READY and f.pool is not None),
         setting_up=setting_up, next_at_s=min((t for t in deadlines if now <= t), default=None),
     )
+
+
+def _split_busy(snapshot: Snapshot, starting: Sequence[NodeFacts],
+                pods_by_node: Mapping[str, Sequence[Pod]] | None
+                ) -> tuple[Mapping[str, Sequence[Pod]] | None, list[NodeFacts], Sequence[NodeFacts]]:
+    """The starting nodes that run workloads (never timed out: degraded) apart from the rest. Returns the pods by
+    node looked at (`pods_by_node`, else the snapshot's index; None when nothing is starting, so the index is not
+    built), the busy facts, and the remaining starting facts in their order (`starting` itself when none is busy)."""
+    if not starting:
+        return None, [], starting
+    by_node = pods_by_node if pods_by_node is not None else snapshot.cluster.index().by_node
+    busy = [f for f in starting if workload_count(by_node.get(f.node.name))]
+    if busy:
+        skip = {f.node.name for f in busy}
+        starting = [f for f in starting if f.node.name not in skip]
+    return by_node, busy, starting
+
+
+def _busy_degraded(busy: Sequence[NodeFacts], by_node: Mapping[str, Sequence[Pod]] | None) -> tuple[NodeVerdict, ...]:
+    """The degraded verdicts of the busy starting nodes (none when there are none)."""
+    if not busy or by_node is None:
+        return ()
+    return degraded_verdicts(((f.node, f.pool, f.phase) for f in busy), by_node)
+
+
+def _request_timeouts(snapshot: Snapshot, pools: Mapping[str, NodePool], policy: Policy, now: float,
+                      timed_out: list[TimedOut], failed: dict[str, FailureKind], deadlines: list[float]) -> None:
+    """Step 1 of `find_timeouts`: every scale-up request (by id) not registered within its pool's provisioning
+    time times out and marks its pool failed; each request's deadline joins `deadlines`. Appends in place."""
+    for request in sorted(snapshot.upcoming, key=lambda u: u.request_id):
+        limit = provision_time_s(pools.get(request.pool), policy)
+        deadlines.append(request.requested_s + limit)
+        if now - request.requested_s > limit:
+            timed_out.append(TimedOut(pool=request.pool, node=None, request_id=request.request_id, reasons=(
+                Reason(ReasonCode.PROVISION_TIMEOUT, f"requested {now - request.requested_s:.0f}s ago, not "
+                                                     f"registered within {limit:g}s"),)))
+            failed.setdefault(request.pool, FailureKind.PROVISION_TIMEOUT)
+
+
+def _node_timeout(fact: NodeFacts, policy: Policy, now: float, timed_out: list[TimedOut],
+                  failed: dict[str, FailureKind], deadlines: list[float]) -> None:
+    """Step 2 of `find_timeouts`, for one starting node without workloads: a registered node not Ready within its
+    pool's start-up time, or a Ready one whose GPUs (or other start-up) are still missing after
+    `max_gpu_init_time_s`, times out and marks its pool failed; its deadline joins `deadlines`. Appends in place."""
+    node, pool, current = fact.node, fact.pool, fact.phase
+    if pool is None:
+        return
+    if current is NodePhase.REGISTERED and node.created_s is not None:
+        limit = startup_time_s(pool, policy)
+        deadlines.append(node.created_s + limit)
+        if now - node.created_s > limit:
+            timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
+                Reason(ReasonCode.PROVISION_TIMEOUT, f"not Ready {now - node.created_s:.0f}s after creation "
+                                                     f"(limit {limit:g}s); {_lacks(node, pool)}"),)))
+            failed.setdefault(pool.name, FailureKind.PROVISION_TIMEOUT)
+    elif current is NodePhase.READY:
+        since = node.ready_since_s if node.ready_since_s is not None else node.created_s
+        if since is None:
+            return
+        deadlines.append(since + policy.max_gpu_init_time_s)
+        if now - since > policy.max_gpu_init_time_s:
+            gpus = fact.gpus is False  # no GPU registered (else a start-up taint is left)
+            code = ReasonCode.GPU_INIT_TIMEOUT if gpus else ReasonCode.PROVISION_TIMEOUT
+            what = "GPUs not registered" if gpus else "not fully started"
+            timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
+                Reason(code, f"Ready for {now - since:.0f}s but {what} (limit "
+                             f"{policy.max_gpu_init_time_s:g}s); {_lacks(node, pool)}"),)))
+            failed.setdefault(pool.name, FailureKind.GPU_INIT_TIMEOUT if gpus else FailureKind.PROVISION_TIMEOUT)
 
 
 def _setting_up(unusual: Sequence[NodeFacts], by_node: Mapping[str, Sequence[Pod]] | None, snapshot: Snapshot,

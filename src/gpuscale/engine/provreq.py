@@ -209,17 +209,7 @@ def prepare(cluster: Cluster, requests: Sequence[ProvisioningRequest], pools: Ma
     live = {r.key: r for r in requests if r.ours and r.problem is None and not r.finished}
     if not live:
         return Prepared(cluster=cluster)  # the common case: no table built, nothing changed
-    bound_consumers: dict[str, int] = {}
-    hidden: list[str] = []
-    kept: list[Pod] = []
-    for pod in cluster.pods:
-        consumed = consumed_request(pod)
-        if consumed in live and not pod.is_terminal():
-            if pod.node_name is None:
-                hidden.append(pod.key)
-                continue
-            bound_consumers[consumed] = bound_consumers.get(consumed, 0) + 1
-        kept.append(pod)
+    kept, hidden, bound_consumers = _consumers(cluster, live)
     placing = [r for r in live.values() if booking_active(r, now, booking_s) or (
         r.class_name == CHECK_CAPACITY and not r.is_true(PROVISIONED))]
     # Only bookings and check-capacity answers place pods on existing nodes; atomic gangs go to `decide` as they are.
@@ -241,20 +231,45 @@ def prepare(cluster: Cluster, requests: Sequence[ProvisioningRequest], pools: Ma
             added += placed
             booked[request.key] = len(placed)
     for request in sorted(live.values(), key=order):
-        if request.is_true(PROVISIONED):
-            continue
-        if request.class_name == CHECK_CAPACITY:
-            placed = _book(table, synthetic_pods(request), request.key)
-            capacity[request.key] = "" if placed is not None else _no_capacity(request, table)
-            if placed:
-                added += placed
-                booked[request.key] = len(placed)
-        else:
-            pods = synthetic_pods(request)
-            synthetic.update({p.key: request.key for p in pods})
-            added += pods
+        if not request.is_true(PROVISIONED):
+            _answer(request, table, added, booked, capacity, synthetic)
     return Prepared(cluster=replace(cluster, pods=(*kept, *added)), synthetic=synthetic, booked=booked,
                     capacity=capacity, hidden=tuple(sorted(hidden)))
+
+
+def _consumers(cluster: Cluster,
+               live: dict[str, ProvisioningRequest]) -> tuple[list[Pod], list[str], dict[str, int]]:
+    """The pods that consume a live request: pending ones are hidden (their request's synthetic pods stand for
+    them), bound ones are counted per request. Returns the pods kept (in order), the hidden keys, and the bound
+    consumers per request."""
+    bound_consumers: dict[str, int] = {}
+    hidden: list[str] = []
+    kept: list[Pod] = []
+    for pod in cluster.pods:
+        consumed = consumed_request(pod)
+        if consumed in live and not pod.is_terminal():
+            if pod.node_name is None:
+                hidden.append(pod.key)
+                continue
+            bound_consumers[consumed] = bound_consumers.get(consumed, 0) + 1
+        kept.append(pod)
+    return kept, hidden, bound_consumers
+
+
+def _answer(request: ProvisioningRequest, table: WhatIf, added: list[Pod], booked: dict[str, int],
+            capacity: dict[str, str], synthetic: dict[str, str]) -> None:
+    """A request not yet Provisioned: a check-capacity one is booked on the free capacity left and answered (an empty
+    message: it fits); an atomic one becomes its synthetic gang's pods. Adds to the four collections in place."""
+    if request.class_name == CHECK_CAPACITY:
+        placed = _book(table, synthetic_pods(request), request.key)
+        capacity[request.key] = "" if placed is not None else _no_capacity(request, table)
+        if placed:
+            added += placed
+            booked[request.key] = len(placed)
+    else:
+        pods = synthetic_pods(request)
+        synthetic.update({p.key: request.key for p in pods})
+        added += pods
 
 
 # --- after the decision: the conditions to write

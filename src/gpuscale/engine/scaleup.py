@@ -778,23 +778,7 @@ class ScaleUpCache:
                        common - head)
             gone, came = allocatables[head:len(allocatables) - tail], fresh[head:len(fresh) - tail]
         self._allocatables = fresh
-        if len(gone) + len(came) > _RECOUNT:
-            came_n, gone_n = _net(came, gone)
-        else:
-            came_n, gone_n = [(a, 1) for a in came], [(a, 1) for a in gone]
-        counts, distinct = self._counts, False
-        for allocatable, number in came_n:
-            had = counts.get(allocatable, 0)
-            counts[allocatable] = had + number
-            distinct |= not had
-        for allocatable, number in gone_n:
-            left = counts[allocatable] - number
-            if left:
-                counts[allocatable] = left
-            else:
-                del counts[allocatable]
-                distinct = True
-        return distinct
+        return _recount(self._counts, came, gone)
 
     def why(self, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
             policy: Policy) -> Unplaceable:
@@ -813,6 +797,29 @@ class ScaleUpCache:
         if len(self._why.shapes) >= KEPT:
             self._why = Unplaceable()
         return self._why
+
+
+def _recount(counts: dict[Resources, int], came: list[Resources], gone: list[Resources]) -> bool:
+    """Counts the allocatables that came in and those that went out of `counts` (in place; past `_RECOUNT` of them,
+    the same objects in both cancel first, `_net`). Whether the distinct values changed: one came that was not
+    counted, or one's count fell to zero."""
+    if len(gone) + len(came) > _RECOUNT:
+        came_n, gone_n = _net(came, gone)
+    else:
+        came_n, gone_n = [(a, 1) for a in came], [(a, 1) for a in gone]
+    distinct = False
+    for allocatable, number in came_n:
+        had = counts.get(allocatable, 0)
+        counts[allocatable] = had + number
+        distinct |= not had
+    for allocatable, number in gone_n:
+        left = counts[allocatable] - number
+        if left:
+            counts[allocatable] = left
+        else:
+            del counts[allocatable]
+            distinct = True
+    return distinct
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -874,6 +881,25 @@ def spill_gangs(units: Sequence[Unit], table: WhatIf, pools: Sequence[NodePool],
     each pool's room is computed after reserving the whole room of the pools before it."""
     gangs = [u for u in units if u.group]
     singles = [u for u in units if not u.group]
+    extended, new_pool = _span_rows(gangs, table, pools, totals, policy, fits)
+    if len({pool.name for _, pool in new_pool}) < 2:
+        return Spill(scale_ups=[], leftover=list(units), table=table, totals=totals)
+    placement = place_units(extended, gangs, single_rows=np.zeros(len(extended), dtype=bool))
+    used_rows = set(placement.rows.values())
+    scale_ups, totals = _span_scale_ups(pools, new_pool, placement, used_rows, totals)
+    if not scale_ups:
+        return Spill(scale_ups=[], leftover=list(units), table=table, totals=totals)
+    for row, _ in new_pool:
+        if row not in used_rows:
+            placement.table.disable(row)  # reserved for the what-if, not ordered
+    return Spill(scale_ups=scale_ups, leftover=singles + placement.leftover, table=placement.table, totals=totals)
+
+
+def _span_rows(gangs: Sequence[Unit], table: WhatIf, pools: Sequence[NodePool], totals: Totals, policy: Policy,
+               fits: PoolFits) -> tuple[WhatIf, list[tuple[int, NodePool]]]:
+    """The rows a spanning gang may use: for each pool (in order) that hosts all of some gang's pods, template rows
+    up to its headroom after reserving the rows of the pools before it (a zero-or-max pool: its whole room; else at
+    most the largest gang's pod count). Returns the extended table and each new row with its pool."""
     extended, reserved = table, totals
     new_pool: list[tuple[int, NodePool]] = []
     for pool in pools:
@@ -888,10 +914,13 @@ def spill_gangs(units: Sequence[Unit], table: WhatIf, pools: Sequence[NodePool],
                                    [pool.allocatable] * count)
         new_pool += [(start + k, pool) for k in range(count)]
         reserved = reserved.add(pool, count)
-    if len({pool.name for _, pool in new_pool}) < 2:
-        return Spill(scale_ups=[], leftover=list(units), table=table, totals=totals)
-    placement = place_units(extended, gangs, single_rows=np.zeros(len(extended), dtype=bool))
-    used_rows = set(placement.rows.values())
+    return extended, new_pool
+
+
+def _span_scale_ups(pools: Sequence[NodePool], new_pool: Sequence[tuple[int, NodePool]], placement: Placement,
+                    used_rows: set[int], totals: Totals) -> tuple[list[ScaleUp], Totals]:
+    """The scale-ups of a spanning placement: per pool (in order) whose new rows took pods, the rows taken (a
+    zero-or-max pool: every row of its step, which join `used_rows` in place), with the totals grown by them."""
     scale_ups: list[ScaleUp] = []
     for pool in pools:
         rows = {row for row, p in new_pool if p is pool and row in used_rows}
@@ -905,12 +934,7 @@ def spill_gangs(units: Sequence[Unit], table: WhatIf, pools: Sequence[NodePool],
             ReasonCode.SCALE_UP, f"{len(rows)} node(s) of {pool.name} for {len(pods)} pod(s) of a gang no single "
                                  f"pool can host: the gang spans pools", {"nodes": len(rows), "pods": len(pods)}),)))
         totals = totals.add(pool, len(rows))
-    if not scale_ups:
-        return Spill(scale_ups=[], leftover=list(units), table=table, totals=totals)
-    for row, _ in new_pool:
-        if row not in used_rows:
-            placement.table.disable(row)  # reserved for the what-if, not ordered
-    return Spill(scale_ups=scale_ups, leftover=singles + placement.leftover, table=placement.table, totals=totals)
+    return scale_ups, totals
 
 
 _COVERED = {
@@ -943,17 +967,7 @@ def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, 
     gathered = memo.gathered(cluster, policy, pods or cluster.index())
     candidates = _batched(gathered, policy, now)
     fits = memo.fits(pools)
-    blocked_pools: dict[str, Reason] = {}
-    next_at = candidates.next_at_s
-    for pool in pools:
-        backoff = state.in_backoff(pool.name, now)
-        if backoff is not None:
-            next_at = earliest(next_at, backoff.until_s)
-            blocked_pools[pool.name] = Reason(
-                ReasonCode.POOL_BACKOFF,
-                f"{pool.name}: backed off for {backoff.until_s - now:.0f}s after {backoff.kind}"
-                + (f" ({backoff.message})" if backoff.message else ""),
-                {"until_s": backoff.until_s, "failures": backoff.failures})
+    blocked_pools, next_at = _backoffs(pools, state, now, candidates.next_at_s)
     order = memo.order(gathered, *memo.normalizer(pools, table)) if candidates.units else None
     split, ceiling = memo.split(order, table, fits, totals, policy) if order is not None else (None, None)
     live = split.live if split is not None else []
@@ -962,43 +976,46 @@ def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, 
                for u in existing.placed for p in u.pods]
     table = existing.table
     remaining = list(existing.leftover)
+    scale_ups, remaining, table, totals = _scale_up_rounds(remaining, table, pools, blocked_pools, totals, policy,
+                                                           now, fits)
+    dead = split.dead if split is not None else []
+    ordered, position = (order.units, order.position) if order is not None else ([], {})
+    if any(u.group for u in remaining):
+        if dead:  # the gangs' spill reorders what is left: the dead pods go back among the singles it keeps
+            remaining = _in_order(remaining, dead, ordered, position)
+            dead = []
+        spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy,
+                            fits)
+        scale_ups += spill.scale_ups
+        remaining, table, totals = spill.leftover, spill.table, spill.totals
+    why = memo.why(pools, blocked_pools, totals, policy) if remaining else Unplaceable()
+    unplaceable = _unplaceable_verdicts(remaining, dead, split, position, pools, blocked_pools, totals, policy,
+                                        fits, why)
+    return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
+                         unplaceable=unplaceable, table=table, totals=totals, next_at_s=next_at)
+
+
+def _scale_up_rounds(remaining: list[Unit], table: WhatIf, pools: Sequence[NodePool], blocked: Mapping[str, Reason],
+                     totals: Totals, policy: Policy, now: float,
+                     fits: PoolFits) -> tuple[list[ScaleUp], list[Unit], WhatIf, Totals]:
+    """Step 4a: round after round, each pool not in backoff and not yet used estimates the units left
+    (`_round_estimates`), the expanders choose one option (`choose`), which is ordered; its unused template rows
+    are disabled. Stops when nothing is left or no pool takes any. Returns the scale-ups, the units left, the table
+    with the ordered nodes and their pods, and the totals with those nodes."""
     scale_ups: list[ScaleUp] = []
     used_pools: set[str] = set()
     round_no = 0
     hosts = {id(u): fits.hosts(u) for u in remaining}  # the units live as long as this call
     while remaining:
-        estimates = []
-        for pool in pools:
-            if pool.name in blocked_pools or pool.name in used_pools:
-                continue
-            hostable = [u for u in remaining if pool.name in hosts[id(u)]]
-            if not hostable:
-                continue
-            room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-            found = estimate(pool, hostable, table, room, f"new{round_no}-")
-            if found is not None:
-                estimates.append(found)
+        estimates = _round_estimates(pools, remaining, hosts, blocked, used_pools, table, totals, policy,
+                                     f"new{round_no}-")
         if not estimates:
             break
         best_option = choose([e.option for e in estimates], policy, now)
         best = next(e for e in estimates if e.option is best_option)
-        reasons = [Reason(ReasonCode.SCALE_UP,
-                          f"{best_option.nodes} node(s) of {best_option.pool.name} for {len(best_option.pods)} pod(s)",
-                          {"nodes": best_option.nodes, "pods": len(best_option.pods),
-                           "waste": waste(best_option, policy.least_waste_counts_gpus),
-                           "usd_per_hour": best_option.nodes * best_option.pool.usd_per_hour})]
-        if len(estimates) > 1:
-            # only the options that could host every pod this scale-up names: another pool's estimate may be for
-            # other pods (a MIG pool for a MIG pod) and was no alternative for these
-            rivals = sorted(e.option.pool.name for e in estimates if e is not best
-                            and all(e.option.pool.name in hosts[id(u)] for u in best.placed))
-            if rivals:
-                reasons.append(Reason(ReasonCode.EXPANDER, f"expanders {'/'.join(policy.expander_chain())} chose "
-                                                           f"{best_option.pool.name} over {', '.join(rivals)}"))
-        if best_option.capped_by:
-            reasons.append(Reason(ReasonCode.LIMIT_REACHED, f"capped by {best_option.capped_by}"))
         scale_ups.append(ScaleUp(pool=best_option.pool.name, nodes=best_option.nodes,
-                                 pods=tuple(sorted(p.key for p in best_option.pods)), reasons=tuple(reasons)))
+                                 pods=tuple(sorted(p.key for p in best_option.pods)),
+                                 reasons=_scale_up_reasons(best, estimates, hosts, policy)))
         totals = totals.add(best_option.pool, best_option.nodes)
         placed_keys = {u.key for u in best.placed}
         remaining = [u for u in remaining if u.key not in placed_keys]
@@ -1007,29 +1024,87 @@ def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, 
             table.disable(row)
         used_pools.add(best_option.pool.name)
         round_no += 1
-    dead = split.dead if split is not None else []
-    ordered, position = (order.units, order.position) if order is not None else ([], {})
-    if any(u.group for u in remaining):
-        if dead:  # the gangs' spill reorders what is left: the dead pods go back among the singles it keeps
-            remaining = [u for _, u in sorted([*((position[id(u)], u) for u in remaining),
-                                               *((i, ordered[i]) for i, _ in dead)], key=itemgetter(0))]
-            dead = []
-        spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy,
-                            fits)
-        scale_ups += spill.scale_ups
-        remaining, table, totals = spill.leftover, spill.table, spill.totals
-    why = memo.why(pools, blocked_pools, totals, policy) if remaining else Unplaceable()
+    return scale_ups, remaining, table, totals
+
+
+def _backoffs(pools: Sequence[NodePool], state: EngineState, now: float,
+              next_at: float | None) -> tuple[dict[str, Reason], float | None]:
+    """The pools in backoff, each with its reason, and `next_at` moved to the first backoff's end."""
+    blocked: dict[str, Reason] = {}
+    for pool in pools:
+        backoff = state.in_backoff(pool.name, now)
+        if backoff is not None:
+            next_at = earliest(next_at, backoff.until_s)
+            blocked[pool.name] = Reason(
+                ReasonCode.POOL_BACKOFF,
+                f"{pool.name}: backed off for {backoff.until_s - now:.0f}s after {backoff.kind}"
+                + (f" ({backoff.message})" if backoff.message else ""),
+                {"until_s": backoff.until_s, "failures": backoff.failures})
+    return blocked, next_at
+
+
+def _round_estimates(pools: Sequence[NodePool], remaining: Sequence[Unit], hosts: Mapping[int, frozenset[str]],
+                     blocked: Mapping[str, Reason], used_pools: set[str], table: WhatIf, totals: Totals,
+                     policy: Policy, name_prefix: str) -> list[Estimate]:
+    """One scale-up round's options: for each pool not in backoff and not yet used, in pool order, the estimate of
+    the remaining units its new nodes host (`estimate`), within its headroom; pools that host none are skipped."""
+    estimates = []
+    for pool in pools:
+        if pool.name in blocked or pool.name in used_pools:
+            continue
+        hostable = [u for u in remaining if pool.name in hosts[id(u)]]
+        if not hostable:
+            continue
+        room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
+        found = estimate(pool, hostable, table, room, name_prefix)
+        if found is not None:
+            estimates.append(found)
+    return estimates
+
+
+def _scale_up_reasons(best: Estimate, estimates: Sequence[Estimate], hosts: Mapping[int, frozenset[str]],
+                      policy: Policy) -> tuple[Reason, ...]:
+    """The reasons of the chosen scale-up: what it orders for how many pods (with its waste and price), the pools the
+    expanders passed over, and the limit that capped it, if any."""
+    best_option = best.option
+    reasons = [Reason(ReasonCode.SCALE_UP,
+                      f"{best_option.nodes} node(s) of {best_option.pool.name} for {len(best_option.pods)} pod(s)",
+                      {"nodes": best_option.nodes, "pods": len(best_option.pods),
+                       "waste": waste(best_option, policy.least_waste_counts_gpus),
+                       "usd_per_hour": best_option.nodes * best_option.pool.usd_per_hour})]
+    if len(estimates) > 1:
+        # only the options that could host every pod this scale-up names: another pool's estimate may be for
+        # other pods (a MIG pool for a MIG pod) and was no alternative for these
+        rivals = sorted(e.option.pool.name for e in estimates if e is not best
+                        and all(e.option.pool.name in hosts[id(u)] for u in best.placed))
+        if rivals:
+            reasons.append(Reason(ReasonCode.EXPANDER, f"expanders {'/'.join(policy.expander_chain())} chose "
+                                                       f"{best_option.pool.name} over {', '.join(rivals)}"))
+    if best_option.capped_by:
+        reasons.append(Reason(ReasonCode.LIMIT_REACHED, f"capped by {best_option.capped_by}"))
+    return tuple(reasons)
+
+
+def _in_order(remaining: Sequence[Unit], dead: Sequence[tuple[int, tuple[PodVerdict]]], ordered: Sequence[Unit],
+              position: Mapping[int, int]) -> list[Unit]:
+    """The units left over and the dead units (by position in `ordered`) merged back in the candidates' order."""
+    return [u for _, u in sorted([*((position[id(u)], u) for u in remaining),
+                                  *((i, ordered[i]) for i, _ in dead)], key=itemgetter(0))]
+
+
+def _unplaceable_verdicts(remaining: Sequence[Unit], dead: Sequence[tuple[int, tuple[PodVerdict]]],
+                          split: _Split | None, position: Mapping[int, int], pools: Sequence[NodePool],
+                          blocked: Mapping[str, Reason], totals: Totals, policy: Policy, fits: PoolFits,
+                          why: Unplaceable) -> tuple[PodVerdict, ...]:
+    """The verdicts of the pods no scale-up takes, in the candidates' order: the units left over (`_unplaceable`)
+    and the dead pods whose verdicts the split already holds, merged by position."""
     if not dead:
-        unplaceable = tuple(v for u in remaining
-                            for v in _unplaceable(u, pools, blocked_pools, totals, policy, fits.verdicts, why))
-    elif not remaining:
-        unplaceable = split.verdicts if split is not None else ()
-    else:  # in the order: the live units left over and the dead pods, by position
-        unplaceable = tuple(v for _, verdicts in sorted(
-            [*dead, *((position[id(u)], _unplaceable(u, pools, blocked_pools, totals, policy, fits.verdicts, why))
-                      for u in remaining)], key=itemgetter(0)) for v in verdicts)
-    return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
-                         unplaceable=unplaceable, table=table, totals=totals, next_at_s=next_at)
+        return tuple(v for u in remaining for v in _unplaceable(u, pools, blocked, totals, policy, fits.verdicts, why))
+    if not remaining:
+        return split.verdicts if split is not None else ()
+    return tuple(v for _, verdicts in sorted(
+        [*dead, *((position[id(u)], _unplaceable(u, pools, blocked, totals, policy, fits.verdicts, why))
+                  for u in remaining)], key=itemgetter(0)) for v in verdicts)
 
 
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,

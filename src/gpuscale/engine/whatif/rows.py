@@ -338,33 +338,65 @@ class RowCache:
         offered, template, has_devices, same_capacity = self._capacity_of(capacity, kept)
         columns, changed = self._columns_of(by_node, offered, extra_names, moved)
         column_of = self._column_of if columns is self._columns else {n: i for i, n in enumerate(columns)}
-        names: list[str]
-        moves: _Moves | None = None
-        if kept is not None:
-            names = kept
-        else:
-            names = list(known_names) if known_names is not None else list(map(attrgetter("name"), nodes))
+        names = kept if kept is not None else (
+            list(known_names) if known_names is not None else list(map(attrgetter("name"), nodes)))
         if same_capacity and columns == self._columns and (kept is not None or names == self._names):
             # The same rows as last time (the common case): only rows whose pods changed are computed.
             index = self._position
             miss = sorted(i for name in changed if (i := index.get(name)) is not None)
-            rows, gone = self._rows, []
+            rows, moves = self._rows, None
+            gone: list[str] = []
             # The memo's own arrays, patched in place (it hands the table copies): only the rows redone change.
             free, free_pods = self._free, self._free_pods
             devices = GpuDevices(template.count, self._devices)
             if miss:
                 devices.free[miss] = template.free[miss]
         else:
-            index = dict(zip(names, range(len(names)), strict=True))  # in C: the last row of a name wins, as ever
-            if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
-                self._rows, self._gpu_shapes = {}, Counter()
-                self._shapes_version += 1
-            rows = self._rows
-            gone = list(rows.keys() - index.keys())
-            if rows and len(index) == len(nodes):
-                moves = self._moved(row_moves, node_edits, last_world, names, capacity, group_keys)
-            miss, free, free_pods, devices = self._carry(names, capacity, index, changed, len(columns), template,
-                                                         moves)
+            index, rows, gone, moves, (miss, free, free_pods, devices) = self._rearrange(
+                names, nodes, capacity, columns, changed, template, group_keys, last_world, node_edits, row_moves)
+        self._redo_rows(miss, gone, names, index, rows, capacity, columns, column_of, free, free_pods, devices)
+        group_of, members, group_index, masks = self._groups_of(group_keys, kept is not None, moves)
+        shared = _Shared(list(nodes), index, columns, column_of, group_of, members, group_index, {}, {},
+                         placement=placement, kinds=self._kinds, group_masks=masks, tables=self._tables,
+                         node_edits=node_edits)
+        if placement is not None and has_devices:
+            self._share_chooser(shared, placement, workload)
+        self._columns, self._column_of, self._rows, self._position = columns, column_of, rows, index
+        if kept is None:
+            self._caps = list(capacity)
+            self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
+        self._free, self._free_pods, self._devices = free, free_pods, devices.free
+        return WhatIf(shared, free.copy(), free_pods.copy(), np.ones(len(nodes), dtype=bool), None,
+                         devices.copy() if has_devices else None)
+
+    def _rearrange(self, names: list[str], nodes: Sequence[Node], capacity: Sequence[Resources], columns: list[str],
+                   changed: list[str], template: GpuDevices, group_keys: Sequence[GroupKey], last_world: int,
+                   node_edits: NodeEdits | None, row_moves: RowMoves | None
+                   ) -> tuple[dict[str, int], dict[str, _RowEntry], list[str], _Moves | None,
+                              tuple[list[int], IntArray, IntArray, GpuDevices]]:
+        """`build` when rows came, went or moved (or the columns or capacities changed): the row of each name (in C;
+        the last row of a name wins), the kept rows (none when the columns changed or names repeat), the names
+        gone, where rows moved (`_moved`), and the rows carried from the last build with those left to compute
+        (`_carry`)."""
+        index = dict(zip(names, range(len(names)), strict=True))
+        if columns != self._columns or len(index) != len(nodes):  # duplicate names: nothing is carried
+            self._rows, self._gpu_shapes = {}, Counter()
+            self._shapes_version += 1
+        rows = self._rows
+        gone = list(rows.keys() - index.keys())
+        moves = None
+        if rows and len(index) == len(nodes):
+            moves = self._moved(row_moves, node_edits, last_world, names, capacity, group_keys)
+        return index, rows, gone, moves, self._carry(names, capacity, index, changed, len(columns), template, moves)
+
+    def _redo_rows(self, miss: list[int], gone: list[str], names: list[str], index: Mapping[str, int],
+                   rows: dict[str, _RowEntry], capacity: Sequence[Resources], columns: list[str],
+                   column_of: dict[str, int], free: IntArray, free_pods: IntArray, devices: GpuDevices) -> None:
+        """`build`'s rows to redo: computes rows `miss` (`_compute`, into `free`, `free_pods` and `devices` in
+        place), drops the rows of names `gone`, and keeps the count of GPU pod shapes on the rows (`_gpu_shapes`)
+        by counting out the pods of the rows gone or redone and in those computed; its version moves when any
+        shape's count did. A row's pods are the ones its name's node last held (`_names_of`) unless the name now
+        repeats on a later row."""
         names_of = self._names_of
         held_of = [known[0] if (known := names_of.get(names[i])) is not None and index[names[i]] == i else ()
                    for i in miss]
@@ -390,30 +422,23 @@ class RowCache:
             self._shapes_version += 1
         for i, held in zip(miss, held_of, strict=True):
             rows[names[i]] = (capacity[i], held)
-        group_of, members, group_index, masks = self._groups_of(group_keys, kept is not None, moves)
-        shared = _Shared(list(nodes), index, columns, column_of, group_of, members, group_index, {}, {},
-                         placement=placement, kinds=kinds, group_masks=masks, tables=self._tables,
-                         node_edits=node_edits)
-        if placement is not None and has_devices:
-            pending = self._pending_shapes(workload)
-            last = self._chooser
-            if last is not None and last[0] == placement and last[2] == self._shapes_version and last[3] is pending:
-                # the same shapes on the rows and the same pending pods: the last workload, and its chooser
-                shared.workload, shared.chooser = last[1].workload, last[1].chooser
-            else:
-                shared.workload.update(shapes)  # a copy (counts are carried), then the pending pods
-                shared.workload.update(pending)
-                # no count below 1 on either side, so dict equality is Counter equality (in C)
-                if last is not None and last[0] == placement and dict.__eq__(last[1].workload, shared.workload):
-                    shared.chooser = last[1].chooser
-            self._chooser = (placement, shared, self._shapes_version, pending)
-        self._columns, self._column_of, self._rows, self._position = columns, column_of, rows, index
-        if kept is None:
-            self._caps = list(capacity)
-            self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
-        self._free, self._free_pods, self._devices = free, free_pods, devices.free
-        return WhatIf(shared, free.copy(), free_pods.copy(), np.ones(len(nodes), dtype=bool), None,
-                         devices.copy() if has_devices else None)
+
+    def _share_chooser(self, shared: _Shared, placement: str, workload: Iterable[Pod]) -> None:
+        """The workload (GPU pod shapes on the rows and pending) and device chooser of a table with devices and a
+        placement: the last table's when its shapes and pending pods are the same, or its chooser alone when the
+        counts came out equal; else a fresh workload and no chooser. Kept for the next build (`_chooser`)."""
+        pending = self._pending_shapes(workload)
+        last = self._chooser
+        if last is not None and last[0] == placement and last[2] == self._shapes_version and last[3] is pending:
+            # the same shapes on the rows and the same pending pods: the last workload, and its chooser
+            shared.workload, shared.chooser = last[1].workload, last[1].chooser
+        else:
+            shared.workload.update(self._gpu_shapes)  # a copy (counts are carried), then the pending pods
+            shared.workload.update(pending)
+            # no count below 1 on either side, so dict equality is Counter equality (in C)
+            if last is not None and last[0] == placement and dict.__eq__(last[1].workload, shared.workload):
+                shared.chooser = last[1].chooser
+        self._chooser = (placement, shared, self._shapes_version, pending)
 
     def _moved(self, row_moves: RowMoves | None, node_edits: NodeEdits | None, last_world: int, names: list[str],
                capacity: Sequence[Resources], keys: Sequence[GroupKey]) -> _Moves | None:

@@ -260,26 +260,38 @@ class IncrementalStore(Store):
             self._facts_change = (generation, frozenset(replaced), frozenset())
             if not replaced:
                 return self._facts
-            patched = dict(self._facts)  # the same names in the same order, a few derived again
-            starting = self._starting
-            for name, node in replaced.items():
-                patched[name] = fact = derive(node, node_pools.get(name), pools, self._keys, self._capacities,
-                                              patched.get(name))
-                if not self._unique:
-                    continue
-                if fact.phase in STARTING:
-                    if self._order is None:  # the same names in the same order as the last full pass
-                        self._order = {n: i for i, n in enumerate(patched)}
-                    starting[name] = self._order[name]
-                else:
-                    starting.pop(name, None)
-            self._facts = patched
-            self._trim(patched)
-            return patched
+            return self._patched(replaced, node_pools, pools)
         elif replaced is None and generation >= 0 and seen == generation - 1 and self._unique:
             edited = self._edited(nodes, node_pools, pools, generation)
             if edited is not None:
                 return edited
+        return self._derived(nodes, node_pools, pools)
+
+    def _patched(self, replaced: Mapping[str, Node], node_pools: Mapping[str, str],
+                 pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:
+        """`facts` when only the nodes `replaced` changed: the last facts with theirs derived again (the same names
+        in the same order), and the starting ones (`_starting`) kept up to date when names are unique."""
+        patched = dict(self._facts)  # the same names in the same order, a few derived again
+        starting = self._starting
+        for name, node in replaced.items():
+            patched[name] = fact = derive(node, node_pools.get(name), pools, self._keys, self._capacities,
+                                          patched.get(name))
+            if not self._unique:
+                continue
+            if fact.phase in STARTING:
+                if self._order is None:  # the same names in the same order as the last full pass
+                    self._order = {n: i for i, n in enumerate(patched)}
+                starting[name] = self._order[name]
+            else:
+                starting.pop(name, None)
+        self._facts = patched
+        self._trim(patched)
+        return patched
+
+    def _derived(self, nodes: Sequence[Node], node_pools: Mapping[str, str],
+                 pools: Mapping[str, NodePool]) -> dict[str, NodeFacts]:
+        """`facts` in a full pass over `nodes`: a node's last fact is kept while its node object and provider pool
+        are the same, else derived again; the starting ones (`_starting`) are found again."""
         self._node_pools, self._handed = dict(node_pools), node_pools
         old = self._facts
         keys = self._keys
