@@ -33,7 +33,7 @@ def view(a: Arranged) -> tuple[object, ...]:
     """An arrangement by object identity (equal objects that are not the same would hide a stale entry)."""
     c, p = a.cluster, a.pods
     return (ids(c.nodes), ids(c.pods), ids(c.pdbs), ids(c.pod_groups), dict(c.other_kinds), ids(p.pending),
-            ids(p.placed), {name: ids(held) for name, held in p.by_node.items()}, p.pod_affinity,
+            ids(p.placed), {name: ids(held) for name, held in p.by_node.items()}, p.depends_on_placed,
             dict(p.group_members))
 
 

@@ -33,12 +33,11 @@ from gpuscale.model.cluster import (
     PodGroupSpec,
     PodIndex,
     group_member,
-    has_pod_affinity,
     index_slot,
 )
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import Pod
+from gpuscale.model.pod import Pod, depends_on_placed
 
 T = TypeVar("T")
 K = TypeVar("K", PodDisruptionBudget, PodGroupSpec)
@@ -304,13 +303,13 @@ class ArrangeCache:
             self._pending, self._placed = list(index.pending), list(index.placed)
             self._by_node = index.by_node
             self._groups = dict(index.group_members)
-            self._affinity = sum(1 for p in ordered.pods if has_pod_affinity(p))
+            self._affinity = sum(1 for p in ordered.pods if depends_on_placed(p))
             moved = None
         else:
             left, came = pod_change
             moved = frozenset(self._move(left, -1) + self._move(came, 1))
             index = PodIndex(pending=tuple(self._pending), placed=tuple(self._placed), by_node=self._by_node,
-                             pod_affinity=self._affinity > 0, group_members=self._groups)
+                             depends_on_placed=self._affinity > 0, group_members=self._groups)
         replaced: dict[str, Node] | None = None
         edits = self._nodes.edits
         node_edits = tuple(edits) if edits is not None and self._generation > 1 else None
@@ -342,7 +341,7 @@ class ArrangeCache:
         """Take out (`sign` −1) or put in (+1) these pods; the names of the nodes they are bound to."""
         nodes: list[str] = []
         for pod in pods:
-            if has_pod_affinity(pod):
+            if depends_on_placed(pod):
                 self._affinity += sign
             if (group := group_member(pod)) is not None:
                 left = self._groups.get(group, 0) + sign

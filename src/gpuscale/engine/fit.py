@@ -1,16 +1,12 @@
 """Where each pending pod fits now, and why not elsewhere — the logic behind `gpuscale fit`.
 
 Pods are grouped into equivalence classes (same requests, same constraints; same labels too when inter-pod affinity
-is in play), and each class is checked against every node once:
-- the node-only filters (cordon, name, taints, labels) are evaluated once per *node group* — nodes that differ only in
-  their hostname — unless the class's constraints name individual nodes;
-- NodeResourcesFit is one vectorised comparison of the class's request vector against a (nodes × resources) matrix
-  of free capacity; on nodes that share GPUs by fraction (`gpuscale.io/gpu-milli`), the GPU devices are then checked
-  one by one as the engine's what-if does (`engine.placement.devices`): a fraction needs one device with room, whole
-  GPUs need free devices, so totals that suffice can still fail ("node(s) didn't have 600 gpu-milli free on one GPU
-  device");
-- InterPodAffinity runs per node only for the nodes that passed everything else.
-Cost: O(classes × (node groups + nodes × requested resources)) instead of O(pods × nodes × filters).
+is in play). Each class asks the engine's what-if of the cluster's nodes (`engine.whatif.rows.whatif_of`: allocatable
+minus the placed pods' requests, with their topology when some pod `depends_on_placed`): `feasible` gives the nodes
+that take it, and `explain` each other node's failures in kube-scheduler's words (`engine.whatif.filters`), counted
+by message. So `fit` and `decide` run the very same filters.
+Cost: O(nodes × resources + pods) to build, then per class one vectorised `feasible` plus O(resources) per node that
+rejects it.
 """
 
 from __future__ import annotations
@@ -19,24 +15,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from gpuscale.engine.placement.devices import GpuDevices, RequestKinds
-from gpuscale.engine.scheduling import (
-    FitCode,
-    FitFailure,
-    Topology,
-    resource_failures,
-    static_failures,
-    summarize,
-    unsupported_failures,
-)
-from gpuscale.engine.whatif.model import GroupKey, names_nodes_individually, node_group_key
+from gpuscale.engine.scheduling import FitCode, FitFailure, summarize
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.cluster import Cluster
-from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod
+from gpuscale.model.pod import Pod, depends_on_placed
 from gpuscale.model.pool import NodePool
-from gpuscale.model.resources import EPHEMERAL_STORAGE, PODS, Resources
+from gpuscale.model.resources import EPHEMERAL_STORAGE
 
 POOL_FITS = "fits"
 
@@ -52,123 +37,53 @@ class PodFit:
     pools: Mapping[str, str]
 
 
-class _Capacity:
-    """Free capacity of every node as an int64 matrix over the resource names that matter to this snapshot."""
-
-    def __init__(self, nodes: Sequence[Node], cluster: Cluster, names: Sequence[str]) -> None:
-        self.names = list(names)
-        self.column = {n: i for i, n in enumerate(self.names)}
-        used = cluster.requested_by_node()
-        counts = Counter(p.node_name for p in cluster.pods if p.consumes_capacity())
-        self.free = np.array(
-            [[(n.allocatable.get(r) - used.get(n.name, Resources()).get(r)) for r in self.names] for n in nodes],
-            dtype=np.int64,
-        ).reshape(len(nodes), len(self.names))
-        self.free_pods = np.array([n.allocatable.get(PODS) - counts.get(n.name, 0) for n in nodes], dtype=np.int64)
-        self.kinds = RequestKinds()
-        self.devices = GpuDevices.of([n.allocatable for n in nodes])
-        """Free milli per GPU device of the nodes with per-device accounting, from the pods bound there."""
-        if self.devices:
-            row = {n.name: i for i, n in enumerate(nodes)}
-            held = [(row[p.node_name], need, p) for p in cluster.pods if p.consumes_capacity()
-                    and p.node_name in row and (need := self.kinds.need(p.requests)) is not None
-                    and self.devices.count[row[p.node_name]]]
-            if held:
-                rows, needs, pods = zip(*held, strict=True)
-                self.devices.load(rows, needs, pods)
-
-
-
 def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFit, ...]:
     """For every pending pod (unbound, not finished), in input order: where it fits now, or why it does not."""
     pending = cluster.pending_pods()
     nodes = cluster.nodes
-    names = sorted({r for p in pending for r in p.requests.names()})
-    capacity = _Capacity(nodes, cluster, names)
-    groups: dict[GroupKey, list[int]] = {}
-    for i, node in enumerate(nodes):
-        groups.setdefault(node_group_key(node), []).append(i)
-    with_affinity = any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity for p in cluster.pods)
-    topology = Topology(nodes, (p for p in cluster.pods if p.consumes_capacity())) if with_affinity else None
+    table = whatif_of(nodes, [n.allocatable for n in nodes], [p for p in cluster.pods if p.consumes_capacity()],
+                      {r for p in pending for r in p.requests.names()},
+                      with_topology=any(map(depends_on_placed, cluster.pods)))
     by_class: dict[tuple[object, ...], PodFit] = {}
     results = []
     for pod in pending:
         key: tuple[object, ...] = (pod.requests, pod.constraints)
-        if topology is not None:
+        if table.depends_on_placed:
             key = (*key, pod.namespace, tuple(sorted(pod.labels.items())))
         known = by_class.get(key)
         if known is None:
-            known = by_class[key] = _explain_class(pod, nodes, groups, capacity, topology, pools)
+            known = by_class[key] = _explain_class(pod, table, pools)
         results.append(PodFit(pod=pod, fits=known.fits, reasons=known.reasons, message=known.message,
                               pools=known.pools))
     return tuple(results)
 
 
-def _explain_class(pod: Pod, nodes: Sequence[Node], groups: Mapping[GroupKey, list[int]],
-                   capacity: _Capacity, topology: Topology | None, pools: Sequence[NodePool]) -> PodFit:
-    static_ok = np.zeros(len(nodes), dtype=bool)
+def _explain_class(pod: Pod, table: WhatIf, pools: Sequence[NodePool]) -> PodFit:
+    """The what-if's `feasible` for the class, and each other node's failures (`WhatIf.explain`) counted by message."""
+    nodes = table.nodes
+    mask = table.feasible(pod)
+    fits = [nodes[i].name for i in mask.nonzero()[0].tolist()]
     reasons: Counter[str] = Counter()
-    per_node = names_nodes_individually(pod.constraints)
-    for members in groups.values():
-        if per_node:
-            for i in members:
-                failures = static_failures(pod.constraints, nodes[i])
-                if failures:
-                    reasons.update(f.message for f in failures)
-                else:
-                    static_ok[i] = True
-            continue
-        failures = static_failures(pod.constraints, nodes[members[0]])
-        if failures:
-            for f in failures:
-                reasons[f.message] += len(members)
-        else:
-            static_ok[members] = True
-    request = np.array([pod.requests.get(r) for r in capacity.names], dtype=np.int64)
-    columns = np.flatnonzero(request > 0)
-    short = capacity.free[:, columns] < request[columns]
-    too_many = capacity.free_pods < 1
-    candidates = static_ok & ~short.any(axis=1) & ~too_many
-    need = capacity.kinds.need(pod.requests)
-    if need is not None and capacity.devices and candidates.any():
-        rows = np.flatnonzero(candidates)
-        lacking = rows[~capacity.devices.fits(need, rows)]  # rows without devices pass
-        if len(lacking):
-            candidates[lacking] = False
-            detail = (f"{need.milli} gpu-milli free on one GPU device" if need.fractional
-                      else f"{need.count} whole GPU device(s) free")
-            reasons[FitFailure(FitCode.GPU_DEVICES, detail).message] += len(lacking)
-    full = int((static_ok & too_many).sum())
-    if full:
-        reasons[FitFailure(FitCode.TOO_MANY_PODS).message] += full
-    for j, column in enumerate(columns.tolist()):
-        short_here = int((static_ok & short[:, j]).sum())
-        if short_here:
-            reasons[FitFailure(FitCode.INSUFFICIENT, capacity.names[column]).message] += short_here
-    fits = []
-    unsupported = unsupported_failures(pod.constraints)
-    for index in np.flatnonzero(candidates).tolist():
-        node = nodes[index]
-        failures = topology.failures(pod, node) if topology is not None else ()
-        failures = failures or unsupported
-        if failures:
-            reasons.update(f.message for f in failures)
-        else:
-            fits.append(node.name)
+    for index in (~mask).nonzero()[0].tolist():
+        reasons.update(f.message for f in table.explain(pod, index))
     message = f"fits on {len(fits)} of {len(nodes)} node(s)" if fits else (
         summarize(len(nodes), reasons) if nodes else "no nodes available to schedule pods")
+    with_placed = table if table.depends_on_placed else None
     return PodFit(pod=pod, fits=tuple(fits), reasons=dict(sorted(reasons.items())),
-                  message=message, pools={p.name: pool_verdict(pod, p, topology) for p in pools})
+                  message=message, pools={p.name: pool_verdict(pod, p, with_placed) for p in pools})
 
 
-def pool_verdict(pod: Pod, pool: NodePool, topology: Topology | None = None) -> str:
-    """Whether one new, empty node of the pool would host the pod, else the first reason it would not."""
+def pool_verdict(pod: Pod, pool: NodePool, table: WhatIf | None = None) -> str:
+    """Whether one new, empty node of the pool would host the pod, else the first failing filter's reasons: the
+    filters (`WhatIf.explain`) on a one-row what-if of the pool's template, or on `table` extended by the template
+    when placed pods matter (inter-pod affinity against the cluster's pods). Cost: one small what-if, O(resources);
+    with `table`, O(its rows × resources) for the extension."""
     template = pool.template()
-    failures = static_failures(pod.constraints, template) or resource_failures(
-        pod.requests, template.allocatable, template.allocatable.get(PODS))
-    if not failures and topology is not None:
-        failures = topology.failures(pod, template)
-    failures = failures or unsupported_failures(pod.constraints)
+    if table is None:
+        rows = whatif_of([template], [template.allocatable], (), pod.requests.names())
+    else:
+        rows = table.extend([template], [template.allocatable])
+    failures = rows.explain(pod, len(rows) - 1)
     return "; ".join(_worded(f, pool) for f in failures) if failures else POOL_FITS
 
 

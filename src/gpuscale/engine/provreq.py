@@ -30,7 +30,7 @@ from gpuscale.engine.whatif.model import WhatIf, names_nodes_individually, node_
 from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
+from gpuscale.model.pod import Pod, PodGroupRef, PodPhase, depends_on_placed
 from gpuscale.model.pool import NodePool
 
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
@@ -179,8 +179,7 @@ def usable_table(cluster: Cluster, pools: Mapping[str, NodePool], node_pools: Ma
     names = {r for n in nodes for r in n.allocatable.names()}
     return whatif_of(nodes, [n.allocatable for n in nodes],
                            [p for p in cluster.pods if p.node_name in kept and p.consumes_capacity()], names,
-                           with_topology=any(p.constraints.pod_affinity or p.constraints.pod_anti_affinity
-                                             for p in cluster.pods))
+                           with_topology=any(map(depends_on_placed, cluster.pods)))
 
 
 def _book(table: WhatIf, pods: Sequence[Pod], group: str) -> tuple[Pod, ...] | None:

@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
 from gpuscale.model.resources import Resources
 from gpuscale.model.selectors import PodAffinityTerm
 from gpuscale.model.taints import UNSCHEDULABLE_TAINT, untolerated_taint
@@ -212,8 +212,7 @@ def node_failures(pod: Pod, node: Node, used: Resources, pod_count: int,
     failures = resource_failures(pod.requests, free_on(node, used), node.allocatable.get("pods") - pod_count)
     if failures:
         return failures
-    if topology is not None and (topology.relevant or pod.constraints.pod_affinity
-                                 or pod.constraints.pod_anti_affinity):
+    if topology is not None and (topology.relevant or depends_on_placed(pod)):
         failures = topology.failures(pod, node)
         if failures:
             return failures

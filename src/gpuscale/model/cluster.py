@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import TERMINAL_PHASES, Pod
+from gpuscale.model.pod import TERMINAL_PHASES, Pod, depends_on_placed
 from gpuscale.model.resources import Resources
 
 
@@ -28,8 +28,8 @@ class PodIndex:
     """Bound and not finished: holding their requests on their node."""
     by_node: dict[str, list[Pod]]
     """`placed` per node name; a node with no such pod has no entry (read it with `.get(name, ())`)."""
-    pod_affinity: bool = False
-    """Some pod (of any phase) has inter-pod affinity or anti-affinity terms."""
+    depends_on_placed: bool = False
+    """Some pod (of any phase) `depends_on_placed` (inter-pod affinity or anti-affinity terms)."""
     group_members: Mapping[str, int] = field(default_factory=dict)
     """Pods of each pod group (by `PodGroupRef.key`) that have not finished: pending, bound or being deleted."""
 
@@ -45,10 +45,6 @@ def index_slot(pod: Pod) -> int:
     if pod.node_name is not None:
         return PLACED
     return 0 if pod.deleting else PENDING
-
-
-def has_pod_affinity(pod: Pod) -> bool:
-    return bool(pod.constraints.pod_affinity or pod.constraints.pod_anti_affinity)
 
 
 def group_member(pod: Pod) -> str | None:
@@ -91,7 +87,7 @@ class Cluster:
         groups: dict[str, int] = {}
         affinity = False
         for pod in self.pods:  # the one pass over every pod of a decision: kept tight
-            if not affinity and has_pod_affinity(pod):
+            if not affinity and depends_on_placed(pod):
                 affinity = True
             slot = index_slot(pod)
             if slot == PLACED:
@@ -105,7 +101,7 @@ class Cluster:
                 pending.append(pod)
             if pod.group is not None and (group := group_member(pod)) is not None:
                 groups[group] = groups.get(group, 0) + 1
-        return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node, pod_affinity=affinity,
+        return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node, depends_on_placed=affinity,
                         group_members=groups)
 
     def pods_by_node(self) -> dict[str, list[Pod]]:

@@ -134,3 +134,11 @@ class Pod:
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name, self.uid))
+
+
+def depends_on_placed(pod: Pod) -> bool:
+    """Whether where this pod may go depends on the pods already placed (inter-pod affinity or anti-affinity terms):
+    the one predicate the engine, `fit` and the indexes ask (a filter that reads placed pods extends it here). A pod
+    without it is still affected by placed pods' anti-affinity (`engine.scheduling.Topology.relevant`)."""
+    c = pod.constraints
+    return bool(c.pod_affinity or c.pod_anti_affinity)

@@ -82,7 +82,7 @@ def build_world(store: Store, arranged: Arranged, upcoming: Sequence[UpcomingNod
             group_keys[i] = node_group_key(nodes[i])
             upcoming_rows[i] = True
     table = store.table(nodes, capacity, pods.placed, store.pending_names(pods.pending),
-                        with_topology=pods.pod_affinity, placement=gpu_placement, workload=pods.pending,
+                        with_topology=pods.depends_on_placed, placement=gpu_placement, workload=pods.pending,
                         group_keys=group_keys, by_node=pods.by_node, names=names, arranged=arranged,
                         templates=templates, held=excluded.held | excluded.setting_up)
     return World(table=table, rows=tuple(nodes), row_pool=(*base.row_pool, *(pool.name for pool in extra)),
