@@ -20,9 +20,16 @@ from typing import Any
 from harness import kwok_node_body
 from kubernetes import client
 
+from gpuscale.engine.decide import decide
 from gpuscale.engine.fit import PodFit, explain_fit
+from gpuscale.engine.plan import Snapshot
+from gpuscale.engine.policy import Policy
+from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.model import WhatIf
+from gpuscale.engine.whatif.store import ReferenceStore
 from gpuscale.kube.convert import cluster_from_objects
 from gpuscale.model.cluster import Cluster
+from gpuscale.model.pod import Pod
 
 GPU = "nvidia.com/gpu"
 MIG = "nvidia.com/mig-1g.10gb"
@@ -280,6 +287,29 @@ def gpuscale_fit(objects: Sequence[Mapping[str, Any]], pod: Mapping[str, Any]) -
     key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
     (fit,) = [f for f in explain_fit(cluster) if f.pod.key == key]
     return cluster, fit
+
+
+class _KeptTables(ReferenceStore):
+    """The reference store, keeping the what-ifs `decide` builds (the first: its usable and upcoming rows)."""
+
+    def __init__(self) -> None:
+        self.made: list[WhatIf] = []
+
+    def table(self, *args: Any, **kwargs: Any) -> WhatIf:
+        made = super().table(*args, **kwargs)
+        self.made.append(made)
+        return made
+
+
+def decide_feasible(cluster: Cluster, pod: Pod) -> tuple[set[str], set[str]]:
+    """The rows of the what-if `decide` builds for this snapshot (no pools, so its usable nodes), and those where
+    `feasible(pod)` holds: what the engine would call "fits on an existing node"."""
+    store = _KeptTables()
+    decide(Snapshot(cluster=cluster), (), EngineState(), Policy(), 0.0, store=store)
+    assert store.made, "decide built no what-if for a snapshot with a pending pod"
+    table = store.made[0]
+    mask = table.feasible(pod)
+    return {n.name for n in table.nodes}, {table.nodes[i].name for i in mask.nonzero()[0].tolist()}
 
 
 # -------------------------------------------------------------------------------------------- the scheduler's verdict

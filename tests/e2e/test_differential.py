@@ -1,4 +1,5 @@
-"""Differential test: gpuscale's feasibility (`explain_fit`) against the real kube-scheduler v1.37.2.
+"""Differential test: gpuscale's feasibility (`explain_fit`, and the what-if rows `decide` builds) against the real
+kube-scheduler v1.37.2.
 
 A seeded generator makes kwok nodes (labels, taints of every effect with and without values, cordons, allocatable
 cpu/memory/pods and extended resources) and then, one at a time, a few hundred pods (requests in several containers,
@@ -9,7 +10,9 @@ changes it meanwhile — and gpuscale explains the pod against that snapshot. Th
 
 - the scheduler bound the pod to node X → X must be among gpuscale's fitting nodes;
 - the scheduler set PodScheduled=False/Unschedulable → gpuscale must fit it nowhere, and the scheduler's
-  "0/N nodes are available: …" must give the same N and the same {reason: count} as gpuscale's.
+  "0/N nodes are available: …" must give the same N and the same {reason: count} as gpuscale's;
+- the what-if `decide` builds for the snapshot (`ReferenceStore`, no pools: its rows are the usable nodes) must find
+  the pod feasible on exactly the rows among `fit`'s fitting nodes, the scheduler's node included.
 
 Bound pods stay (they fill nodes up and carry anti-affinity, so later pods meet fuller, more varied nodes); a batch
 of empty nodes comes a third and two thirds in, so that pods keep binding. Unschedulable pods are deleted once
@@ -40,6 +43,7 @@ from differential import (
     Tally,
     categories,
     compare,
+    decide_feasible,
     gpuscale_fit,
     list_objects,
     node_categories,
@@ -200,6 +204,7 @@ def test_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace
     run = uuid.uuid4().hex[:6]
     tally = Tally()
     disagreements: list[Disagreement] = []
+    whatif_disagreements: list[str] = []
     node_names: list[str] = []
     created_nodes: list[str] = []
     try:
@@ -216,6 +221,11 @@ def test_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace
             disagreement = compare(i, body, outcome, cluster, fit)
             if disagreement is not None:
                 disagreements.append(disagreement)
+            rows, feasible = decide_feasible(cluster, fit.pod)
+            placeable = set(fit.fits) & rows  # `compare` holds `fit.fits` to the scheduler's verdict
+            if feasible != placeable or (outcome.node in rows and outcome.node not in feasible):
+                whatif_disagreements.append(f"pod {i}: decide's what-if fits {sorted(feasible)}, the scheduler "
+                                            f"{outcome.node or 'nowhere'}, fit {sorted(placeable)}")
             tally.record(bound=outcome.node is not None)
             tally.categories.update(categories(body))
             if outcome.node is None:
@@ -239,6 +249,8 @@ def test_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace
         + (f"\n… and {len(disagreements) - SHOWN} more" if len(disagreements) > SHOWN else "")
         + f"\n{summary}"
     )
+    assert not whatif_disagreements, (f"decide's what-if disagrees on {len(whatif_disagreements)} pods:\n"
+                                      + "\n".join(whatif_disagreements[:SHOWN]))
     assert tally.bound >= PODS // 5 and tally.unschedulable >= PODS // 5, f"outcomes too one-sided:\n{summary}"
     missing = EXPECTED_REASONS - set(tally.reasons)
     assert not missing, f"the scheduler never gave {sorted(missing)} — the generator no longer covers them:\n{summary}"
