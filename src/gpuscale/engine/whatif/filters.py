@@ -200,11 +200,17 @@ FILTERS: tuple[Filter, ...] = (NodeOnly(), NodeResourcesFit(), GpuDevicesFit(), 
 """The filters in the default profile's order."""
 
 
+_NARROW = tuple(f.mask for f in FILTERS[1:])
+"""The masks after the node-only filters', bound once (`feasible` is the engine's hot path)."""
+
+
 def feasible(pod: Pod, rows: Rows, enabled: BoolArray) -> BoolArray:
-    """The `enabled` rows where the pod passes every filter (a new mask). Cost: the filters' masks in order."""
-    mask = enabled.copy()
-    for f in FILTERS:
-        f.mask(pod, rows, mask)
+    """The `enabled` rows where the pod passes every filter (a new mask): the node-only filters' cached mask starts
+    it (`FILTERS[0]`), the others narrow it in order. Cost: the filters' masks, O(rows × asked columns) vectorised
+    plus devices and inter-pod affinity on the candidates."""
+    mask = enabled & rows.static_mask(pod.constraints)
+    for narrow in _NARROW:
+        narrow(pod, rows, mask)
     return mask
 
 

@@ -138,7 +138,7 @@ class _Shared:
     static_cache: dict[SchedulingConstraints, BoolArray]
     request_cache: dict[Resources, IntArray | None]
     asked_cache: dict[Resources, list[tuple[int, int]] | None] = field(default_factory=dict)
-    """Per request, `WhatIf._asked`: like `request_cache`, valid for any table with these columns."""
+    """Per request, `WhatIf.asked`: like `request_cache`, valid for any table with these columns."""
     placement: str | None = None
     """Fragmentation-aware policy for GPU pods (`fgd`, `gpuscale`), or None: first fit."""
     workload: Counter[PodShape] = field(default_factory=Counter)
@@ -335,7 +335,7 @@ class WhatIf:
         cache[requests] = row
         return row
 
-    def _asked(self, requests: Resources) -> list[tuple[int, int]] | None:
+    def asked(self, requests: Resources) -> list[tuple[int, int]] | None:
         """The columns the request asks something of, each with its amount (`request_vector`'s non-zero entries, in
         column order); cached."""
         cache = self._s.asked_cache
@@ -386,13 +386,9 @@ class WhatIf:
         then keeps their topology and `feasible` runs InterPodAffinity."""
         return self.topology is not None
 
-    def asked(self, requests: Resources) -> list[tuple[int, int]] | None:
-        """`filters.Rows.asked`: `_asked`."""
-        return self._asked(requests)
-
     def need(self, requests: Resources) -> GpuNeed | None:
         """`filters.Rows.need`: the request's GPU need (cached)."""
-        return self._s.need(requests)
+        return self._s.kinds.need(requests)
 
     def fits_row(self, index: int, pod: Pod) -> bool:
         """Whether the pod's requests still fit one row's free capacity and devices (no filters re-run)."""
