@@ -4,6 +4,8 @@ are candidates."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from gpuscale.engine.whatif.filters import FILTERS
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.rows import whatif_of
@@ -96,3 +98,17 @@ def test_unsupported_only_where_everything_else_passes() -> None:
 def test_filters_in_the_profiles_order() -> None:
     assert [f.name for f in FILTERS] == ["NodeName, NodeUnschedulable, TaintToleration, NodeAffinity",
                                          "NodeResourcesFit", "GpuDevices", "InterPodAffinity", "Unsupported"]
+
+
+def test_reasons_count_each_rows_explain() -> None:
+    """`reasons` (each filter's vectorised `count`) equals `explain` row by row, summed, for pods failing each way."""
+    pods = (POD, make_pod("n", node_name="ok", cpu="64"), make_pod("u", unsupported=("host ports",)),
+            make_pod("big", cpu="7", memory="40Gi", extra={"example.com/none": 1}, node_selector={"pool": "a"}))
+    for pod in pods:
+        table = table_of(NODES, PLACED, pod)
+        mask, counts = table.reasons(pod)
+        assert mask.tolist() == table.feasible(pod).tolist()
+        summed: Counter[str] = Counter()
+        for row in range(len(table)):
+            summed.update(f.message for f in table.explain(pod, row))
+        assert counts == summed and sum(summed.values()) >= len(table) - int(mask.sum())

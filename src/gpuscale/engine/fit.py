@@ -2,16 +2,15 @@
 
 Pods are grouped into equivalence classes (same requests, same constraints; same labels too when inter-pod affinity
 is in play). Each class asks the engine's what-if of the cluster's nodes (`engine.whatif.rows.whatif_of`: allocatable
-minus the placed pods' requests, with their topology when some pod `depends_on_placed`): `feasible` gives the nodes
-that take it, and `explain` each other node's failures in kube-scheduler's words (`engine.whatif.filters`), counted
-by message. So `fit` and `decide` run the very same filters.
-Cost: O(nodes × resources + pods) to build, then per class one vectorised `feasible` plus O(resources) per node that
-rejects it.
+minus the placed pods' requests, with their topology when some pod `depends_on_placed`): `reasons` gives the nodes
+that take it and the other nodes' failures in kube-scheduler's words (`engine.whatif.filters`), counted by
+message. So `fit` and `decide` run the very same filters.
+Cost: O(nodes × resources + pods) to build, then per class the filters' vectorised masks and counts (node-only
+filters once per node group, inter-pod affinity per node).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -59,13 +58,11 @@ def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFi
 
 
 def _explain_class(pod: Pod, table: WhatIf, pools: Sequence[NodePool]) -> PodFit:
-    """The what-if's `feasible` for the class, and each other node's failures (`WhatIf.explain`) counted by message."""
+    """The what-if's verdict for the class: the nodes that take it, and the other nodes' failures (`WhatIf.explain`
+    of each, summed by `WhatIf.reasons`) counted by message."""
     nodes = table.nodes
-    mask = table.feasible(pod)
+    mask, reasons = table.reasons(pod)
     fits = [nodes[i].name for i in mask.nonzero()[0].tolist()]
-    reasons: Counter[str] = Counter()
-    for index in (~mask).nonzero()[0].tolist():
-        reasons.update(f.message for f in table.explain(pod, index))
     message = f"fits on {len(fits)} of {len(nodes)} node(s)" if fits else (
         summarize(len(nodes), reasons) if nodes else "no nodes available to schedule pods")
     with_placed = table if table.depends_on_placed else None

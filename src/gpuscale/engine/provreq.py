@@ -26,7 +26,8 @@ from gpuscale.engine.plan import Plan
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.scaleup import Unit, place_units
 from gpuscale.engine.scheduling import static_failures
-from gpuscale.engine.whatif.model import WhatIf, names_nodes_individually, node_group_key
+from gpuscale.engine.whatif.filters import names_nodes_individually
+from gpuscale.engine.whatif.model import WhatIf, node_group_key
 from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node

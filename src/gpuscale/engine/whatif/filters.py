@@ -7,19 +7,23 @@ filters: they read the node's name, cordon, taints and labels, so their mask is 
 `engine.placement.devices`) → InterPodAffinity → Unsupported (constraints gpuscale does not model: never a silent
 "fits").
 
-Each filter has two operations:
+Each filter has three operations:
 - `mask(pod, rows, mask)`: narrow the boolean candidate mask over the rows in place, vectorised where it can be;
   filters after the node-only ones look only at the rows still candidates;
 - `why(pod, rows, row)`: the failures of one row, in kube-scheduler's words (`engine.scheduling.FitFailure`); empty
-  when the row passes. Per row the scheduler stops at the first failing plugin, so `explain` returns the first
-  non-empty `why`; NodeResourcesFit reports every insufficient resource at once.
+  when the row passes;
+- `count(pod, rows, rejected)`: the messages of `why` summed over rows the filter rejected, vectorised where it can
+  be (what `gpuscale fit` counts; it must equal the sum of `why`).
+Per row the scheduler stops at the first failing plugin, so `explain` returns the first non-empty `why`;
+NodeResourcesFit reports every insufficient resource at once.
 
-Adding a filter: write its class here (both operations, its wording as a `FitCode` in `engine.scheduling`), put it in
+Adding a filter: write its class here (its operations, its wording as a `FitCode` in `engine.scheduling`), put it in
 `FILTERS` at its place in the profile, and, if it reads placed pods, extend `depends_on_placed`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Protocol
 
 import numpy as np
@@ -33,14 +37,26 @@ from gpuscale.engine.scheduling import (
     static_failures,
     unsupported_failures,
 )
-from gpuscale.model.node import Node
+from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
 from gpuscale.model.resources import Resources
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["FILTERS", "Filter", "Rows", "depends_on_placed", "explain", "feasible"]
+__all__ = ["FILTERS", "Filter", "Rows", "depends_on_placed", "explain", "feasible", "reasons"]
+
+
+def names_nodes_individually(constraints: SchedulingConstraints) -> bool:
+    """Whether node-only filters must run per node (the constraints name nodes or hostnames), not per node group."""
+    if constraints.node_name is not None:
+        return True
+    terms = constraints.affinity.required_terms or ()
+    if any(t.match_fields for t in terms):
+        return True
+    keys = {k for k, _ in constraints.affinity.node_selector}
+    keys.update(r.key for t in terms for r in t.match_expressions)
+    return HOSTNAME_LABEL in keys
 
 
 class Rows(Protocol):
@@ -79,6 +95,12 @@ class Rows(Protocol):
         """The placed pods' topology for InterPodAffinity; None when no pod's placement depends on placed pods."""
         ...
 
+    @property
+    def group_of(self) -> list[int]:
+        """Each row's node group: rows of one group pass or fail the node-only filters together unless the
+        constraints name nodes (`names_nodes_individually`); a reader without groups gives each row its own."""
+        ...
+
     def static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
         """Rows passing the node-only filters; cached per constraints (O(node groups) once, then O(1))."""
         ...
@@ -100,6 +122,16 @@ class Filter(Protocol):
 
     def why(self, pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]: ...
 
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]: ...
+
+
+def _count_each(f: Filter, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+    """`count` as the sum of `why` over the rejected rows (the definition every `count` must equal)."""
+    counts: Counter[str] = Counter()
+    for row in rejected:
+        counts.update(failure.message for failure in f.why(pod, rows, row))
+    return counts
+
 
 class NodeOnly:
     """NodeName, NodeUnschedulable, TaintToleration, NodeAffinity: one cached mask per constraints and node group
@@ -114,6 +146,19 @@ class NodeOnly:
         if rows.static_mask(pod.constraints)[row]:
             return ()
         return static_failures(pod.constraints, rows.nodes[row])
+
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        """`why` once per node group (per row when the constraints name nodes): O(rejected + groups)."""
+        if names_nodes_individually(pod.constraints):
+            return _count_each(self, pod, rows, rejected)
+        group_of = rows.group_of
+        per_group = Counter(group_of[row] for row in rejected)
+        first = {group_of[row]: row for row in reversed(rejected)}
+        counts: Counter[str] = Counter()
+        for group, n in per_group.items():
+            for failure in static_failures(pod.constraints, rows.nodes[first[group]]):
+                counts[failure.message] += n
+        return counts
 
 
 class NodeResourcesFit:
@@ -139,6 +184,21 @@ class NodeResourcesFit:
                         if amount > 0 and ((c := column_of.get(name)) is None or free[c] < amount))
         return tuple(failures)
 
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        """Per resource, the rejected rows short of it: O(rejected × requested resources), vectorised."""
+        at = np.array(rejected, dtype=np.int64)
+        counts: Counter[str] = Counter()
+        if (full := int((rows.free_pods[at] < 1).sum())):
+            counts[FitFailure(FitCode.TOO_MANY_PODS).message] = full
+        column_of = {name: i for i, name in enumerate(rows.columns)}
+        for name, amount in pod.requests.items:
+            if amount > 0:
+                c = column_of.get(name)
+                short = len(at) if c is None else int((rows.free[at, c] < amount).sum())
+                if short:
+                    counts[FitFailure(FitCode.INSUFFICIENT, name).message] += short
+        return counts
+
 
 class GpuDevicesFit:
     """Per-GPU accounting: a fraction needs one device with room, whole GPUs need free devices. Candidates only:
@@ -163,6 +223,11 @@ class GpuDevicesFit:
                   else f"{need.count} whole GPU device(s) free")
         return (FitFailure(FitCode.GPU_DEVICES, detail),)
 
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        """Every rejected row has the one reason: O(1) after the first."""
+        one = _count_each(self, pod, rows, rejected[:1])
+        return Counter({message: n * len(rejected) for message, n in one.items()})
+
 
 class InterPodAffinity:
     """The pod's affinity, its anti-affinity, then existing pods' anti-affinity (`Topology.failures`). Runs only when
@@ -182,6 +247,9 @@ class InterPodAffinity:
         topology = rows.topology
         return topology.failures(pod, rows.nodes[row]) if topology is not None else ()
 
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        return _count_each(self, pod, rows, rejected)
+
 
 class Unsupported:
     """Constraints gpuscale does not model: they fail every row that passes the rest. O(1) / O(rows)."""
@@ -194,6 +262,9 @@ class Unsupported:
 
     def why(self, pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:
         return unsupported_failures(pod.constraints)
+
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        return Counter({f.message: len(rejected) for f in unsupported_failures(pod.constraints)} if rejected else {})
 
 
 FILTERS: tuple[Filter, ...] = (NodeOnly(), NodeResourcesFit(), GpuDevicesFit(), InterPodAffinity(), Unsupported())
@@ -212,6 +283,21 @@ def feasible(pod: Pod, rows: Rows, enabled: BoolArray) -> BoolArray:
     for narrow in _NARROW:
         narrow(pod, rows, mask)
     return mask
+
+
+def reasons(pod: Pod, rows: Rows) -> tuple[BoolArray, Counter[str]]:
+    """Every row's verdict at once (what `gpuscale fit` reports): the rows that pass every filter, and over the
+    others, each message of their first failing filter counted (`explain` row by row, summed, without the loop:
+    each filter's `count` over the rows it rejects). Cost: `feasible` plus each filter's `count`."""
+    mask = np.ones(len(rows.nodes), dtype=bool)
+    counts: Counter[str] = Counter()
+    for f in FILTERS:
+        before = mask.copy()
+        f.mask(pod, rows, mask)
+        rejected = (before & ~mask).nonzero()[0].tolist()
+        if rejected:
+            counts.update(f.count(pod, rows, rejected))
+    return mask, counts
 
 
 def explain(pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:

@@ -39,6 +39,7 @@ from gpuscale.engine.placement.frag import TypicalTables
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import FitFailure, Topology, static_failures
 from gpuscale.engine.whatif import filters
+from gpuscale.engine.whatif.filters import names_nodes_individually
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, PODS, Resources
@@ -72,18 +73,6 @@ T = TypeVar("T")
 
 _NO_RANK = np.iinfo(np.int64).max
 """What `WhatIf.choose` ranks rows outside the mask at."""
-
-
-def names_nodes_individually(constraints: SchedulingConstraints) -> bool:
-    """Whether node-only filters must run per node (the constraints name nodes or hostnames), not per node group."""
-    if constraints.node_name is not None:
-        return True
-    terms = constraints.affinity.required_terms or ()
-    if any(t.match_fields for t in terms):
-        return True
-    keys = {k for k, _ in constraints.affinity.node_selector}
-    keys.update(r.key for t in terms for r in t.match_expressions)
-    return HOSTNAME_LABEL in keys
 
 
 class GroupKey:
@@ -379,6 +368,15 @@ class WhatIf:
         """Why `row` cannot take the pod, in kube-scheduler's words (the first failing filter; every insufficient
         resource for NodeResourcesFit); empty when it can. Cost: O(requested resources) plus that row's affinity."""
         return filters.explain(pod, self, row)
+
+    @property
+    def group_of(self) -> list[int]:
+        """`filters.Rows.group_of`: each row's node group."""
+        return self._s.group_of
+
+    def reasons(self, pod: Pod) -> tuple[BoolArray, Counter[str]]:
+        """`filters.reasons`: the rows that take the pod, and the other rows' failure messages counted."""
+        return filters.reasons(pod, self)
 
     @property
     def depends_on_placed(self) -> bool:
