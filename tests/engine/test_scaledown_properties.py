@@ -1,7 +1,7 @@
 """Invariants of scale-down over random clusters (Hypothesis).
 
 1. Every removal's evicted pods (those that need a home) fit on the nodes that remain, all removals together —
-   checked by an independent brute-force search on kube-scheduler's filters (`engine.scheduling.node_failures`).
+   checked by an independent brute-force search on kube-scheduler's filters (`tests/engine/oracle.py`).
 2. No PodDisruptionBudget is overspent by the evictions of one plan.
 3. No pod that blocks scale-down is ever evicted, and no protected node is removed.
 4. The result does not depend on the order of nodes, pods or budgets.
@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from gpuscale.engine.drain import CHECKPOINT_SAFE, DO_NOT_DISRUPT, SAFE_TO_EVICT, SCALE_DOWN_DISABLED
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.scaledown import ScaleDownResult, plan_scale_down
-from gpuscale.engine.scheduling import node_failures
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import POOL_LABEL, Node
@@ -30,6 +29,7 @@ from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, Resources
 from gpuscale.model.selectors import LabelSelector
 from tests.builders import make_node, make_pod
+from tests.engine.oracle import node_failures
 
 NOW = 100_000.0
 POLICY = Policy()

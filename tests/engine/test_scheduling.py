@@ -1,7 +1,8 @@
 """`gpuscale.engine.scheduling` against kube-scheduler v1.37's filter plugins and FitError message.
 
-Each filter is table-tested on its own, then through `node_failures` (first failing plugin only, in the default
-profile's order). Messages are the scheduler's own strings (`pkg/scheduler/framework/plugins/*`).
+Each filter is table-tested on its own, then through the what-if's `explain` (first failing plugin only, in the
+default profile's order), which must say what the plain per-node oracle (tests/engine/oracle.py) says. Messages are
+the scheduler's own strings (`pkg/scheduler/framework/plugins/*`).
 """
 
 from __future__ import annotations
@@ -19,31 +20,34 @@ from gpuscale.engine.scheduling import (
     FitCode,
     FitFailure,
     Topology,
-    node_failures,
-    resource_failures,
     static_failures,
     summarize,
     unsupported_failures,
 )
+from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import HOSTNAME_LABEL, ZONE_LABEL, Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import Resources
 from gpuscale.model.selectors import NodeSelectorTerm, PodAffinityTerm, Requirement
 from gpuscale.model.taints import Taint, Toleration
 from tests.builders import make_node, make_pod, pod_term, req, taint, term, toleration
+from tests.engine.oracle import node_failures, resource_failures
 
 UNSCHEDULABLE_KEY = "node.kubernetes.io/unschedulable"
 
 
 def evaluate(pod: Pod, nodes: Sequence[Node], placed: Iterable[Pod] = ()) -> dict[str, tuple[FitFailure, ...]]:
-    """Every node's failures for `pod`, with `placed` pods holding capacity and forming the topology."""
+    """Every node's failures for `pod` as the what-if explains them, with `placed` pods holding capacity and forming
+    the topology; the oracle must agree node by node."""
     placed = tuple(placed)
     topology = Topology(nodes, placed)
+    table = whatif_of(list(nodes), [n.allocatable for n in nodes], placed, pod.requests.names(), with_topology=True)
     result = {}
-    for node in nodes:
+    for row, node in enumerate(nodes):
         here = [p for p in placed if p.node_name == node.name]
         used = sum((p.requests for p in here), Resources())
-        result[node.name] = node_failures(pod, node, used, len(here), topology)
+        result[node.name] = table.explain(pod, row)
+        assert result[node.name] == node_failures(pod, node, used, len(here), topology), node.name
     return result
 
 

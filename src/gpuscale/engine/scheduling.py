@@ -6,7 +6,8 @@ insufficient resource is reported) → InterPodAffinity. Constraints gpuscale do
 failures on nodes that pass everything else, so an unmodelled constraint is never a silent "fits".
 
 `static_failures` depends only on the pod's constraints and the node's labels, taints and cordon state, so callers
-cache it per (constraints, node group); `resource_failures` and the affinity checks depend on what already runs there.
+cache it per (constraints, node group); resources and the affinity checks depend on what already runs there
+(`engine.whatif.filters` runs them all).
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from enum import StrEnum
 
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
-from gpuscale.model.resources import Resources
+from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.selectors import PodAffinityTerm
 from gpuscale.model.taints import UNSCHEDULABLE_TAINT, untolerated_taint
 
@@ -79,13 +79,6 @@ def static_failures(constraints: SchedulingConstraints, node: Node) -> tuple[Fit
     if not constraints.affinity.matches(node.name, node.labels):
         return (FitFailure(FitCode.NODE_AFFINITY),)
     return ()
-
-
-def resource_failures(requests: Resources, free: Resources, free_pods: int) -> tuple[FitFailure, ...]:
-    """NodeResourcesFit: one failure per insufficient resource, `Too many pods` first as the scheduler lists it."""
-    failures = [FitFailure(FitCode.TOO_MANY_PODS)] if free_pods < 1 else []
-    failures.extend(FitFailure(FitCode.INSUFFICIENT, name) for name in requests.shortfalls(free))
-    return tuple(failures)
 
 
 def unsupported_failures(constraints: SchedulingConstraints) -> tuple[FitFailure, ...]:
@@ -196,27 +189,6 @@ class Topology:
     def relevant(self) -> bool:
         """False when no pod carries anti-affinity, so only pods with affinity terms of their own need checks."""
         return bool(self._with_anti)
-
-
-def free_on(node: Node, used: Resources) -> Resources:
-    """What is left on a node after the requests of the pods that hold capacity there."""
-    return node.allocatable - used
-
-
-def node_failures(pod: Pod, node: Node, used: Resources, pod_count: int,
-                  topology: Topology | None = None) -> tuple[FitFailure, ...]:
-    """Every check for one pod on one node, first failing plugin only; empty means the pod fits."""
-    failures = static_failures(pod.constraints, node)
-    if failures:
-        return failures
-    failures = resource_failures(pod.requests, free_on(node, used), node.allocatable.get("pods") - pod_count)
-    if failures:
-        return failures
-    if topology is not None and (topology.relevant or depends_on_placed(pod)):
-        failures = topology.failures(pod, node)
-        if failures:
-            return failures
-    return unsupported_failures(pod.constraints)
 
 
 def summarize(total_nodes: int, counts: Mapping[str, int]) -> str:

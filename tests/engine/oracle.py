@@ -1,0 +1,39 @@
+"""An independent, per-node oracle of kube-scheduler's filters for tests: one pod, one node, the pods already there,
+first failing plugin only, in the default profile's order. Written plainly (no masks, no caches) so that tests can
+hold the engine's vectorised filters (`engine.whatif.filters`) and its searches against it."""
+
+from __future__ import annotations
+
+from gpuscale.engine.scheduling import FitCode, FitFailure, Topology, static_failures, unsupported_failures
+from gpuscale.model.node import Node
+from gpuscale.model.pod import Pod, depends_on_placed
+from gpuscale.model.resources import Resources
+
+
+def resource_failures(requests: Resources, free: Resources, free_pods: int) -> tuple[FitFailure, ...]:
+    """NodeResourcesFit: one failure per insufficient resource, `Too many pods` first as the scheduler lists it."""
+    failures = [FitFailure(FitCode.TOO_MANY_PODS)] if free_pods < 1 else []
+    failures.extend(FitFailure(FitCode.INSUFFICIENT, name) for name in requests.shortfalls(free))
+    return tuple(failures)
+
+
+
+def free_on(node: Node, used: Resources) -> Resources:
+    """What is left on a node after the requests of the pods that hold capacity there."""
+    return node.allocatable - used
+
+
+def node_failures(pod: Pod, node: Node, used: Resources, pod_count: int,
+                  topology: Topology | None = None) -> tuple[FitFailure, ...]:
+    """Every check for one pod on one node, first failing plugin only; empty means the pod fits."""
+    failures = static_failures(pod.constraints, node)
+    if failures:
+        return failures
+    failures = resource_failures(pod.requests, free_on(node, used), node.allocatable.get("pods") - pod_count)
+    if failures:
+        return failures
+    if topology is not None and (topology.relevant or depends_on_placed(pod)):
+        failures = topology.failures(pod, node)
+        if failures:
+            return failures
+    return unsupported_failures(pod.constraints)
