@@ -87,6 +87,7 @@ def unsupported_failures(constraints: SchedulingConstraints) -> tuple[FitFailure
 
 @dataclass(frozen=True, slots=True)
 class _Placed:
+    key: str
     namespace: str
     labels: Mapping[str, str]
     node: str
@@ -97,12 +98,14 @@ class Topology:
     """Which pods run in which topology domain, for InterPodAffinity. Built once per snapshot; cost O(pods).
 
     Domains are the values of the term's `topology_key` label on nodes; a node without that label is in no domain.
+    Kept in step with a changing cluster (the twin's scheduler) by `add`, `remove`, `add_node`, `relabel` and
+    `remove_node`; each change drops the per-term domain caches, so the next check of a term costs O(pods) again.
     """
 
     def __init__(self, nodes: Iterable[Node], placed: Iterable[Pod]) -> None:
         self._labels = {n.name: n.labels for n in nodes}
         self._placed = [
-            _Placed(p.namespace, p.labels, p.node_name, p.constraints.pod_anti_affinity)
+            _Placed(p.key, p.namespace, p.labels, p.node_name, p.constraints.pod_anti_affinity)
             for p in placed
             if p.node_name is not None and p.node_name in self._labels
         ]
@@ -111,18 +114,53 @@ class Topology:
         self._affinity_cache: dict[tuple[str, tuple[PodAffinityTerm, ...]], tuple[frozenset[str], ...]] = {}
 
     def add(self, pod: Pod, node: Node) -> None:
-        """Record a what-if placement (scale-up packing onto template nodes)."""
+        """Record a placement (scale-up packing onto template nodes, a bind in the twin). Cost O(1)."""
         self._labels.setdefault(node.name, node.labels)
-        placed = _Placed(pod.namespace, pod.labels, node.name, pod.constraints.pod_anti_affinity)
+        placed = _Placed(pod.key, pod.namespace, pod.labels, node.name, pod.constraints.pod_anti_affinity)
         self._placed.append(placed)
         if placed.anti_affinity:
             self._with_anti.append(placed)
-        self._domain_cache.clear()
-        self._affinity_cache.clear()
+        self._forget()
+
+    def remove(self, pod: Pod) -> None:
+        """Forget the placement of `pod` (by key) on its `node_name` (it completed, was deleted or preempted); nothing
+        if none is recorded. Cost O(placed pods): a scan from the newest placement."""
+        placed = self._placed
+        for i in range(len(placed) - 1, -1, -1):
+            entry = placed[i]
+            if entry.key == pod.key and entry.node == pod.node_name:
+                del placed[i]
+                if entry.anti_affinity:
+                    self._with_anti = [p for p in self._with_anti if p is not entry]
+                self._forget()
+                return
 
     def add_node(self, node: Node) -> None:
-        """Make a (hypothetical) node known so placements on it resolve its topology labels."""
+        """Make a (hypothetical) node known so placements on it resolve its topology labels. Cost O(1)."""
         self._labels.setdefault(node.name, node.labels)
+
+    def relabel(self, node: Node) -> None:
+        """A known node's labels changed (or a node came): its pods now count in the domains of its new labels.
+        Cost O(1); O(1) plus dropping the caches when the labels differ."""
+        before = self._labels.get(node.name)
+        if before is not node.labels and before != node.labels:
+            self._labels[node.name] = node.labels
+            self._forget()
+
+    def remove_node(self, name: str) -> None:
+        """The node is gone, and with it every placement recorded on it. Cost O(placed pods)."""
+        if self._labels.pop(name, None) is None:
+            return
+        if any(p.node == name for p in self._placed):
+            self._placed = [p for p in self._placed if p.node != name]
+            self._with_anti = [p for p in self._with_anti if p.node != name]
+        self._forget()
+
+    def _forget(self) -> None:
+        if self._domain_cache:
+            self._domain_cache.clear()
+        if self._affinity_cache:
+            self._affinity_cache.clear()
 
     def copy(self) -> Topology:
         """An independent copy for a what-if (O(pods with labels))."""

@@ -3,6 +3,8 @@
 - Queue order: priority (high first), then creation time, then name — kube-scheduler's PrioritySort.
 - Feasibility: the engine's filters (`engine.scheduling`), on Ready nodes only (a node that is not Ready carries the
   `not-ready` taint in a real cluster); GPUs exist for a pod only once the device plugin put them in allocatable.
+  InterPodAffinity (required affinity and anti-affinity, existing pods' anti-affinity) reads an
+  `engine.scheduling.Topology` of every node and bound pod, kept only once some pod with inter-pod terms was seen.
 - Scoring: `least-allocated` (kube's default NodeResourcesFit strategy), `most-allocated`, or `gpu-binpack` (most
   allocated GPUs first), each 0–100, plus TaintToleration's score at its default weight 3: nodes with fewer
   `PreferNoSchedule` taints the pod does not tolerate score higher (0–100, normalised over the feasible nodes), so
@@ -25,7 +27,9 @@ always equal a rebuild from scratch (the twin's T4 pools churn nodes all day). A
 O(pending classes × nodes × resources) thanks to the equivalence-class skip (once one pod of a shape fails in a pass,
 the rest of that shape is not tried again in the same pass), and a shape that failed is not tried again in later
 passes until something it depends on changes (nodes, taints, bound pods): kube-scheduler's queueing hints. Its pods
-are still marked and counted in `attempts`, as a failed attempt would.
+are still marked and counted in `attempts`, as a failed attempt would. A pod whose feasibility depends on the pods
+placed (it has inter-pod terms, or a bound pod has anti-affinity) takes neither shortcut: pods of its shape may differ
+in labels and namespace, and a bind may satisfy its affinity.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from gpuscale.engine.placement.devices import (
 )
 from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
 from gpuscale.engine.placement.shapes import MILLI, PodShape
-from gpuscale.engine.scheduling import static_failures
+from gpuscale.engine.scheduling import Topology, static_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
@@ -169,6 +173,14 @@ class SimScheduler:
         empty (`_failing_despite`); any other change clears them all."""
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
+        self._inter_pod = False
+        """Some pod with inter-pod (anti-)affinity terms was seen (pending or bound): from the next pass on, the
+        scheduler keeps `_topology`."""
+        self._topology: Topology | None = None
+        """Every node's labels and every bound pod, for InterPodAffinity (`engine.scheduling.Topology`), as
+        kube-scheduler's snapshot holds them (nodes not Ready or being deleted included: their pods still count).
+        None while no pod with inter-pod terms was seen, so scenarios without them pay nothing; built from the cluster
+        at the first pass after one is, then kept in step with binds, removals and node changes."""
         self._inexact: set[str] = set()
         """Device-accounted nodes whose devices were reconstructed (a GPU pod without a valid device annotation, or
         more milli on a device than it has: GPUs that re-registered fewer). A rebuild reconstructs them again from
@@ -177,6 +189,11 @@ class SimScheduler:
 
     # -------------------------------------------------------------------------------------- CapacityListener
     def pod_placed(self, pod: Pod) -> None:
+        if self._topology is not None:
+            if (node := self._cluster.nodes.get(pod.node_name or "")) is not None:
+                self._topology.add(pod, node)
+        elif pod.constraints.pod_affinity or pod.constraints.pod_anti_affinity:
+            self._inter_pod = True
         if self._still_failing:
             self._still_failing = {k: p for k, p in self._still_failing.items() if p <= pod.priority}
         self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
@@ -193,6 +210,8 @@ class SimScheduler:
             self._still_failing.clear()
 
     def pod_removed(self, pod: Pod) -> None:
+        if self._topology is not None:
+            self._topology.remove(pod)
         self._room_changed(pod.node_name or "")
         left = self._bound_priorities.get(pod.priority, 0) - 1
         if left > 0:
@@ -222,6 +241,8 @@ class SimScheduler:
                 at = bisect.bisect_left(self._queue_order, (entry[0],))
                 del self._queue_order[at]
         if after is not None:
+            if after.constraints.pod_affinity or after.constraints.pod_anti_affinity:
+                self._inter_pod = True
             self._count_class(self._request(after.requests), 1)
             if self._queue_order is not None:
                 bisect.insort(self._queue_order, self._enqueue(after))
@@ -240,6 +261,11 @@ class SimScheduler:
         order, so every array is what a rebuild from scratch would give and ties still go to the first name. Only
         that row can have become feasible for a pod (`_no_fit`): the others keep their values."""
         self._room_changed(name)
+        if self._topology is not None:
+            if (known := self._cluster.nodes.get(name)) is not None:
+                self._topology.relabel(known)
+            else:
+                self._topology.remove_node(name)
         if not self._stale:
             row = self._row.get(name)
             node = self._cluster.nodes.get(name)
@@ -259,6 +285,8 @@ class SimScheduler:
         """Taints, labels or cordon changed (deletion-candidate marks, mostly): recompute that node's row of the
         cached filter masks instead of rebuilding every array."""
         self._room_changed(node.name)
+        if self._topology is not None:
+            self._topology.relabel(node)
         row = self._row.get(node.name)
         if not self._stale and row is not None:
             if _filters_alike(self._filtered[node.name], node):  # mostly a `PreferNoSchedule` mark set or cleared
@@ -536,6 +564,8 @@ class SimScheduler:
             return
         if self._stale:
             self._rebuild()
+        if self._inter_pod and self._topology is None:
+            self._topology = self._topology_now()
         failed: set[int] = set()
         gangs: dict[str, list[Pod]] = {}
         for _, pod, kind in self._queue():
@@ -543,6 +573,12 @@ class SimScheduler:
                 continue
             if pod.group is not None:
                 gangs.setdefault(pod.group.key, []).append(pod)
+                continue
+            if self._topology is not None and self._depends_on_placed(pod, self._topology):
+                # its kind's other pods may differ in labels and namespace, and a bind may satisfy its affinity:
+                # no shortcut holds, so it is tried in full and leaves no mark for its kind
+                if not self._place(pod) and not self._preempt(pod):
+                    self._mark_unschedulable(pod)
                 continue
             if kind in failed or kind in self._still_failing:
                 failed.add(kind)
@@ -560,6 +596,18 @@ class SimScheduler:
                     self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
+
+    def _topology_now(self) -> Topology:
+        """The topology of the cluster as it is: every node, every bound pod. Cost O(nodes + pods)."""
+        pods, pods_on = self._cluster.pods, self._cluster.pods_on
+        return Topology(self._cluster.nodes.values(), (pods[key] for keys in pods_on.values() for key in keys))
+
+    @staticmethod
+    def _depends_on_placed(pod: Pod, topology: Topology) -> bool:
+        """Whether the pod's feasibility depends on the pods placed (InterPodAffinity checks it): it has inter-pod
+        terms, or a placed pod has anti-affinity terms. Such a pod's verdicts are not shared with its kind's (labels
+        and namespace decide too) and may turn from no to yes as pods bind (affinity)."""
+        return bool(topology.relevant or pod.constraints.pod_affinity or pod.constraints.pod_anti_affinity)
 
     def _may_fit(self, pod: Pod, kind: int) -> bool:
         """False when `_place` would surely fail: the kind fitted nowhere, and none of the nodes whose room or
@@ -581,6 +629,9 @@ class SimScheduler:
         devices = self._devices
         need = request.need if devices is not None else None
         free, free_pods = self._free, self._free_pods
+        topology = self._topology
+        if topology is not None and not self._depends_on_placed(pod, topology):
+            topology = None
         for row in rows:
             if not static[row] or free_pods[row] < 1:
                 continue
@@ -589,7 +640,8 @@ class SimScheduler:
                 if room[col] < amount:
                     break
             else:
-                if need is None or devices is None or devices.can_take(row, need):
+                if ((need is None or devices is None or devices.can_take(row, need))
+                        and (topology is None or not topology.failures(pod, self._cluster.nodes[self._names[row]]))):
                     return True
         return False
 
@@ -610,8 +662,10 @@ class SimScheduler:
             self._on_unschedulable(pod)
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
-                  devices: GpuDevices | None = None) -> BoolArray:
-        """Which rows can take `pod` (`_any_feasible` is the same rule for a few rows)."""
+                  devices: GpuDevices | None = None, topology: Topology | None = None) -> BoolArray:
+        """Which rows can take `pod` (`_any_feasible` is the same rule for a few rows); `devices` and `topology` are
+        those of a trial (a gang's), default the scheduler's own. InterPodAffinity runs last, on the rows left, and
+        only when the pod depends on the pods placed (`_depends_on_placed`), as the engine's what-if runs it."""
         request = self._request(pod.requests)
         wanted = request.wanted
         if wanted is None or pod.constraints.unsupported or not len(self._names):
@@ -630,6 +684,13 @@ class SimScheduler:
                 fit = mask.nonzero()[0]
                 if len(fit):
                     mask[fit] = devices.fits(need, fit)
+        if topology is None:
+            topology = self._topology
+        if topology is not None and self._depends_on_placed(pod, topology):
+            nodes, names = self._cluster.nodes, self._names
+            for row in mask.nonzero()[0].tolist():
+                if topology.failures(pod, nodes[names[row]]):
+                    mask[row] = False
         return mask
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
@@ -761,9 +822,10 @@ class SimScheduler:
             return
         free, free_pods = self._free.copy(), self._free_pods.copy()
         devices = self._devices.copy() if self._devices is not None else None
+        topology = self._topology.copy() if self._topology is not None else None
         rows: list[tuple[int, tuple[int, ...]]] = []
         for pod in members:
-            mask = self._feasible(pod, free, free_pods, devices)
+            mask = self._feasible(pod, free, free_pods, devices, topology)
             if not mask.any():
                 for member in members:
                     self._mark_unschedulable(member)
@@ -775,12 +837,19 @@ class SimScheduler:
             free_pods[row] -= 1
             if devices is not None and gpus and (need := request.need) is not None:
                 devices.take(row, need, gpus)
+            if topology is not None:
+                topology.add(pod, self._cluster.nodes[self._names[row]])
             rows.append((row, gpus))
         for pod, (row, gpus) in zip(members, rows, strict=True):
             self._bind(pod, row, gpus)
 
     def _preempt(self, pod: Pod) -> bool:
-        """Evict lower-priority pods from one node so `pod` fits there; returns whether it was placed."""
+        """Evict lower-priority pods from one node so `pod` fits there; returns whether it was placed.
+
+        Victims are taken lowest priority first until the pod's requests fit. When the pod depends on the pods placed
+        (`_depends_on_placed`), a node qualifies only if InterPodAffinity passes with every lower-priority pod gone
+        (DefaultPreemption's first check) and more victims are taken, in the same order, until it passes with the
+        victims gone."""
         if min(self._bound_priorities, default=pod.priority) >= pod.priority or not len(self._names):
             return False
         request = self._request(pod.requests)
@@ -788,6 +857,9 @@ class SimScheduler:
         if vec is None:
             return False
         static = self._static_mask(pod.constraints)
+        topology = self._topology
+        if topology is not None and not self._depends_on_placed(pod, topology):
+            topology = None
         best: tuple[int, int, str, list[Pod]] | None = None
         for row in np.flatnonzero(static).tolist():
             name = self._names[row]
@@ -807,7 +879,11 @@ class SimScheduler:
                     free += v
                 free_pods += 1
                 chosen.append(victim)
-            if not ((free >= vec).all() and free_pods >= 1) or not self._devices_after(row, pod, chosen):
+            if not ((free >= vec).all() and free_pods >= 1):
+                continue
+            if topology is not None and not self._affinity_after(pod, row, victims_all, chosen, topology):
+                continue
+            if not chosen or not self._devices_after(row, pod, chosen):
                 continue
             rank = (max(v.priority for v in chosen), len(chosen), name, chosen)
             if best is None or rank[:3] < best[:3]:
@@ -825,6 +901,45 @@ class SimScheduler:
         gpus = devices.best_fit(row, need) if devices is not None and need and devices.count[row] else ()
         self._bind(pod, row, gpus)
         return True
+
+    def _affinity_after(self, pod: Pod, row: int, lower: Sequence[Pod], chosen: list[Pod],
+                        topology: Topology) -> bool:
+        """Whether InterPodAffinity lets `pod` onto row `row` once victims leave it, `chosen` (victims whose leaving
+        makes room, taken along `lower`, the node's lower-priority pods in victim order) made what preemption
+        evicts: InterPodAffinity must pass with all of `lower` gone (DefaultPreemption's first check); then victims
+        are taken along `lower` until it passes, and, as DefaultPreemption reprieves victims, each taken (the last
+        first) is kept on the node if the pod still fits without its leaving. Cost O(placed pods) per victim."""
+        node = self._cluster.nodes[self._names[row]]
+        every = topology.copy()
+        for victim in lower:
+            every.remove(victim)
+        if every.failures(pod, node):
+            return False
+        trial = topology.copy()
+        for victim in chosen:
+            trial.remove(victim)
+        for victim in lower[len(chosen):]:
+            if not trial.failures(pod, node):
+                break
+            trial.remove(victim)
+            chosen.append(victim)
+        vec = self._request(pod.requests).vec
+        assert vec is not None
+        free = self._free[row] + sum((v for victim in chosen if (v := self._request(victim.requests).vec) is not None),
+                                     np.zeros(len(self.columns), dtype=np.int64))
+        free_pods = int(self._free_pods[row]) + len(chosen)
+        for victim in reversed(list(chosen)):
+            back = self._request(victim.requests).vec
+            left = free - back if back is not None else free
+            if free_pods < 2 or not (left >= vec).all():
+                continue
+            trial.add(victim, node)
+            if trial.failures(pod, node):
+                trial.remove(victim)
+                continue
+            chosen.remove(victim)
+            free, free_pods = left, free_pods - 1
+        return not trial.failures(pod, node)
 
     def _devices_after(self, row: int, pod: Pod, victims: Sequence[Pod]) -> bool:
         """Whether `pod` fits the row's devices once `victims` gave theirs back (rows without devices: yes)."""
