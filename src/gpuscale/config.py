@@ -184,6 +184,7 @@ class PoolConfig(_Strict):
     scale_down_unneeded_time: Duration | None = None
     scale_down_unready_time: Duration | None = None
     ignore_daemonsets_utilization: bool | None = None
+    scale_down_lost_gpu_minutes_per_hour: float | None = Field(default=None, ge=0)
     zero_or_max_scaling: bool = False
     scale_down_enabled: bool = True
     startup_taints: tuple[str, ...] = ()
@@ -259,6 +260,7 @@ class PoolConfig(_Strict):
             scale_down_unneeded_time_s=self.scale_down_unneeded_time,
             scale_down_unready_time_s=self.scale_down_unready_time,
             ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
+            scale_down_lost_gpu_minutes_per_hour=self.scale_down_lost_gpu_minutes_per_hour,
             zero_or_max=self.zero_or_max_scaling,
             node_repair=self.node_repair, max_nodes_under_repair=self.max_nodes_under_repair,
             startup_taints=DEFAULT_STARTUP_TAINTS.merged(StartupTaints(
@@ -348,6 +350,7 @@ _POLICY_NAMES: Mapping[str, str] = {
     "skip_nodes_with_system_pods": "skip_nodes_with_system_pods",
     "skip_nodes_with_local_storage": "skip_nodes_with_local_storage",
     "protect_gpu_jobs": "protect_gpu_jobs",
+    "scale_down_lost_gpu_minutes_per_hour": "scale_down_lost_gpu_minutes_per_hour",
 }
 """Config option → `Policy` field, for the options that map one to one (the rest are built below)."""
 
@@ -411,6 +414,7 @@ class ConfigFile(_Strict):
     skip_nodes_with_system_pods: bool | None = None
     skip_nodes_with_local_storage: bool | None = None
     protect_gpu_jobs: bool | None = None
+    scale_down_lost_gpu_minutes_per_hour: float | None = Field(default=None, ge=0)
     # start-up (added to the defaults: docs/config.md)
     startup_taints: tuple[str, ...] = ()
     startup_taint_prefixes: tuple[str, ...] = ()

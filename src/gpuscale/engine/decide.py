@@ -28,7 +28,7 @@ from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.repair import plan_repairs
 from gpuscale.engine.scaledown import plan_removals
 from gpuscale.engine.scaleup import plan_scale_up
-from gpuscale.engine.state import EngineState, FailureKind, record_failure
+from gpuscale.engine.state import EngineState, FailureKind, charge_lost_work, record_failure
 from gpuscale.engine.whatif.facts import NodeFacts
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.store import ReferenceStore, Store
@@ -311,6 +311,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     blocked = list(down.blocked)
     if down.unremovable is not state.unremovable:
         state = replace(state, unremovable=down.unremovable)
+    state = charge_lost_work(state, down.lost_work, now)
     if policy.buffers:
         removals, kept = _respect_buffers(removals, up.table, world, busy, by_name, policy)
         blocked += kept

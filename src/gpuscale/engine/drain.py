@@ -19,7 +19,10 @@ Rules, first match wins (Cluster Autoscaler's `simulator/drainability/rules` ord
    `cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes` (comma-separated);
 8. a running pod of a Job that requests GPUs (when `protect_gpu_jobs`), unless `gpuscale.io/checkpoint-safe: "true"`:
    killing a training job loses its work. `safe-to-evict: "true"` does not lift this one — it is routinely set to get
-   past rule 7 (scratch emptyDirs) and says nothing about losing a training run.
+   past rule 7 (scratch emptyDirs) and says nothing about losing a training run. A pod that says when it last
+   checkpointed (engine/checkpoint.py: `gpuscale.io/last-checkpoint` or `gpuscale.io/checkpoint-interval`) and is
+   no gang's member must move, listed in `NodeDrain.checkpointed`: scale-down charges the work it loses against its
+   pool's lost-work budget when it picks the node (D37); a gang member keeps its node (moving it stops the gang).
 Every other pod must move. Then for the node: `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"` and
 `karpenter.sh/do-not-disrupt` (`"true"`, or a duration from the node's creation) block it,
 and every evicted pod (moved or expendable) spends one disruption of each PDB covering it — `PdbBudget` carries what is
@@ -33,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpuscale.engine.checkpoint import checkpoint_problem
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.protection import DO_NOT_DISRUPT, Protection, do_not_disrupt
 from gpuscale.engine.reasons import Reason, ReasonCode
@@ -68,6 +72,8 @@ class PodDrain:
     action: DrainAction
     reason: Reason | None = None
     """Why the pod blocks (set only for `BLOCK`)."""
+    checkpointed: bool = False
+    """A protected GPU job that moves at the cost of the work since its last checkpoint (rule 8)."""
 
 
 def requests_gpus(pod: Pod) -> bool:
@@ -210,24 +216,43 @@ def classify_pod(pod: Pod, *, policy: Policy, budget: PdbBudget, now: float = 0.
         blocked = _movable(pod, policy, budget)
         if blocked is not None:
             return blocked
-    if (policy.protect_gpu_jobs and pod.phase is PodPhase.RUNNING and pod.owner is not None
-            and pod.owner.kind == "Job" and requests_gpus(pod) and pod.annotations.get(CHECKPOINT_SAFE) != "true"):
-        return _block(ReasonCode.TRAINING_JOB, pod,
-                      f'is a running GPU Job pod: killing a training job loses its work (opt in with '
-                      f'{CHECKPOINT_SAFE}: "true")')
-    return PodDrain(action=DrainAction.MOVE)
+    if protected_gpu_job(pod, policy):
+        if pod.group is not None and pod.group.min_member != 1:
+            return _block(ReasonCode.TRAINING_JOB, pod,
+                          f"is a running GPU Job pod of gang {pod.group.key}: moving one member stops the whole gang")
+        problem = checkpoint_problem(pod)
+        if problem is not None:
+            return _block(ReasonCode.TRAINING_JOB, pod,
+                          f'is a running GPU Job pod: killing a training job loses its work; it {problem} '
+                          f'(opt in with {CHECKPOINT_SAFE}: "true", or say when it checkpoints)')
+        return _CHECKPOINTED
+    return _MOVE
+
+
+_MOVE = PodDrain(action=DrainAction.MOVE)
+_CHECKPOINTED = PodDrain(action=DrainAction.MOVE, checkpointed=True)
+
+
+def protected_gpu_job(pod: Pod, policy: Policy) -> bool:
+    """Rule 8 applies: a running GPU Job pod under `protect_gpu_jobs`, not opted out with `checkpoint-safe`."""
+    return (policy.protect_gpu_jobs and pod.phase is PodPhase.RUNNING and pod.owner is not None
+            and pod.owner.kind == "Job" and requests_gpus(pod) and pod.annotations.get(CHECKPOINT_SAFE) != "true")
 
 
 @quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeDrain:
     """What removing one node takes: pods to re-place (`move`, sorted by key), pods to evict (`evict`: `move` plus
-    expendable pods, sorted by key), or why it cannot be removed (`blocked`, the first blocker in pod-key order)."""
+    expendable pods, sorted by key), or why it cannot be removed (`blocked`, the first blocker in pod-key order);
+    `checkpointed`: the moved pods whose work since their last checkpoint is lost."""
 
     node: str
     move: tuple[Pod, ...] = ()
     evict: tuple[Pod, ...] = ()
     blocked: Reason | None = None
+    checkpointed: tuple[Pod, ...] = ()
+    """The pods of `move` that lose the work since their last checkpoint (rule 8): their loss is charged against the
+    pool's lost-work budget when the node is picked."""
 
     @property
     def empty(self) -> bool:
@@ -259,15 +284,18 @@ def drain_node(node: Node, pods: Iterable[Pod], *, policy: Policy, budget: PdbBu
         return NodeDrain(node=node.name)
     move: list[Pod] = []
     evict: list[Pod] = []
+    checkpointed: list[Pod] = []
     for pod in sorted(pods, key=lambda p: (p.key, p.uid)):
         verdict = classify_pod(pod, policy=policy, budget=budget, now=now)
         if verdict.action is DrainAction.BLOCK:
             return NodeDrain(node=node.name, blocked=verdict.reason)
         if verdict.action is DrainAction.MOVE:
             move.append(pod)
+            if verdict.checkpointed:
+                checkpointed.append(pod)
         if verdict.action is not DrainAction.IGNORE:
             evict.append(pod)
     shortfall = budget.shortfall(evict)
     if shortfall is not None:
         return NodeDrain(node=node.name, blocked=shortfall)
-    return NodeDrain(node=node.name, move=tuple(move), evict=tuple(evict))
+    return NodeDrain(node=node.name, move=tuple(move), evict=tuple(evict), checkpointed=tuple(checkpointed))

@@ -72,3 +72,9 @@ def new_pod_delay_s(policy: Policy, *, gpu: bool) -> float:
     """How old the oldest pending pod must be before a scale-up for it (`new_pod_scale_up_delay`; a batch with a GPU
     pod: `new_gpu_pod_scale_up_delay` when set). A policy option only: pods, not pools, are batched."""
     return resolve(None, policy.new_pod_delay_s, gpu=gpu, gpu_specific=policy.new_gpu_pod_delay_s)
+
+
+def lost_work_budget(pool: NodePool, policy: Policy) -> float:
+    """GPU-minutes of work per sliding hour that moving the pool's checkpointed GPU jobs may lose
+    (`scale_down_lost_gpu_minutes_per_hour`; engine/checkpoint.py)."""
+    return resolve(pool.scale_down_lost_gpu_minutes_per_hour, policy.scale_down_lost_gpu_minutes_per_hour)

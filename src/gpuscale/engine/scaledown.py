@@ -41,7 +41,10 @@ Steps, in this order:
 6. **Selection**, in the order of step 4: a node unneeded long enough is removed unless the gate withholds it, its pool
    would drop below `min_size` (non-deleting nodes minus removals already planned), the PDB budget left after the
    removals already planned cannot cover its evictions (it stays unneeded and waits: a running budget, so two drains
-   never spend the same disruption), or the parallelism limits (`max_empty_bulk_delete` empty nodes,
+   never spend the same disruption), moving its checkpointed GPU jobs would lose more work than its pool's lost-work
+   budget has left this hour (the same running way, from `EngineState.lost_work`: engine/checkpoint.py, D37; the
+   removal then carries the loss and the idle GPU-hours saved in a `CheckpointedJobMoved` reason), or the parallelism
+   limits (`max_empty_bulk_delete` empty nodes,
    `max_drain_parallelism` drains) are used up.
 
 Cost at 5,000 nodes × 150,000 pods: step 2 is O(nodes × resources) NumPy over per-node columns (`NodeSet`: built by
@@ -81,10 +84,12 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from gpuscale.engine.checkpoint import WINDOW_S, LostWork, lost_gpu_minutes, next_checkpoint_s, spent, window
 from gpuscale.engine.drain import SCALE_DOWN_DISABLED, NodeDrain, PdbBudget, drain_node
 from gpuscale.engine.nodes import NodePhase, phase
 from gpuscale.engine.options import (
     ignores_daemonsets,
+    lost_work_budget,
     startup_time_s,
     unneeded_time_s,
     unready_time_s,
@@ -122,6 +127,9 @@ class ScaleDownResult:
     those whose removal simulation failed now."""
     next_at_s: float | None = None
     """When this result next matters with no change to its inputs but the clock (`_next_at`; None: never)."""
+    lost_work: tuple[LostWork, ...] = ()
+    """The work the removals lose by moving checkpointed GPU jobs, one entry per removal that loses any: what the
+    engine state's lost-work budgets spend now."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1171,16 +1179,69 @@ def _pool_cooldown(pool: str, state: EngineState, policy: Policy, now: float) ->
                   {"remaining_s": last + delay - now, "delay_s": delay})
 
 
+class _LostBudget:
+    """The pools' lost-work budgets within one decision (engine/checkpoint.py): what the last hour spent (engine
+    state) plus what the removals picked so far spend, and when a removal that waits for budget could go (`ends`: a
+    checkpoint by interval, an entry leaving the window). Cost: one pass over the window's entries, then O(pods
+    moved) per checkpointed candidate."""
+
+    def __init__(self, state: EngineState, policy: Policy, now: float) -> None:
+        self.policy, self.now = policy, now
+        self.window = window(state.lost_work, now)
+        self.spent = dict(spent(self.window, now))
+        self.entries: list[LostWork] = []
+        self.ends: list[float] = []
+
+    def _figures(self, c: _Candidate) -> tuple[float, float, float]:
+        budget = lost_work_budget(c.pool, self.policy)
+        return lost_gpu_minutes(c.drain.checkpointed, self.now), budget, budget - self.spent.get(c.pool_name, 0.0)
+
+    def shortfall(self, c: _Candidate) -> Reason | None:
+        """Why the candidate's checkpointed pods may not move now (None: they may, or it has none)."""
+        if not c.drain.checkpointed:
+            return None
+        lost, budget, left = self._figures(c)
+        if lost <= left + 1e-9:
+            return None
+        ends = [t for t in (next_checkpoint_s(p, self.now) for p in c.drain.checkpointed) if t is not None]
+        ends += [e.at_s + WINDOW_S for e in self.window if e.pool == c.pool_name]
+        if ends:
+            self.ends.append(min(ends))
+        return Reason(ReasonCode.LOST_WORK_BUDGET,
+                      f"node {c.name} waits: moving its {len(c.drain.checkpointed)} checkpointed GPU job pod(s) loses "
+                      f"{lost:.1f} GPU-minutes of work, pool {c.pool_name}'s lost-work budget has {max(left, 0.0):.1f} "
+                      f"of {budget:g} GPU-minutes per hour left",
+                      {"lost_gpu_minutes": lost, "budget_left_gpu_minutes": max(left, 0.0),
+                       "budget_gpu_minutes_per_hour": budget})
+
+    def take(self, c: _Candidate) -> Reason | None:
+        """Spend the candidate's loss (after `shortfall` said it fits); the reason its removal carries (None: no
+        checkpointed pod)."""
+        if not c.drain.checkpointed:
+            return None
+        lost, budget, left = self._figures(c)
+        self.spent[c.pool_name] = self.spent.get(c.pool_name, 0.0) + lost
+        self.entries.append(LostWork(at_s=self.now, pool=c.pool_name, gpu_minutes=lost))
+        saved = float(c.pool.gpus_per_node)
+        return Reason(ReasonCode.CHECKPOINTED_MOVE,
+                      f"node {c.name}: moving {len(c.drain.checkpointed)} checkpointed GPU job pod(s) loses "
+                      f"{lost:.1f} GPU-minutes of work since their last checkpoint and saves ~{saved:g} idle "
+                      f"GPU-hours per hour the node would have stayed; pool {c.pool_name}'s lost-work budget has "
+                      f"{left - lost:.1f} of {budget:g} GPU-minutes per hour left",
+                      {"lost_gpu_minutes": lost, "idle_gpu_hours_saved_per_hour": saved,
+                       "budget_left_gpu_minutes": left - lost, "budget_gpu_minutes_per_hour": budget})
+
+
 def _select(unneeded: Sequence[_Candidate], nodes: NodeSet, unneeded_since: Mapping[str, float],
             halt: Reason | None, budget: PdbBudget, policy: Policy, state: EngineState,
-            now: float) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
+            now: float, lost: _LostBudget) -> tuple[list[Removal], list[NodeVerdict], list[NodeVerdict]]:
     removed: Counter[str] = Counter()
     empty_slots, drain_slots = policy.max_empty_bulk_delete, policy.max_drain_parallelism
     removals: list[Removal] = []
     blocked: list[NodeVerdict] = []
     waiting: list[NodeVerdict] = []
     if any(c.pool.zero_or_max for c in unneeded):  # whole pools first, as Cluster Autoscaler crops them
-        whole = _Whole(nodes, unneeded_since, halt, budget, policy, state, now, empty_slots, drain_slots)
+        whole = _Whole(nodes, unneeded_since, halt, budget, policy, state, now, empty_slots, drain_slots, lost)
         for members in _by_pool(c for c in unneeded if c.pool.zero_or_max):
             whole.select(members, removals, blocked, waiting)
         budget, empty_slots, drain_slots = whole.budget, whole.empty_slots, whole.drain_slots
@@ -1189,7 +1250,7 @@ def _select(unneeded: Sequence[_Candidate], nodes: NodeSet, unneeded_since: Mapp
         pool = c.pool_name
         since = unneeded_since.get(c.name, now)
         wait = (_wait_reason(c, since, now) or halt or _pool_cooldown(pool, state, policy, now)
-                or budget.shortfall(c.drain.evict))
+                or budget.shortfall(c.drain.evict) or lost.shortfall(c))
         if wait is not None:
             waiting.append(NodeVerdict(node=c.name, reasons=(wait, c.reason)))
         elif (size := nodes.pool_sizes())[pool] - removed[pool] <= c.pool.min_size:
@@ -1209,7 +1270,9 @@ def _select(unneeded: Sequence[_Candidate], nodes: NodeSet, unneeded_since: Mapp
             removed[pool] += 1
             budget = budget.spend(c.drain.evict)
             reason = Reason(c.reason.code, c.reason.message, {**c.reason.numbers, "unneeded_s": now - since})
-            removals.append(Removal(node=c.name, pool=pool, evict=c.drain.evict_keys, reasons=(reason,)))
+            moved = lost.take(c)
+            removals.append(Removal(node=c.name, pool=pool, evict=c.drain.evict_keys,
+                                    reasons=(reason,) if moved is None else (reason, moved)))
     return removals, blocked, waiting
 
 
@@ -1229,9 +1292,10 @@ class _Whole:
 
     def __init__(self, nodes: NodeSet, unneeded_since: Mapping[str, float], halt: Reason | None,
                  budget: PdbBudget, policy: Policy, state: EngineState, now: float, empty_slots: int,
-                 drain_slots: int) -> None:
+                 drain_slots: int, lost: _LostBudget) -> None:
         self.nodes, self.unneeded_since, self.halt, self.policy, self.state, self.now = (
             nodes, unneeded_since, halt, policy, state, now)
+        self.lost = lost
         self.budget, self.empty_slots, self.drain_slots = budget, empty_slots, drain_slots
         self.overflow = True
 
@@ -1250,6 +1314,15 @@ class _Whole:
                 f"go to zero", {"min_size": pool.min_size, "nodes": size}))
             return
         budget = self.budget
+        if any(c.drain.checkpointed for c in members):  # the whole pool's loss, against its budget at once
+            lost = sum(lost_gpu_minutes(c.drain.checkpointed, now) for c in members)
+            allowed = lost_work_budget(pool, self.policy) - self.lost.spent.get(name, 0.0)
+            if lost > allowed + 1e-9:
+                waiting += self._all(members, Reason(
+                    ReasonCode.LOST_WORK_BUDGET, f"pool {name} scales zero-or-max: moving its checkpointed GPU job "
+                    f"pods loses {lost:.1f} GPU-minutes of work, its lost-work budget has {max(allowed, 0.0):.1f} left",
+                    {"lost_gpu_minutes": lost, "budget_left_gpu_minutes": max(allowed, 0.0)}))
+                return
         for c in members:
             since = self.unneeded_since.get(c.name, now)
             wait = (_wait_reason(c, since, now) or self.halt or _pool_cooldown(name, self.state, self.policy, now)
@@ -1275,9 +1348,10 @@ class _Whole:
         for c in members:
             reason = Reason(c.reason.code, c.reason.message,
                             {**c.reason.numbers, "unneeded_s": now - self.unneeded_since.get(c.name, now)})
+            moved = self.lost.take(c)
             removals.append(Removal(node=c.name, pool=name, evict=c.drain.evict_keys, reasons=(reason, Reason(
                 ReasonCode.ZERO_OR_MAX, f"pool {name} scales zero-or-max: all {size} of its nodes go together",
-                {"nodes": size}))))
+                {"nodes": size}), *((moved,) if moved is not None else ()))))
 
     @staticmethod
     def _all(members: list[_Candidate], reason: Reason) -> list[NodeVerdict]:
@@ -1321,8 +1395,10 @@ def _plan(nodes: NodeSet, *, table: WhatIf, pods_by_node: Mapping[str, Sequence[
         recent.update((v.node, Unremovable(failed_s=now, until_s=now + timeout, reason=v.reasons[0]))
                       for v in blocked if v.reasons[0].code not in _NOT_RECHECKED)
     live = nodes.live()
-    removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, budget, policy, state, now)
-    next_at = _next_at(nodes, unneeded, unneeded_since, blocked, recent, policy, state, now)
+    lost = _LostBudget(state, policy, now)
+    removals, at_min, waiting = _select(unneeded, nodes, unneeded_since, halt, budget, policy, state, now, lost)
+    next_at = min((t for t in (_next_at(nodes, unneeded, unneeded_since, blocked, recent, policy, state, now),
+                               *lost.ends) if t is not None), default=None)
     return ScaleDownResult(
         removals=tuple(removals),
         blocked=tuple(sorted((*blocked, *at_min), key=_NODE)),
@@ -1331,6 +1407,7 @@ def _plan(nodes: NodeSet, *, table: WhatIf, pods_by_node: Mapping[str, Sequence[
         clear_unneeded=tuple(sorted(n for n in (*unneeded_since, *stale) if n in live and n not in names)),
         unremovable=recent if recent != state.unremovable else state.unremovable,
         next_at_s=next_at,
+        lost_work=tuple(lost.entries),
     )
 
 

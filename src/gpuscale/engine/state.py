@@ -1,5 +1,5 @@
-"""What one decision hands to the next: pool backoff, the times of the last scale events and the nodes recently found
-unremovable.
+"""What one decision hands to the next: pool backoff, the times of the last scale events, the nodes recently found
+unremovable and the work lost by moving checkpointed jobs within the last hour.
 
 Everything here is small and rebuilt cheaply after a restart: backoff and the unremovable nodes restart empty (as in
 CA), and the clocks that matter across restarts — how long a node has been unneeded, when a node was requested — are
@@ -9,10 +9,11 @@ state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from gpuscale.engine.checkpoint import WINDOW_S, LostWork
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.reasons import Reason
 
@@ -54,6 +55,9 @@ class EngineState:
     last_scale_down_failure_s: float | None = None
     unremovable: Mapping[str, Unremovable] = field(default_factory=dict)
     """Node → its last failed removal simulation, while the recheck timeout runs (nodes still in the cluster only)."""
+    lost_work: tuple[LostWork, ...] = ()
+    """The work lost by moving checkpointed GPU jobs within the last hour, oldest first: what each pool's lost-work
+    budget has spent (engine/checkpoint.py). Restarts empty, like backoff."""
 
     def in_backoff(self, pool: str, now: float) -> PoolBackoff | None:
         entry = self.backoff.get(pool)
@@ -82,3 +86,14 @@ def record_scale_down(state: EngineState, now: float, failed: bool = False) -> E
     if failed:
         return replace(state, last_scale_down_failure_s=now)
     return replace(state, last_scale_down_s=now)
+
+
+def charge_lost_work(state: EngineState, entries: Sequence[LostWork], now: float) -> EngineState:
+    """The state with this decision's lost-work `entries` added and those that left the budget's hour dropped; the
+    very state when neither happens (so an idle decision does not count as a change)."""
+    kept = state.lost_work
+    if kept and kept[0].at_s <= now - WINDOW_S:
+        kept = tuple(e for e in kept if e.at_s > now - WINDOW_S)
+    if not entries and kept is state.lost_work:
+        return state
+    return replace(state, lost_work=(*kept, *entries))

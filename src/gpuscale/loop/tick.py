@@ -325,8 +325,9 @@ class Autoscaler:
         unevicted = self._evict(node, removal.evict, acts)
         self.drains.start(node, removal.pool, now, removal.evict, unevicted)
         acts.drains_started.append(node)
+        moved = "".join(f"; {r.message}" for r in removal.reasons if r.code is ReasonCode.CHECKPOINTED_MOVE)
         self._emit(acts, NODE, node, EventType.NORMAL, ev.SCALE_DOWN,
-                   f"marked the node as toBeDeleted/unschedulable; draining {len(removal.evict)} pod(s)")
+                   f"marked the node as toBeDeleted/unschedulable; draining {len(removal.evict)} pod(s){moved}")
 
     def _evict(self, node: str, pods: Sequence[str], acts: _Acts) -> list[str]:
         """Evict each pod once; returns those whose eviction was not accepted (retried next tick, never forced)."""

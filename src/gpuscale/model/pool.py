@@ -47,6 +47,8 @@ class NodePool:
     scale_down_unready_time_s: float | None = None
     ignore_daemonsets_utilization: bool | None = None
     """Whether DaemonSet pods are left out of its nodes' utilization; `None`: as the policy says."""
+    scale_down_lost_gpu_minutes_per_hour: float | None = None
+    """Its own lost-work budget for moving checkpointed GPU jobs (engine/checkpoint.py); `None`: the policy's."""
     scale_down_disabled: str | None = None
     """Why no node of this pool is ever scaled down (turned off in the configuration, or a provider that cannot remove
     a chosen node of it), or `None`: its nodes may go."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from gpuscale.engine.checkpoint import CHECKPOINT_INTERVAL
 from gpuscale.model.pod import OwnerRef, Pod, PodGroupRef, SchedulingConstraints
 from gpuscale.model.resources import Resources
 from gpuscale.sim.cluster import Termination, pod_gpus
@@ -118,11 +119,15 @@ class Job:
         group = PodGroupRef(key=f"{spec.team}/{spec.name}-{self.attempt}", source="kueue", min_member=spec.pods) \
             if spec.pods > 1 else None
         owner = OwnerRef(kind="Job", name=spec.name)
+        # The checkpoint interval, as a job declares it to gpuscale (engine/checkpoint.py): progress is kept at
+        # multiples of it from the start of the run (`_stop`), which is the pod's start for a single-pod job.
+        annotations = {CHECKPOINT_INTERVAL: f"{spec.checkpoint_s:g}s"} if spec.checkpoint_s > 0 else {}
         for i in range(spec.pods):
             name = f"{spec.name}-{self.attempt}-{i}"
             pod = Pod(namespace=spec.team, name=name, uid=name,
                       requests=spec.requests, constraints=self.constraints, priority=spec.priority,
                       labels={"job-name": spec.name, "gpuscale.io/workload": spec.kind}, owner=owner, group=group,
+                      annotations=annotations,
                       created_s=self.world.now, image_bytes=spec.image_bytes)
             self.pods.add(pod.key)
             self.world.create_pod(pod, self)

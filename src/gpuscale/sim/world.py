@@ -196,7 +196,7 @@ class World:
         pod = self.cluster.pods.get(key)
         if pod is None or pod.node_name != node:
             return
-        running = replaced(pod, phase=PodPhase.RUNNING)
+        running = replaced(pod, phase=PodPhase.RUNNING, started_s=self.now)
         self.cluster.put_pod(running)
         track = self.metrics.tracks.get(key)
         if track is not None:
