@@ -1,4 +1,4 @@
-"""Checkpoint-aware consolidation (engine/checkpoint.py, D37): a protected GPU job that says when it checkpointed
+"""Checkpoint-aware consolidation (engine/checkpoint.py, D38): a protected GPU job that says when it checkpointed
 moves within its pool's lost-work budget — windowed per hour, per pool, never for a gang member, never past a PDB,
 never past do-not-disrupt — and each such removal carries its numbers."""
 

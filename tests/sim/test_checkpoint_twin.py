@@ -1,4 +1,4 @@
-"""Checkpoint-aware consolidation in the twin (engine/checkpoint.py, D37): a small long GPU job left alone on an
+"""Checkpoint-aware consolidation in the twin (engine/checkpoint.py, D38): a small long GPU job left alone on an
 8-GPU node moves to a node with room when its checkpoint is recent, and keeps the node when it never checkpoints
 within the budget; the work the engine says a move loses is the work the twin charges."""
 

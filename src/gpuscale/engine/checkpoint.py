@@ -1,7 +1,7 @@
 """Checkpoint-aware consolidation: when a protected GPU job may move, what moving it loses, and the lost-work budget.
 
 `protect_gpu_jobs` keeps a running GPU Job pod on its node: killing a training run loses its work. A job that
-checkpoints loses only the work since its last checkpoint, so gpuscale may move it (D37) when it says when that was:
+checkpoints loses only the work since its last checkpoint, so gpuscale may move it (D38) when it says when that was:
 - `gpuscale.io/last-checkpoint`: the time of the last checkpoint, RFC 3339 (`2026-12-02T09:30:00Z`) or Unix seconds
   (`1796203800`); the job (or a sidecar) rewrites it after each checkpoint. Exact: preferred.
 - `gpuscale.io/checkpoint-interval`: a Go duration (`30m`); checkpoints are taken that often from the pod's start

@@ -22,7 +22,7 @@ Rules, first match wins (Cluster Autoscaler's `simulator/drainability/rules` ord
    past rule 7 (scratch emptyDirs) and says nothing about losing a training run. A pod that says when it last
    checkpointed (engine/checkpoint.py: `gpuscale.io/last-checkpoint` or `gpuscale.io/checkpoint-interval`) and is
    no gang's member must move, listed in `NodeDrain.checkpointed`: scale-down charges the work it loses against its
-   pool's lost-work budget when it picks the node (D37); a gang member keeps its node (moving it stops the gang).
+   pool's lost-work budget when it picks the node (D38); a gang member keeps its node (moving it stops the gang).
 Every other pod must move. Then for the node: `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"` and
 `karpenter.sh/do-not-disrupt` (`"true"`, or a duration from the node's creation) block it,
 and every evicted pod (moved or expendable) spends one disruption of each PDB covering it — `PdbBudget` carries what is

@@ -138,7 +138,7 @@ class Policy:
     when they last checkpointed (engine/checkpoint.py): then they move within the lost-work budget below."""
     scale_down_lost_gpu_minutes_per_hour: float = 30.0
     """Each pool's lost-work budget: GPU-minutes of work (GPUs × time since the last checkpoint) that moving
-    checkpointed GPU jobs may lose per sliding hour (D37; a pool may set its own)."""
+    checkpointed GPU jobs may lose per sliding hour (D38; a pool may set its own)."""
 
     def expander_chain(self) -> tuple[ExpanderName, ...]:
         if self.priorities and ExpanderName.PRIORITY not in self.expanders:

@@ -42,7 +42,7 @@ Steps, in this order:
    would drop below `min_size` (non-deleting nodes minus removals already planned), the PDB budget left after the
    removals already planned cannot cover its evictions (it stays unneeded and waits: a running budget, so two drains
    never spend the same disruption), moving its checkpointed GPU jobs would lose more work than its pool's lost-work
-   budget has left this hour (the same running way, from `EngineState.lost_work`: engine/checkpoint.py, D37; the
+   budget has left this hour (the same running way, from `EngineState.lost_work`: engine/checkpoint.py, D38; the
    removal then carries the loss and the idle GPU-hours saved in a `CheckpointedJobMoved` reason), or the parallelism
    limits (`max_empty_bulk_delete` empty nodes,
    `max_drain_parallelism` drains) are used up.
