@@ -352,3 +352,30 @@ def test_components_survive_apiserver_and_kwok_restarts(
         late = make_node("late", annotations=instant).metadata.name
         assert not is_ready(core_v1.read_node(late))  # no kubelet stand-in while kwok is down
     wait_for(lambda: is_ready(core_v1.read_node(late)), 60, desc="node Ready once kwok is back")
+
+
+def test_boot_deadline_is_absolute_under_churn(
+    core_v1: client.CoreV1Api, make_node: Callable[..., client.V1Node]
+) -> None:
+    """kwok restarts a pending delay on every change of its object, and a booting node changes often (the not-ready
+    taint, labels and annotations written by autoscalers). node-initialize counts ready-after from the node's creation
+    instead, so a burst of nodes relabelled every few seconds all turn Ready 60 s after creation (second precision),
+    not 60 s after their last change."""
+    names = [make_node("boot", annotations={"gpuscale.io/ready-after": "60s"}).metadata.name for _ in range(4)]
+    churned = [0]
+
+    def churn(node: client.V1Node) -> None:
+        # At most one write per node per ~5 s of polling: each would restart a relative delay.
+        stamp = str(int(time.monotonic() // 5))
+        if (node.metadata.labels or {}).get("gpuscale.io/churn") != stamp:
+            core_v1.patch_node(node.metadata.name, {"metadata": {"labels": {"gpuscale.io/churn": stamp}}})
+            churned[0] += 1
+
+    observe_ready_order(core_v1, names, timeout_s=150, while_not_ready=churn)
+    assert churned[0] >= 4 * 10  # every node was changed at least ten times while it booted
+    for name in names:
+        node = core_v1.read_node(name)
+        ready = condition(node, "Ready")
+        assert ready is not None and ready.status == "True"
+        waited = seconds(ready.last_transition_time, node.metadata.creation_timestamp)
+        assert 60 <= waited <= 61.5, (name, waited)
