@@ -43,16 +43,29 @@ def test_unneeded_time(options: dict[str, Any], gpu_unneeded: float, cpu_unneede
 
 
 @pytest.mark.parametrize(("options", "gpu_delay", "delay"), [
-    ({}, 10, 2),
+    ({}, 0, 0),
     ({"new_pod_scale_up_delay": "0s"}, 0, 0),
     ({"new_pod_scale_up_delay": "30s", "new_gpu_pod_scale_up_delay": "1m"}, 60, 30),
-    ({"new_gpu_pod_scale_up_delay": "0s"}, 0, 2),
+    ({"new_gpu_pod_scale_up_delay": "10s"}, 10, 0),
     ({"preset": "ca-defaults"}, 30, 2),
     ({"preset": "ca-defaults", "new_pod_scale_up_delay": "5s"}, 5, 5),
 ])
 def test_new_pod_delay(options: dict[str, Any], gpu_delay: float, delay: float) -> None:
     chosen = policy(**options)
     assert (new_pod_delay_s(chosen, gpu=True), new_pod_delay_s(chosen, gpu=False)) == (gpu_delay, delay)
+
+
+@pytest.mark.parametrize(("options", "idle", "most"), [
+    ({}, 1, 10),
+    ({"batch_idle_duration": "2s", "batch_max_duration": "30s"}, 2, 30),
+    ({"batch_idle_duration": "0s"}, 0, 10),
+    ({"preset": "ca-defaults"}, 0, 10),
+    ({"preset": "ca-defaults", "batch_idle_duration": "1s"}, 1, 10),
+])
+def test_batch_window(options: dict[str, Any], idle: float, most: float) -> None:
+    """Karpenter's names; CA has no window (the preset turns it off, naming it turns it on again)."""
+    chosen = policy(**options)
+    assert (chosen.batch_idle_s, chosen.batch_max_s) == (idle, most)
 
 
 def test_the_general_unneeded_time_keeps_an_idle_gpu_node_as_long_as_any_other() -> None:

@@ -71,11 +71,21 @@ def test_a_pending_pod_no_pool_fits_sets_no_time() -> None:
 
 
 def test_the_batching_delay_ends_when_the_oldest_pod_is_old_enough() -> None:
+    aged = replace(POLICY, new_pod_delay_s=2.0, batch_idle_s=0.0)  # CA's age check (the ca-defaults preset)
     pod = owned_pod("p", created_s=T0 - 0.5)
-    plan = _plan(pods=[pod])
+    plan = _plan(pods=[pod], policy=aged)
     assert plan.scale_up == () and plan.next_at_s == T0 + 1.5
-    assert _plan(pods=[pod], now=T0 + 1.4).scale_up == ()
-    assert [s.pool for s in _plan(pods=[pod], now=T0 + 1.5).scale_up] == ["cpu-general"]
+    assert _plan(pods=[pod], now=T0 + 1.4, policy=aged).scale_up == ()
+    assert [s.pool for s in _plan(pods=[pod], now=T0 + 1.5, policy=aged).scale_up] == ["cpu-general"]
+
+
+def test_the_batch_window_ends_when_it_closes() -> None:
+    """The window's end is the plan's time: idle after the newest pod, capped at max after the first."""
+    window = replace(POLICY, batch_idle_s=1.0, batch_max_s=10.0)
+    pods = [owned_pod("a", created_s=T0 - 0.5), owned_pod("b", created_s=T0 - 0.2)]
+    plan = _plan(pods=pods, policy=window)
+    assert plan.scale_up == () and plan.next_at_s == T0 + 0.8
+    assert [s.pool for s in _plan(pods=pods, now=T0 + 0.8, policy=window).scale_up] == ["cpu-general"]
 
 
 def test_a_pod_scale_up_delay_ends_at_creation_plus_the_delay() -> None:

@@ -128,6 +128,38 @@ def test_more_pods_than_upcoming_capacity_orders_only_the_difference() -> None:
     assert scale_ups(run(pods, upcoming=(requested,))) == {"gpu-training-a100": 1}
 
 
+WINDOW = Policy(batch_idle_s=1.0, batch_max_s=10.0)
+
+
+def test_batch_window_waits_while_pods_keep_arriving_within_idle() -> None:
+    """A burst 0.5 s apart is one batch: decided 1 s after its last pod, in one scale-up for all."""
+    burst = tuple(training_pod(f"train-{i}", gpus=2, created=NOW - 2.0 + 0.5 * i) for i in range(4))  # up to NOW-0.5
+    held = run(burst, policy=WINDOW)
+    assert held.scale_up == () and codes(held.waiting) == {ReasonCode.WAITING_BATCH}
+    assert held.next_at_s == pytest.approx(NOW + 0.5)
+    plan = run(burst, policy=WINDOW, now=NOW + 0.5)
+    assert scale_ups(plan) == {"gpu-training-a100": 1} and len(plan.scale_up[0].pods) == 4
+
+
+def test_batch_window_closes_at_its_maximum_however_many_pods_join() -> None:
+    """Pods every 0.5 s for 12 s: the batch opened by the first closes 10 s after it; later pods open the next."""
+    stream = tuple(pending(f"web-{i}", cpu="1", created=NOW - 12.0 + 0.5 * i) for i in range(25))  # to NOW
+    plan = run(stream, policy=WINDOW)
+    decided = {p for s in plan.scale_up for p in s.pods}
+    first = {f"default/web-{i}" for i in range(20)}  # created before NOW-2 = the first batch's close
+    assert decided == first
+    assert {v.pod for v in plan.waiting} == {f"default/web-{i}" for i in range(20, 25)}
+    assert plan.next_at_s == pytest.approx(NOW + 1.0)
+
+
+def test_an_old_pending_pod_does_not_open_the_window_for_a_new_one() -> None:
+    """CA's age check lets a new pod through as soon as any pod is old; the window keeps batching the new one."""
+    old, new = pending("old", cpu="1", created=NOW - 600), pending("new", cpu="1", created=NOW - 0.1)
+    plan = run((old, new), policy=WINDOW)
+    assert {p for s in plan.scale_up for p in s.pods} == {"default/old"}
+    assert [v.pod for v in plan.waiting] == ["default/new"] and plan.next_at_s == pytest.approx(NOW + 0.9)
+
+
 def test_fits_on_existing_free_capacity_needs_no_scale_up() -> None:
     plan = run((pending("web", cpu="1"),), nodes=(pool_node(SEED_POOLS[0], "cpu-1"),))
     assert plan.scale_up == () and codes(plan.covered) == {ReasonCode.FITS_EXISTING}
@@ -136,8 +168,9 @@ def test_fits_on_existing_free_capacity_needs_no_scale_up() -> None:
 @pytest.mark.parametrize(("age", "gpu", "acts"), [(1.0, False, False), (3.0, False, True), (5.0, True, False),
                                                   (11.0, True, True)])
 def test_batching_waits_for_the_oldest_pod_to_age(age: float, gpu: bool, acts: bool) -> None:
+    """CA's age check (the ca-defaults preset's batching): 2 s, 10 s with a GPU pod here."""
     pod = training_pod(created=NOW - age) if gpu else pending("web", cpu="1", created=NOW - age)
-    plan = run((pod,))
+    plan = run((pod,), policy=Policy(new_pod_delay_s=2.0, new_gpu_pod_delay_s=10.0, batch_idle_s=0.0))
     assert bool(plan.scale_up) is acts
     if not acts:
         assert codes(plan.waiting) == {ReasonCode.WAITING_BATCH}

@@ -196,7 +196,39 @@ def _batched(gathered: _Gathered, policy: Policy, now: float) -> Candidates:
                 f"batching: oldest pending pod is {now - oldest:.1f}s old, waiting until {delay:g}s",
                 age_s=now - oldest, delay_s=delay) for unit in units for pod in unit.pods)],
                 next_at_s=earliest(ends, oldest + delay))
+    if policy.batch_idle_s > 0 and units:
+        units, held, closes = _windowed(units, policy.batch_idle_s, policy.batch_max_s, now)
+        if held:
+            return Candidates(units=units, waiting=[*gathered.waiting, *held], next_at_s=earliest(ends, closes))
     return Candidates(units=list(units), waiting=list(gathered.waiting), next_at_s=ends)
+
+
+def _windowed(units: Sequence[Unit], idle_s: float, max_s: float,
+              now: float) -> tuple[list[Unit], list[PodVerdict], float | None]:
+    """Karpenter's batch window over the units' arrival times (a unit arrives with its newest pod): a batch opens at
+    its first unit, takes every unit arriving before it closes, and closes `idle_s` after its last unit or `max_s`
+    after its first, whichever comes first; the next unit opens the next batch. The units of a batch still open at
+    `now` wait (with when it closes); the others go on. Read from the pending pods alone, so a restart or a skipped
+    loop sees the same batches (D37). O(units log units)."""
+    arrivals = sorted((max(p.created_s for p in u.pods if p.created_s is not None), i)
+                      for i, u in enumerate(units) if any(p.created_s is not None for p in u.pods))
+    if not arrivals:
+        return list(units), [], None
+    start = last = arrivals[0][0]
+    first = 0
+    for k, (t, _) in enumerate(arrivals[1:], 1):
+        if t >= min(last + idle_s, start + max_s):
+            start, first = t, k
+        last = t
+    closes = min(last + idle_s, start + max_s)
+    if now >= closes:
+        return list(units), [], None
+    open_ = {i for _, i in arrivals[first:]}
+    why = (f"batching: batch open since {now - start:.1f}s, closes in {closes - now:.1f}s "
+           f"(idle {idle_s:g}s, max {max_s:g}s)")
+    held = [_verdict(pod, ReasonCode.WAITING_BATCH, why, age_s=now - start, remaining_s=closes - now)
+            for i in sorted(open_) for pod in units[i].pods]
+    return [u for i, u in enumerate(units) if i not in open_], held, closes
 
 
 def order_units(units: Sequence[Unit], normalizer: Resources,
@@ -968,6 +1000,8 @@ def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, 
     candidates = _batched(gathered, policy, now)
     fits = memo.fits(pools)
     blocked_pools, next_at = _backoffs(pools, state, now, candidates.next_at_s)
+    if len(candidates.units) != len(gathered.units):  # some wait (an open batch, a pod's delay): order the rest
+        gathered = _Gathered(candidates.units, [], None)  # not the memo's: ordered afresh while they wait
     order = memo.order(gathered, *memo.normalizer(pools, table)) if candidates.units else None
     split, ceiling = memo.split(order, table, fits, totals, policy) if order is not None else (None, None)
     live = split.live if split is not None else []
