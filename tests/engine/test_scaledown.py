@@ -205,6 +205,30 @@ def test_node_needed_again_is_cleared() -> None:
     assert result.clear_unneeded == ("a",)  # a node that no longer exists has no taint to clear
 
 
+def test_a_pod_starting_on_an_unneeded_node_restarts_its_clock() -> None:
+    """A Job pod that started on a node unneeded for 9 minutes: the node is still unneeded (the small pod could
+    move), but its 10 minutes count again from now, so the pod is not evicted a minute after it started."""
+    fresh = pod("job", on="a", owner="Job", started_s=NOW - 30)
+    result = run([node("a"), node("b")], [fresh, busy("z", "b")], unneeded_since={"a": NOW - 540})
+    assert removed(result) == [] and result.mark_unneeded == {"a": NOW}
+    assert result.unneeded[0].reasons[0].numbers["remaining_s"] == 600.0
+    earlier = pod("job", on="a", owner="Job", started_s=NOW - 600)  # running before the clock started: it runs on
+    result = run([node("a"), node("b")], [earlier, busy("z", "b")], unneeded_since={"a": NOW - 540})
+    assert result.mark_unneeded == {} and result.unneeded[0].reasons[0].numbers["remaining_s"] == 60.0
+
+
+def test_a_daemonset_pod_starting_does_not_restart_the_clock() -> None:
+    agent = pod("agent", on="a", owner="DaemonSet", started_s=NOW - 30)
+    result = run([node("a"), node("b")], [agent, busy("z", "b")], unneeded_since={"a": NOW - 600})
+    assert removed(result) == ["a"] and result.mark_unneeded == {}
+
+
+def test_a_restarted_clock_of_a_node_needed_again_is_cleared() -> None:
+    heavy = pod("heavy", on="a", cpu="3", started_s=NOW - 5)
+    result = run([node("a"), node("b")], [heavy, busy("z", "b")], unneeded_since={"a": NOW - 300})
+    assert result.clear_unneeded == ("a",) and result.mark_unneeded == {}
+
+
 def test_unneeded_since_from_taints() -> None:
     def tainted(name: str, value: str) -> Node:
         return node(name, taints=(Taint(key=DELETION_CANDIDATE_TAINT, value=value,

@@ -811,6 +811,19 @@ def _fresh(since: Mapping[str, float], ttl_s: float, now: float) -> tuple[Mappin
     return {n: t for n, t in since.items() if n not in gone}, stale
 
 
+def _restarted(since: Mapping[str, float],
+               pods_by_node: Mapping[str, Sequence[Pod]]) -> tuple[Mapping[str, float], tuple[str, ...]]:
+    """The unneeded clocks no pod started under, and the nodes where a pod that is not a DaemonSet pod started
+    (`started_s`) after the clock did: work just arrived there, so its clock starts again, as if the node had been
+    needed (a DaemonSet pod comes with every node and says nothing about demand). O(pods on unneeded nodes)."""
+    again = tuple(n for n, t in since.items() if any(
+        p.started_s is not None and p.started_s > t and not p.of_daemonset() for p in pods_by_node.get(n, ())))
+    if not again:
+        return since, ()
+    gone = set(again)
+    return {n: t for n, t in since.items() if n not in gone}, again
+
+
 def protected_until(verdicts: Sequence[object]) -> float:
     """The earliest end of a time-limited protection (`protected_until_s`) that keeps one of `verdicts`' nodes (inf:
     none does)."""
@@ -1365,6 +1378,8 @@ def _plan(nodes: NodeSet, *, table: WhatIf, pods_by_node: Mapping[str, Sequence[
           moved: tuple[int, frozenset[str] | None] | None = None) -> ScaleDownResult:
     """Steps 1–6 of the module docstring."""
     unneeded_since, stale = _fresh(unneeded_since, policy.node_deletion_candidate_ttl_s, now)
+    unneeded_since, restarted = _restarted(unneeded_since, pods_by_node)
+    stale = (*stale, *restarted)
     halt = _halt(nodes, policy, state, now)
     rows = nodes.rows(table)
     recent = _recent(state, nodes, policy, now)
