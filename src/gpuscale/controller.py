@@ -8,7 +8,8 @@ and call `autoscaler.tick()` themselves.
 
 Around that: optional Lease leader election (`kube/lease.py`; every write port is fenced by it, `kube/fence.py`), the
 status ConfigMap (`kube/status.py`) and Prometheus metrics with `/healthz` (`kube/metrics.py`). `Controller.tick()`
-is one tick plus that bookkeeping; `run_loop` ticks every `scan_interval` while this replica leads.
+is one tick plus that bookkeeping; `run_loop` ticks every `scan_interval` while this replica leads — and, with a batch
+window (D37), as soon as the watch sees a pod turn Unschedulable and when the last plan said it next matters.
 
 This module sits above the adapter layer (it imports `kube` and `providers`), next to `cli`.
 """
@@ -187,6 +188,10 @@ class Controller:
     pool_refresh_s: float = 60.0
     refreshed_s: float | None = None
     """Monotonic time of the last discovery (None: only the one at start-up)."""
+    wake: threading.Event = field(default_factory=threading.Event)
+    """Set by the watch when a pod turns Unschedulable: the loop decides at once instead of at the next scan (D37)."""
+    reacts: bool = False
+    """Whether the loop wakes on `wake` and at the plan's `next_at_s` (a batch window is configured, D37)."""
 
     def wait_synced(self, timeout_s: float) -> bool:
         """Block until every cache has listed (start-up and tests); False on timeout."""
@@ -291,6 +296,10 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     cache = WatchCache(api_client, watch_events=tracer is not None)
     if tracer is not None:
         cache.add_listener(tracer.on_object)
+    wake = threading.Event()
+    reacts = config.policy.batch_idle_s > 0
+    if reacts:
+        cache.add_listener(unschedulable_trigger(wake))
     real_provider: NodeProvider
     capi: ClusterAPIProvider | None = None
     if provider_name == "clusterapi":
@@ -339,7 +348,7 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
                             autoscaler=new_autoscaler(), settings=loop_settings, config=config, reader=reader,
                             fenced_provider=provider, metrics=metrics, elector=elector, identity=identity,
                             new_autoscaler=new_autoscaler, tracer=tracer, requests=requests, discovery=capi,
-                            pool_refresh_s=options.pool_refresh_s)
+                            pool_refresh_s=options.pool_refresh_s, wake=wake, reacts=reacts)
     metrics.leader.set_function(lambda: 1.0 if controller.is_leader() else 0.0)  # read at scrape time
     if options.status_name is not None and not dry_run:
         controller.status = StatusPublisher(
@@ -353,6 +362,31 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     if elector is not None:
         elector.start()
     return controller
+
+
+def unschedulable_trigger(wake: threading.Event) -> Callable[[str, str, Mapping[str, Any], bool], None]:
+    """A cache listener that sets `wake` when a pod turns `PodScheduled=False/Unschedulable` (kube-scheduler's
+    verdict, the condition the engine reads): once per pod while it stays so, not on its other updates. The keys
+    kept are the pods Unschedulable now (O(1) per event)."""
+    marked: set[str] = set()
+
+    def listener(kind: str, event_type: str, obj: Mapping[str, Any], listed: bool) -> None:
+        if kind != "Pod":
+            return
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        status = obj.get("status") or {}
+        now_marked = event_type != "DELETED" and not (obj.get("spec") or {}).get("nodeName") and any(
+            c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+            for c in status.get("conditions") or ())
+        if not now_marked:
+            marked.discard(key)
+        elif key not in marked:
+            marked.add(key)
+            if not listed:
+                wake.set()
+
+    return listener
 
 
 # --- the loop
@@ -439,6 +473,7 @@ def _loop(controller: Controller, *, once: bool, sync_timeout_s: float, stop: th
         idle_s = min(idle_s, controller.elector.settings.retry_period_s / 4)
     while True:
         started = time.monotonic()
+        controller.wake.clear()  # what it announced, this tick reads
         leading = controller.is_leader()
         if leading != led:
             emit({"msg": "leading" if leading else "standby", "identity": controller.identity})
@@ -453,7 +488,22 @@ def _loop(controller: Controller, *, once: bool, sync_timeout_s: float, stop: th
             if once:
                 return 0 if report.ok else 1
             wait = controller.settings.scan_interval_s - (time.monotonic() - started)
+            if controller.reacts and report.next_at_s is not None and report.next_at_s > report.now_s:
+                wait = min(wait, report.next_at_s - time.time())  # a batch closes, a delay ends (not: it acted)
         else:
             wait = idle_s
-        if stop.wait(max(0.0, wait)):
+        if _sleep(controller, stop, max(0.0, wait), woken=leading and controller.reacts):
             return 0
+
+
+def _sleep(controller: Controller, stop: threading.Event, wait_s: float, *, woken: bool) -> bool:
+    """Wait `wait_s`, or less when `woken` and the watch saw a pod turn Unschedulable; True when `stop` is set.
+    The stop flag is looked at every 0.2 s while woken, at once otherwise."""
+    if not woken:
+        return stop.wait(wait_s)
+    deadline = time.monotonic() + wait_s
+    while not stop.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0 or controller.wake.wait(min(left, 0.2)):
+            return False
+    return True

@@ -14,6 +14,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -28,7 +29,7 @@ from typer.testing import CliRunner
 
 from gpuscale.cli import app
 from gpuscale.config import Config, load_config
-from gpuscale.controller import Controller, build_controller
+from gpuscale.controller import Controller, build_controller, run_loop
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from gpuscale.engine.state import FailureKind
 from gpuscale.kube.cache import WatchCache
@@ -221,6 +222,38 @@ def test_a100_pod_gets_exactly_one_a100_node_and_runs(make_driver: Callable[[Con
     assert any(e.involved_object.name == "train-a100" and A100 in e.message for e in triggered)
 
 
+def test_a_pod_arriving_mid_interval_is_decided_within_its_batch_window(
+        api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str,
+        create_pod: Callable[[client.V1Pod], None]) -> None:
+    """`run_loop` with a 60 s scan: the watch sees the pod turn Unschedulable and the controller orders its node when
+    the 1 s batch window closes (D37), long before the next scan."""
+    _delete_managed_nodes(core_v1)
+    config = seed_config()
+    assert (config.policy.batch_idle_s, config.policy.batch_max_s) == (1.0, 10.0)
+    controller = build_controller(api_client, config, kwok=KWOK,
+                                  settings=replace(LoopSettings.from_config(config), scan_interval_s=60.0))
+    lines: list[dict[str, Any]] = []
+    stop = threading.Event()
+    loop = threading.Thread(target=run_loop, args=(controller,), kwargs={"stop": stop, "emit": lines.append})
+    loop.start()
+    try:
+        wait_for(lambda: any("scaled_up" in line or line.get("synced") for line in lines), 30, desc="a first tick")
+        create_pod(training_pod("train-now"))
+        wait_for(lambda: _unschedulable(_pod(core_v1, namespace, "train-now")), 30, desc="pod Unschedulable")
+        wait_for(lambda: any("scaled_up" in line for line in lines), 30, desc="a scale-up before the next scan")
+        [ordered] = [line for line in lines if "scaled_up" in line]
+        assert [(s["pool"], s["nodes"]) for s in ordered["scaled_up"]] == [(A100, 1)]
+        created = _pod(core_v1, namespace, "train-now").metadata.creation_timestamp.timestamp()
+        # Decided once the window closed (1 s after the pod), within a few seconds (the scheduler's attempt, the
+        # watch, one decision), against up to 60 s for the next scan.
+        assert 1.0 <= ordered["now"] - created < 10.0, (ordered["now"] - created, lines)
+    finally:
+        stop.set()
+        loop.join(30)
+        controller.close()
+        _delete_managed_nodes(core_v1)
+
+
 def test_stockout_backs_off_and_falls_back_to_second_a100_pool(make_driver: Callable[[Config], Driver],
                                                                core_v1: client.CoreV1Api, namespace: str,
                                                                create_pod: Callable[[client.V1Pod], None]) -> None:
@@ -255,7 +288,8 @@ def test_stockout_backs_off_and_falls_back_to_second_a100_pool(make_driver: Call
 def _undelayed_config(tmp_path: Path) -> Path:
     """The seed config without scale-up delays or warm capacity, written to `tmp_path`: one tick decides."""
     raw = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
-    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "warm_capacity": []}
+    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "batch_idle_duration": "0s",
+            "warm_capacity": []}
     config_path = tmp_path / "gpuscale.yaml"
     config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     return config_path

@@ -1,6 +1,6 @@
 """A quiet cluster with a backed-off pool: the twin does not decide at every scan while the pool is backed off (the
-pending pod waits, nothing changes), decides again at the first scan once the backoff has ended, scales up there, and
-gets the very result of a twin that decides at every scan."""
+pending pod waits, nothing changes), is woken when the backoff ends (with a batch window the loop wakes at the plan's
+time, D37), scales up there, and gets the very result of a twin that decides at every scan."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ SETUP = run.TwinSetup(
     jobs=(JobSpec(name="batch", kind="batch", submit_s=100.0, requests=Resources.of({"cpu": 4000, "memory": GI}),
                   duration_s=600.0),),
     spells=(Spell(pool="cpu", start_s=0.0, end_s=200.0),))
-"""No capacity until 200 s: the first scale-up (at 110 s) is refused and the pool backs off for 120 s."""
+"""No capacity until 200 s: the first scale-up (at 101 s) is refused and the pool backs off for 120 s."""
 
 
 class _Calls:
@@ -53,11 +53,12 @@ def test_a_backed_off_pool_decides_again_when_its_backoff_ends(monkeypatch: pyte
     assert skipping.stockouts == 1 and skipping.backoffs == 1 and skipping.scale_ups == 1
     [(failed_at, _)] = [(t, p) for t, p in calls.plans if p.scale_up][:1]
     [(ordered_at, _)] = [(t, p) for t, p in calls.plans if p.scale_up][1:]
+    assert failed_at == 101.0  # the pod's batch window closes 1 s after it (D37), not at the 110 s scan
     until = failed_at + POLICY.backoff_initial_s
-    assert ordered_at == until  # the first scan at or after the backoff's end (scans are 10 s apart)
+    assert ordered_at == until  # woken when the backoff ends, between two scans
     between = [t for t, _ in calls.plans if failed_at < t < until]
-    assert between == [failed_at + 10.0]  # once after the refusal (the loop backed the pool off), then quiet
-    assert [p.next_at_s for t, p in calls.plans if t == failed_at + 10.0] == [until]
+    assert between == [110.0]  # once after the refusal (the scan that backed the pool off), then quiet
+    assert [p.next_at_s for t, p in calls.plans if t == 110.0] == [until]
 
     monkeypatch.setattr(run._Loop, "_needed", lambda self: True)
     every = run.simulate(SETUP, run.TwinPolicy(name="p", policy=POLICY))

@@ -1,6 +1,8 @@
 """Run the twin: wire the world to the same `loop.Autoscaler` the controller runs, advance virtual time, measure.
 
-The autoscaler ticks every `scan_interval_s` of simulated time, as Cluster Autoscaler does. A tick that cannot act
+The autoscaler ticks every `scan_interval_s` of simulated time, as Cluster Autoscaler does; with a batch window
+(`Policy.batch_idle_s`, D37) it also decides when the scheduler marks a pod Unschedulable and at the time the last
+decision said it next matters, as the controller's watch wakes it. A tick that cannot act
 differently from the last one is skipped: nothing in the cluster changed since the last tick, no drain is in flight,
 and the time the last tick said it next matters (`TickReport.next_at_s`: a backoff, deadline, delay, recheck or
 protection ends; at once after a tick that acted) has not come — then `decide` would plan as it did, so skipping it
@@ -25,10 +27,11 @@ from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
 from gpuscale.loop.trace import decided_pods
 from gpuscale.model.pdb import PodDisruptionBudget
+from gpuscale.model.pod import Pod
 from gpuscale.model.resources import PODS
 from gpuscale.sim.cloud import CloudPool, SimCloud, Spell
 from gpuscale.sim.cluster import SimCluster
-from gpuscale.sim.core import Priority, Simulation, VirtualClock
+from gpuscale.sim.core import Handle, Priority, Simulation, VirtualClock
 from gpuscale.sim.queue_config import QueueSpec
 from gpuscale.sim.queueing import QueueManager
 from gpuscale.sim.result import Notable, PodRecord, Series, SimResult
@@ -100,9 +103,16 @@ def _simulate(setup: TwinSetup, policy: TwinPolicy, progress: Callable[[float, f
                      | {n for s in setup.services for n in s.requests.names()}
                      | {n for s in setup.pauses for n in s.requests.names()})
     world_ref: list[World] = []
+    loops: list[_Loop] = []
+
+    def unschedulable(pod: Pod) -> None:
+        world_ref[0].metrics.unschedulable(pod, sim.now)
+        if loops:
+            loops[0].unschedulable()
+
     scheduler = SimScheduler(sim, cluster, columns, policy.scoring,
                              on_bound=lambda pod, node: world_ref[0].bound(pod, node),
-                             on_unschedulable=lambda pod: world_ref[0].metrics.unschedulable(pod, sim.now),
+                             on_unschedulable=lambda pod: unschedulable(pod),
                              gpu_placement=policy.gpu_placement)
     stockouts: list[tuple[str, float]] = []
     cloud = SimCloud(sim, cluster, {p.pool.name: p for p in setup.pools}, rng, setup.spells,
@@ -124,6 +134,7 @@ def _simulate(setup: TwinSetup, policy: TwinPolicy, progress: Callable[[float, f
     for pause in setup.pauses:
         Pause(world, pause)
     loop = _Loop(sim, cluster, cloud, autoscaler, world, policy.settings.scan_interval_s)
+    loops.append(loop)
     sampler = _Sampler(sim, cluster, cloud, world, setup, progress)
     sim.at(0.0, Priority.AUTOSCALER, loop.tick)
     sim.at(0.0, Priority.SAMPLE, sampler.sample)
@@ -165,6 +176,11 @@ class _Loop:
         self.notable: list[Notable] = []
         self.next_at_s: float | None = None
         """When the last tick said the next one next matters (`TickReport.next_at_s`; None: on a change only)."""
+        self.react = autoscaler.policy.batch_idle_s > 0
+        """Decide when a pod turns Unschedulable and when the last decision said it next matters, besides the scan
+        (the controller's watch trigger, D37); CA (no batch window) decides on the scan only."""
+        self.next_scan_s = 0.0
+        self._woken: tuple[float, Handle] | None = None
         self._models = {p.name: p.gpu_model for p in autoscaler.pools}
         """A fallback is worth noting when the pool scaled offers the GPU model of a pool that is backed off."""
 
@@ -176,6 +192,35 @@ class _Loop:
         return self.next_at_s is not None and self.next_at_s <= self.sim.now
 
     def tick(self) -> None:
+        """The scan: every `interval_s`."""
+        self.next_scan_s = self.sim.now + self.interval_s
+        self._run()
+        if self.react and self.next_at_s is not None and self.next_at_s > self.sim.now:
+            self._wake(self.next_at_s)  # before the next scan: a batch closes, a backoff or delay ends
+        self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
+
+    def unschedulable(self) -> None:
+        """The scheduler marked a pod Unschedulable: with a batch window the controller's watch wakes it at once
+        (D37), so the twin decides now — and at the window's end, which that decision names — instead of at the
+        next scan. Without one (CA) the scan alone decides."""
+        if self.react:
+            self._wake(self.sim.now)
+
+    def _wake(self, at: float) -> None:
+        """One extra decision at `at`, unless the scan or an earlier wake comes first."""
+        if at >= self.next_scan_s or (self._woken is not None and self._woken[0] <= at):
+            return
+        if self._woken is not None:
+            self._woken[1].cancel()
+        self._woken = (at, self.sim.at(at, Priority.AUTOSCALER, self._woke))
+
+    def _woke(self) -> None:
+        self._woken = None
+        self._run()
+        if self.next_at_s is not None and self.next_at_s > self.sim.now:
+            self._wake(self.next_at_s)
+
+    def _run(self) -> None:
         if self._needed():
             before = {k: v.failures for k, v in self.autoscaler.state.backoff.items()}
             report = self.autoscaler.tick()
@@ -184,7 +229,6 @@ class _Loop:
             self._observe(report, before)
             self.last_version = self.cluster.version
             self.next_at_s = report.next_at_s
-        self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
 
     def _observe(self, report: TickReport, before: Mapping[str, int]) -> None:
         now = self.sim.now

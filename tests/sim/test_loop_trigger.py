@@ -1,0 +1,52 @@
+"""The twin's trigger (D37): with a batch window a pod that turns Unschedulable between two scans is decided when
+its window closes (1 s after the last pod of a burst), in one decision for the whole burst; `ca-defaults` (no window)
+decides at the scans only, after CA's age check."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuscale.config import preset_policy
+from gpuscale.engine.decide import decide
+from gpuscale.engine.plan import Plan, Snapshot
+from gpuscale.engine.policy import Policy
+from gpuscale.engine.state import EngineState
+from gpuscale.model.pool import NodePool
+from gpuscale.model.resources import Resources
+from gpuscale.sim import run
+from gpuscale.sim.cloud import CloudPool
+from gpuscale.sim.profiles import PROFILES
+from gpuscale.sim.workloads import JobSpec
+
+GI = 2**30
+CPU = NodePool(name="cpu", allocatable=Resources.of({"cpu": 16_000, "memory": 64 * GI, "pods": 110}),
+               usd_per_hour=0.8, max_size=4)
+BURST = tuple(JobSpec(name=f"batch-{i}", kind="batch", submit_s=103.0 + 0.4 * i,
+                      requests=Resources.of({"cpu": 4000, "memory": GI}), duration_s=600.0) for i in range(3))
+"""Three pods 0.4 s apart from 103 s, between the scans at 100 s and 110 s; one node holds them all."""
+SETUP = run.TwinSetup(name="trigger", pools=(CloudPool(pool=CPU, profile=PROFILES["cpu"]),), duration_s=1800.0,
+                      seed=1, jobs=BURST)
+
+
+def _scale_ups(policy: Policy) -> list[tuple[float, Plan]]:
+    plans: list[tuple[float, Plan]] = []
+
+    def recorded(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, chosen: Policy,
+                 now: float) -> Plan:
+        plan = decide(snapshot, pools, state, chosen, now)
+        plans.append((now, plan))
+        return plan
+
+    run.simulate(SETUP, run.TwinPolicy(name="p", policy=policy), decide=recorded)
+    return [(t, p) for t, p in plans if p.scale_up]
+
+
+def test_a_burst_between_scans_is_one_decision_at_its_window_end() -> None:
+    [(at, plan)] = _scale_ups(preset_policy("gpuscale"))
+    assert abs(at - (103.8 + 1.0)) < 1e-6  # the last pod's arrival + the 1 s idle window, not the 110 s scan
+    assert [(s.pool, s.nodes, len(s.pods)) for s in plan.scale_up] == [("cpu", 1, 3)]
+
+
+def test_ca_defaults_decides_at_the_scans_only() -> None:
+    [(at, plan)] = _scale_ups(preset_policy("ca-defaults"))
+    assert at == 110.0 and [(s.pool, len(s.pods)) for s in plan.scale_up] == [("cpu", 3)]
