@@ -68,6 +68,11 @@ def test_batch_window(options: dict[str, Any], idle: float, most: float) -> None
     assert (chosen.batch_idle_s, chosen.batch_max_s) == (idle, most)
 
 
+def test_the_unneeded_clock_restart_is_gpuscales() -> None:
+    assert policy().unneeded_restarts_on_pod_start and not policy(preset="ca-defaults").unneeded_restarts_on_pod_start
+    assert policy(preset="ca-defaults", unneeded_restarts_on_pod_start=True).unneeded_restarts_on_pod_start
+
+
 def test_the_general_unneeded_time_keeps_an_idle_gpu_node_as_long_as_any_other() -> None:
     """The decision, not only the policy: an empty GPU node unneeded for 10 minutes goes under gpuscale's 7-minute
     GPU default, but stays when the user set `scale_down_unneeded_time: 20m` alone, as it would in CA."""

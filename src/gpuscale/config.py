@@ -302,9 +302,10 @@ _PRESETS: Mapping[str, Mapping[str, Any]] = {
     "gpuscale": {},
     # Cluster Autoscaler's behaviour where ours differs on purpose: GPU-blind least-waste (#2215), batching by the
     # oldest pod's age (2 s, 30 s with a GPU pod) at the scans instead of a batch window (D38), running GPU Jobs
-    # evictable, unremovable nodes left alone for 5 minutes.
+    # evictable, unremovable nodes left alone for 5 minutes, an unneeded clock a new pod does not restart.
     "ca-defaults": {"new_pod_delay_s": 2.0, "new_gpu_pod_delay_s": 30.0, "batch_idle_s": 0.0,
                     "least_waste_counts_gpus": False, "protect_gpu_jobs": False,
+                    "unneeded_restarts_on_pod_start": False,
                     "expanders": (ExpanderName.LEAST_WASTE,),
                     "scale_down_delay_after_add_scope": CooldownScope.CLUSTER,
                     "scale_down_gpu_unneeded_time_s": None, "gpu_placement": None,
@@ -355,6 +356,7 @@ _POLICY_NAMES: Mapping[str, str] = {
     "skip_nodes_with_local_storage": "skip_nodes_with_local_storage",
     "protect_gpu_jobs": "protect_gpu_jobs",
     "scale_down_lost_gpu_minutes_per_hour": "scale_down_lost_gpu_minutes_per_hour",
+    "unneeded_restarts_on_pod_start": "unneeded_restarts_on_pod_start",
 }
 """Config option → `Policy` field, for the options that map one to one (the rest are built below)."""
 
@@ -421,6 +423,7 @@ class ConfigFile(_Strict):
     skip_nodes_with_local_storage: bool | None = None
     protect_gpu_jobs: bool | None = None
     scale_down_lost_gpu_minutes_per_hour: float | None = Field(default=None, ge=0)
+    unneeded_restarts_on_pod_start: bool | None = None
     # start-up (added to the defaults: docs/config.md)
     startup_taints: tuple[str, ...] = ()
     startup_taint_prefixes: tuple[str, ...] = ()

@@ -217,6 +217,13 @@ def test_a_pod_starting_on_an_unneeded_node_restarts_its_clock() -> None:
     assert result.mark_unneeded == {} and result.unneeded[0].reasons[0].numbers["remaining_s"] == 60.0
 
 
+def test_ca_keeps_the_clock_when_a_pod_starts() -> None:
+    fresh = pod("job", on="a", owner="Job", started_s=NOW - 30)
+    result = run([node("a"), node("b")], [fresh, busy("z", "b")], unneeded_since={"a": NOW - 600},
+                 policy=Policy(unneeded_restarts_on_pod_start=False))
+    assert removed(result) == ["a"] and result.mark_unneeded == {}
+
+
 def test_a_daemonset_pod_starting_does_not_restart_the_clock() -> None:
     agent = pod("agent", on="a", owner="DaemonSet", started_s=NOW - 30)
     result = run([node("a"), node("b")], [agent, busy("z", "b")], unneeded_since={"a": NOW - 600})

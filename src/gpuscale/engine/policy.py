@@ -140,6 +140,9 @@ class Policy:
     ok_total_unready_count: int = 3
     skip_nodes_with_system_pods: bool = True
     skip_nodes_with_local_storage: bool = True
+    unneeded_restarts_on_pod_start: bool = True
+    """A pod that is not a DaemonSet pod starting on an unneeded node starts its unneeded clock again (D38); CA keeps
+    the clock while the node stays removable (the `ca-defaults` preset)."""
     protect_gpu_jobs: bool = True
     """Running pods of GPU Jobs block scale-down unless annotated `gpuscale.io/checkpoint-safe: "true"`, or they say
     when they last checkpointed (engine/checkpoint.py): then they move within the lost-work budget below."""

@@ -1378,8 +1378,9 @@ def _plan(nodes: NodeSet, *, table: WhatIf, pods_by_node: Mapping[str, Sequence[
           moved: tuple[int, frozenset[str] | None] | None = None) -> ScaleDownResult:
     """Steps 1–6 of the module docstring."""
     unneeded_since, stale = _fresh(unneeded_since, policy.node_deletion_candidate_ttl_s, now)
-    unneeded_since, restarted = _restarted(unneeded_since, pods_by_node)
-    stale = (*stale, *restarted)
+    if policy.unneeded_restarts_on_pod_start:
+        unneeded_since, restarted = _restarted(unneeded_since, pods_by_node)
+        stale = (*stale, *restarted)
     halt = _halt(nodes, policy, state, now)
     rows = nodes.rows(table)
     recent = _recent(state, nodes, policy, now)
