@@ -630,7 +630,8 @@ def test_run_once_dry_run_with_the_clusterapi_provider(capi: Capi, control_plane
     make and changes no replicas."""
     capi.machine_deployment("a100", replicas=0, min_size=0, max_size=2, annotations={POOL_ANNOTATION: A100_POOL})
     raw = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
-    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "warm_capacity": []}
+    raw |= {"new_pod_scale_up_delay": "0s", "new_gpu_pod_scale_up_delay": "0s", "batch_idle_duration": "0s",
+            "warm_capacity": []}  # one tick decides
     config_path = tmp_path / "gpuscale.yaml"
     config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     pods("train", accelerator="nvidia-tesla-a100", gpus=8)
