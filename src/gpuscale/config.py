@@ -301,7 +301,7 @@ Preset = Literal["gpuscale", "ca-defaults"]
 _PRESETS: Mapping[str, Mapping[str, Any]] = {
     "gpuscale": {},
     # Cluster Autoscaler's behaviour where ours differs on purpose: GPU-blind least-waste (#2215), batching by the
-    # oldest pod's age (2 s, 30 s with a GPU pod) at the scans instead of a batch window (D38), running GPU Jobs
+    # oldest pod's age (2 s, 30 s with a GPU pod) at the scans instead of a batch window (D39), running GPU Jobs
     # evictable, unremovable nodes left alone for 5 minutes, an unneeded clock a new pod does not restart.
     "ca-defaults": {"new_pod_delay_s": 2.0, "new_gpu_pod_delay_s": 30.0, "batch_idle_s": 0.0,
                     "least_waste_counts_gpus": False, "protect_gpu_jobs": False,

@@ -9,7 +9,7 @@ and call `autoscaler.tick()` themselves.
 Around that: optional Lease leader election (`kube/lease.py`; every write port is fenced by it, `kube/fence.py`), the
 status ConfigMap (`kube/status.py`) and Prometheus metrics with `/healthz` (`kube/metrics.py`). `Controller.tick()`
 is one tick plus that bookkeeping; `run_loop` ticks every `scan_interval` while this replica leads — and, with a batch
-window (D38), as soon as the watch sees a pod turn Unschedulable and when the last plan said it next matters.
+window (D39), as soon as the watch sees a pod turn Unschedulable and when the last plan said it next matters.
 
 This module sits above the adapter layer (it imports `kube` and `providers`), next to `cli`.
 """
@@ -189,9 +189,9 @@ class Controller:
     refreshed_s: float | None = None
     """Monotonic time of the last discovery (None: only the one at start-up)."""
     wake: threading.Event = field(default_factory=threading.Event)
-    """Set by the watch when a pod turns Unschedulable: the loop decides at once instead of at the next scan (D38)."""
+    """Set by the watch when a pod turns Unschedulable: the loop decides at once instead of at the next scan (D39)."""
     reacts: bool = False
-    """Whether the loop wakes on `wake` and at the plan's `next_at_s` (a batch window is configured, D38)."""
+    """Whether the loop wakes on `wake` and at the plan's `next_at_s` (a batch window is configured, D39)."""
 
     def wait_synced(self, timeout_s: float) -> bool:
         """Block until every cache has listed (start-up and tests); False on timeout."""

@@ -226,7 +226,7 @@ def test_a_pod_arriving_mid_interval_is_decided_within_its_batch_window(
         api_client: client.ApiClient, core_v1: client.CoreV1Api, namespace: str,
         create_pod: Callable[[client.V1Pod], None]) -> None:
     """`run_loop` with a 60 s scan: the watch sees the pod turn Unschedulable and the controller orders its node when
-    the 1 s batch window closes (D38), long before the next scan."""
+    the 1 s batch window closes (D39), long before the next scan."""
     _delete_managed_nodes(core_v1)
     config = seed_config()
     assert (config.policy.batch_idle_s, config.policy.batch_max_s) == (1.0, 10.0)

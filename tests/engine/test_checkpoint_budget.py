@@ -58,7 +58,8 @@ def run(nodes: Sequence[Node], pods: Sequence[Pod], *, state: EngineState | None
         nodes=nodes, table=whatif_of(nodes, [n.allocatable for n in nodes], pods), pods_by_node=by_node,
         pools=pools or {p: NodePool(name=p, allocatable=nodes[0].allocatable, gpus_per_node=8) for p in names},
         pool_of={n.name: n.labels[POOL_LABEL] for n in nodes}, pdbs=pdbs, policy=policy,
-        state=state or EngineState(), now=now, unneeded_since={n.name: now - 5_000 for n in nodes})
+        state=state or EngineState(), now=now,
+        unneeded_since={n.name: now - 1_000 for n in nodes})  # past the unneeded time, after the jobs started (D39)
 
 
 def removed(result: ScaleDownResult) -> list[str]:

@@ -1,6 +1,6 @@
 """A quiet cluster with a backed-off pool: the twin does not decide at every scan while the pool is backed off (the
 pending pod waits, nothing changes), is woken when the backoff ends (with a batch window the loop wakes at the plan's
-time, D38), scales up there, and gets the very result of a twin that decides at every scan."""
+time, D39), scales up there, and gets the very result of a twin that decides at every scan."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_a_backed_off_pool_decides_again_when_its_backoff_ends(monkeypatch: pyte
     assert skipping.stockouts == 1 and skipping.backoffs == 1 and skipping.scale_ups == 1
     [(failed_at, _)] = [(t, p) for t, p in calls.plans if p.scale_up][:1]
     [(ordered_at, _)] = [(t, p) for t, p in calls.plans if p.scale_up][1:]
-    assert failed_at == 101.0  # the pod's batch window closes 1 s after it (D38), not at the 110 s scan
+    assert failed_at == 101.0  # the pod's batch window closes 1 s after it (D39), not at the 110 s scan
     until = failed_at + POLICY.backoff_initial_s
     assert ordered_at == until  # woken when the backoff ends, between two scans
     between = [t for t, _ in calls.plans if failed_at < t < until]

@@ -1,4 +1,4 @@
-"""The twin's trigger (D38): with a batch window a pod that turns Unschedulable between two scans is decided when
+"""The twin's trigger (D39): with a batch window a pod that turns Unschedulable between two scans is decided when
 its window closes (1 s after the last pod of a burst), in one decision for the whole burst; `ca-defaults` (no window)
 decides at the scans only, after CA's age check."""
 

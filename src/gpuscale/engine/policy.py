@@ -78,12 +78,12 @@ class Policy:
     # --- scale-up
     new_pod_delay_s: float = 0.0
     """Cluster Autoscaler's age check: no scale-up while the oldest candidate is younger than this (CA's fixed 2 s
-    buffer plus `--new-pod-scale-up-delay`; the `ca-defaults` preset). gpuscale batches with the window below (D38)."""
+    buffer plus `--new-pod-scale-up-delay`; the `ca-defaults` preset). gpuscale batches with the window below (D39)."""
     new_gpu_pod_delay_s: float | None = None
     """The same when a GPU pod waits (`None`: `new_pod_delay_s`, as for any pod; engine/options.py; CA: 30 s)."""
     batch_idle_s: float = 1.0
     """Karpenter's `batchIdleDuration`: the newest batch of pending pods is decided once no pod joined it for this
-    long (0: no window — every pod is decided at the next loop, as in CA). D38."""
+    long (0: no window — every pod is decided at the next loop, as in CA). D39."""
     batch_max_s: float = 10.0
     """Karpenter's `batchMaxDuration`: a batch is decided at most this long after its first pod, however many join."""
     expendable_priority_cutoff: int = -10
@@ -141,7 +141,7 @@ class Policy:
     skip_nodes_with_system_pods: bool = True
     skip_nodes_with_local_storage: bool = True
     unneeded_restarts_on_pod_start: bool = True
-    """A pod that is not a DaemonSet pod starting on an unneeded node starts its unneeded clock again (D38); CA keeps
+    """A pod that is not a DaemonSet pod starting on an unneeded node starts its unneeded clock again (D39); CA keeps
     the clock while the node stays removable (the `ca-defaults` preset)."""
     protect_gpu_jobs: bool = True
     """Running pods of GPU Jobs block scale-down unless annotated `gpuscale.io/checkpoint-safe: "true"`, or they say

@@ -209,7 +209,7 @@ def _windowed(units: Sequence[Unit], idle_s: float, max_s: float,
     its first unit, takes every unit arriving before it closes, and closes `idle_s` after its last unit or `max_s`
     after its first, whichever comes first; the next unit opens the next batch. The units of a batch still open at
     `now` wait (with when it closes); the others go on. Read from the pending pods alone, so a restart or a skipped
-    loop sees the same batches (D38). O(units log units)."""
+    loop sees the same batches (D39). O(units log units)."""
     arrivals = sorted((max(p.created_s for p in u.pods if p.created_s is not None), i)
                       for i, u in enumerate(units) if any(p.created_s is not None for p in u.pods))
     if not arrivals:

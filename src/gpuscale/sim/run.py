@@ -1,7 +1,7 @@
 """Run the twin: wire the world to the same `loop.Autoscaler` the controller runs, advance virtual time, measure.
 
 The autoscaler ticks every `scan_interval_s` of simulated time, as Cluster Autoscaler does; with a batch window
-(`Policy.batch_idle_s`, D38) it also decides when the scheduler marks a pod Unschedulable and at the time the last
+(`Policy.batch_idle_s`, D39) it also decides when the scheduler marks a pod Unschedulable and at the time the last
 decision said it next matters, as the controller's watch wakes it. A tick that cannot act
 differently from the last one is skipped: nothing in the cluster changed since the last tick, no drain is in flight,
 and the time the last tick said it next matters (`TickReport.next_at_s`: a backoff, deadline, delay, recheck or
@@ -178,7 +178,7 @@ class _Loop:
         """When the last tick said the next one next matters (`TickReport.next_at_s`; None: on a change only)."""
         self.react = autoscaler.policy.batch_idle_s > 0
         """Decide when a pod turns Unschedulable and when the last decision said it next matters, besides the scan
-        (the controller's watch trigger, D38); CA (no batch window) decides on the scan only."""
+        (the controller's watch trigger, D39); CA (no batch window) decides on the scan only."""
         self.next_scan_s = 0.0
         self._woken: tuple[float, Handle] | None = None
         self._models = {p.name: p.gpu_model for p in autoscaler.pools}
@@ -201,7 +201,7 @@ class _Loop:
 
     def unschedulable(self) -> None:
         """The scheduler marked a pod Unschedulable: with a batch window the controller's watch wakes it at once
-        (D38), so the twin decides now — and at the window's end, which that decision names — instead of at the
+        (D39), so the twin decides now — and at the window's end, which that decision names — instead of at the
         next scan. Without one (CA) the scan alone decides."""
         if self.react:
             self._wake(self.sim.now)
