@@ -3,7 +3,6 @@ from the cluster, under churn:
 
 - `_fit_alloc`, `_fit_zero_rows`: NodeResourcesFit's allocatable columns and the rows with a zero there, kept as
   rows come, go and change; the fit scores read from them equal the plain formula on the rows as they are;
-- `_deviceless`: the rows without devices, kept with the devices (the one-device feasibility check reads it);
 - `_filtered`: per row, the node its filter masks were computed from — a relabel that leaves the filters' inputs
   alike (a `PreferNoSchedule` mark, mostly) redoes only the soft-taint counts, so the masks must still equal fresh
   verdicts after labels, cordons and taints of every effect come and go."""
@@ -49,7 +48,6 @@ def assert_kept_inputs_fresh(cluster: SimCluster, s: SimScheduler, probes: list[
         return
     assert [c.tolist() for c in s._fit_alloc] == [s._alloc[:, col].tolist() for col in s._fit_cols]
     assert s._fit_zero_rows == sum(1 for row in s._alloc.tolist() if any(row[col] <= 0 for col in s._fit_cols))
-    assert s._deviceless.tolist() == (s._all_devices.count == 0).tolist()
     assert sorted(s._filtered) == sorted(s._names)
     for constraints, mask in s._static.items():
         assert mask.tolist() == [not static_failures(constraints, cluster.nodes[n]) for n in s._names]

@@ -1,10 +1,11 @@
 """A model of kube-scheduler for the twin: one pod at a time, in priority order, with preemption and gangs.
 
 - Queue order: priority (high first), then creation time, then name — kube-scheduler's PrioritySort.
-- Feasibility: the engine's filters (`engine.scheduling`), on Ready nodes only (a node that is not Ready carries the
-  `not-ready` taint in a real cluster); GPUs exist for a pod only once the device plugin put them in allocatable.
-  InterPodAffinity (required affinity and anti-affinity, existing pods' anti-affinity) reads an
-  `engine.scheduling.Topology` of every node and bound pod, kept only once some pod with inter-pod terms was seen.
+- Feasibility: the engine's filters (`engine.whatif.filters`, reading the scheduler's rows through `filters.Rows`),
+  on Ready nodes only (a node that is not Ready carries the `not-ready` taint in a real cluster); GPUs exist for a
+  pod only once the device plugin put them in allocatable. InterPodAffinity (required affinity and anti-affinity,
+  existing pods' anti-affinity) reads an `engine.scheduling.Topology` of every node and bound pod, kept only once
+  some pod with inter-pod terms was seen.
 - Scoring: `least-allocated` (kube's default NodeResourcesFit strategy), `most-allocated`, or `gpu-binpack` (most
   allocated GPUs first), each 0–100, plus TaintToleration's score at its default weight 3: nodes with fewer
   `PreferNoSchedule` taints the pod does not tolerate score higher (0–100, normalised over the feasible nodes), so
@@ -55,8 +56,9 @@ from gpuscale.engine.placement.devices import (
 from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import Topology, static_failures
+from gpuscale.engine.whatif import filters
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
 from gpuscale.model.taints import Toleration, blocking_taints, soft_taint_count
 from gpuscale.sim.cluster import SimCluster, Termination
@@ -98,6 +100,10 @@ class SimScheduler:
         self._pass_scheduled = False
         self._stale = True
         self._names: list[str] = []
+        self._nodes: list[Node] = []
+        """The node of each row (`_filtered`'s, in row order): what the engine's filters read."""
+        self._every_row: BoolArray = np.ones(0, dtype=bool)
+        """All True, one per row: the rows the filters may choose from."""
         self._row: dict[str, int] = {}
         self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
@@ -129,8 +135,6 @@ class SimScheduler:
         """Rows with no allocatable in one of those columns (while none has, the fit scores divide without a mask)."""
         self._devices: GpuDevices | None = None
         self._all_devices = GpuDevices.of([])
-        self._deviceless: BoolArray = np.zeros(0, dtype=bool)
-        """The rows without devices (`_all_devices.count == 0`), kept with it."""
         self._kinds = RequestKinds()
         self._gpu_placement = gpu_placement
         self._workload: Counter[ClassKey] = Counter()
@@ -192,7 +196,7 @@ class SimScheduler:
         if self._topology is not None:
             if (node := self._cluster.nodes.get(pod.node_name or "")) is not None:
                 self._topology.add(pod, node)
-        elif pod.constraints.pod_affinity or pod.constraints.pod_anti_affinity:
+        elif depends_on_placed(pod):
             self._inter_pod = True
         if self._still_failing:
             self._still_failing = {k: p for k, p in self._still_failing.items() if p <= pod.priority}
@@ -241,7 +245,7 @@ class SimScheduler:
                 at = bisect.bisect_left(self._queue_order, (entry[0],))
                 del self._queue_order[at]
         if after is not None:
-            if after.constraints.pod_affinity or after.constraints.pod_anti_affinity:
+            if depends_on_placed(after):
                 self._inter_pod = True
             self._count_class(self._request(after.requests), 1)
             if self._queue_order is not None:
@@ -414,7 +418,7 @@ class SimScheduler:
         self._still_failing.clear()
         self._forget_no_fit()
         self._inexact.clear()
-        self._names, self._row = [], {}
+        self._names, self._nodes, self._row = [], [], {}
         self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
         self._free_pods = np.zeros(0, dtype=np.int64)
@@ -459,6 +463,8 @@ class SimScheduler:
     def _insert_row(self, row: int, node: Node) -> None:
         alloc, free, free_pods, devices = self._node_row(node)
         self._names.insert(row, node.name)
+        self._nodes.insert(row, node)
+        self._every_row = np.ones(len(self._names), dtype=bool)
         self._row.update(zip(self._names[row:], range(row, len(self._names)), strict=True))
         self._alloc = _inserted(self._alloc, row, alloc)
         self._fit_alloc = [_inserted(column, row, alloc[col]) for column, col in zip(self._fit_alloc, self._fit_cols,
@@ -501,6 +507,8 @@ class SimScheduler:
         self._inexact.discard(self._names[row])
         del self._filtered[self._names[row]]
         del self._row[self._names.pop(row)]
+        del self._nodes[row]
+        self._every_row = np.ones(len(self._names), dtype=bool)
         self._row.update(zip(self._names[row:], range(row, len(self._names)), strict=True))
         self._fit_zero_rows -= self._fit_zero(self._alloc[row])
         self._alloc = _deleted(self._alloc, row)
@@ -523,6 +531,7 @@ class SimScheduler:
     def _redo_soft(self, row: int, node: Node) -> None:
         """One row of the soft-taint counts (the filter masks already hold `node`'s verdicts)."""
         self._filtered[node.name] = node
+        self._nodes[row] = node
         for tolerations, soft in self._soft.items():
             soft[row] = soft_taint_count(node.taints, tolerations)
 
@@ -530,7 +539,6 @@ class SimScheduler:
         """Per-device state of every row, as wide as the node with most devices (`GpuDevices.of`); kept as None
         while no node has devices, so device checks are skipped."""
         self._all_devices = GpuDevices(count, free)
-        self._deviceless = count == 0
         self._devices = self._all_devices if self._all_devices else None
 
     def _static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
@@ -607,7 +615,7 @@ class SimScheduler:
         """Whether the pod's feasibility depends on the pods placed (InterPodAffinity checks it): it has inter-pod
         terms, or a placed pod has anti-affinity terms. Such a pod's verdicts are not shared with its kind's (labels
         and namespace decide too) and may turn from no to yes as pods bind (affinity)."""
-        return bool(topology.relevant or pod.constraints.pod_affinity or pod.constraints.pod_anti_affinity)
+        return topology.relevant or depends_on_placed(pod)
 
     def _may_fit(self, pod: Pod, kind: int) -> bool:
         """False when `_place` would surely fail: the kind fitted nowhere, and none of the nodes whose room or
@@ -619,31 +627,12 @@ class SimScheduler:
         return bool(rows) and self._any_feasible(pod, rows)
 
     def _any_feasible(self, pod: Pod, rows: set[int]) -> bool:
-        """Whether one of a few `rows` can take `pod`: `_feasible(...).any()` on them, row by row in plain Python
-        (a handful of rows costs less than the dozen NumPy calls of the vectorised check)."""
-        request = self._request(pod.requests)
-        wanted = request.wanted
-        if wanted is None or pod.constraints.unsupported:
+        """Whether one of a few `rows` can take `pod`: the engine's filters on those rows only."""
+        if not rows:
             return False
-        static = self._static_mask(pod.constraints)
-        devices = self._devices
-        need = request.need if devices is not None else None
-        free, free_pods = self._free, self._free_pods
-        topology = self._topology
-        if topology is not None and not self._depends_on_placed(pod, topology):
-            topology = None
-        for row in rows:
-            if not static[row] or free_pods[row] < 1:
-                continue
-            room = free[row].tolist()
-            for col, amount in wanted:  # a plain loop: no generator per row
-                if room[col] < amount:
-                    break
-            else:
-                if ((need is None or devices is None or devices.can_take(row, need))
-                        and (topology is None or not topology.failures(pod, self._cluster.nodes[self._names[row]]))):
-                    return True
-        return False
+        among = np.zeros(len(self._names), dtype=bool)
+        among[list(rows)] = True
+        return bool(filters.feasible(pod, self._view(), among).any())
 
     def _queue(self) -> list[_Entry]:
         """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key (a
@@ -663,35 +652,14 @@ class SimScheduler:
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
                   devices: GpuDevices | None = None, topology: Topology | None = None) -> BoolArray:
-        """Which rows can take `pod` (`_any_feasible` is the same rule for a few rows); `devices` and `topology` are
-        those of a trial (a gang's), default the scheduler's own. InterPodAffinity runs last, on the rows left, and
-        only when the pod depends on the pods placed (`_depends_on_placed`), as the engine's what-if runs it."""
-        request = self._request(pod.requests)
-        wanted = request.wanted
-        if wanted is None or pod.constraints.unsupported or not len(self._names):
-            return np.zeros(len(self._names), dtype=bool)
-        static = self._static_mask(pod.constraints)
-        mask = static & (free_pods >= 1)
-        for col, amount in wanted:  # a few columns: one compare each, no (rows × columns) copy and row reduction
-            mask &= free[:, col] >= amount
-        devices = devices or self._devices
-        if devices is not None and (need := request.need) is not None:
-            if need.count == 1 and devices.free.shape[1] == 1:  # one device per row (the twin's T4 nodes)
-                # `fits` on every row at once (no gather of the rows left): the device has the milli, or no device
-                deviceless = self._deviceless if devices.count is self._all_devices.count else devices.count == 0
-                mask &= (devices.free[:, 0] >= need.milli) | deviceless
-            else:
-                fit = mask.nonzero()[0]
-                if len(fit):
-                    mask[fit] = devices.fits(need, fit)
-        if topology is None:
-            topology = self._topology
-        if topology is not None and self._depends_on_placed(pod, topology):
-            nodes, names = self._cluster.nodes, self._names
-            for row in mask.nonzero()[0].tolist():
-                if topology.failures(pod, nodes[names[row]]):
-                    mask[row] = False
-        return mask
+        """Which rows can take `pod`: the engine's filters (`engine.whatif.filters`) over the scheduler's rows, with
+        `free`, `free_pods`, `devices` and `topology` those of a trial (a gang's), default the scheduler's own."""
+        view = _Rows(self, free, free_pods, devices or self._devices,
+                     self._topology if topology is None else topology)
+        return filters.feasible(pod, view, self._every_row)
+
+    def _view(self) -> _Rows:
+        return _Rows(self, self._free, self._free_pods, self._devices, self._topology)
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
                 devices: GpuDevices | None = None) -> tuple[int, tuple[int, ...]]:
@@ -952,6 +920,40 @@ class SimScheduler:
             if held is not None and victim_need is not None and trial.may_hold(0, victim_need, held, free=False):
                 trial.give(0, victim_need, held)
         return trial.can_take(0, need)
+
+
+class _Rows:
+    """The scheduler's rows as the engine's filters read them (`engine.whatif.filters.Rows`): its nodes, masks and
+    request readings, with free capacity, devices and topology its own or a trial's. Each row is its own node group.
+    Cost O(1) to make; every operation is the scheduler's cached one."""
+
+    __slots__ = ("_s", "devices", "free", "free_pods", "topology")
+
+    def __init__(self, scheduler: SimScheduler, free: IntArray, free_pods: IntArray, devices: GpuDevices | None,
+                 topology: Topology | None) -> None:
+        self._s = scheduler
+        self.free, self.free_pods, self.devices, self.topology = free, free_pods, devices, topology
+
+    @property
+    def nodes(self) -> list[Node]:
+        return self._s._nodes
+
+    @property
+    def columns(self) -> list[str]:
+        return self._s.columns
+
+    @property
+    def group_of(self) -> list[int]:
+        return list(range(len(self._s._names)))
+
+    def static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
+        return self._s._static_mask(constraints)
+
+    def asked(self, requests: Resources) -> list[tuple[int, int]] | None:
+        return self._s._request(requests).wanted
+
+    def need(self, requests: Resources) -> GpuNeed | None:
+        return self._s._request(requests).need
 
 
 class _Request:
