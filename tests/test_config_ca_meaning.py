@@ -56,7 +56,7 @@ def test_new_pod_delay(options: dict[str, Any], gpu_delay: float, delay: float) 
 
 
 @pytest.mark.parametrize(("options", "idle", "most"), [
-    ({}, 1, 10),
+    ({}, 3, 10),
     ({"batch_idle_duration": "2s", "batch_max_duration": "30s"}, 2, 30),
     ({"batch_idle_duration": "0s"}, 0, 10),
     ({"preset": "ca-defaults"}, 0, 10),

@@ -30,7 +30,8 @@ SETUP = run.TwinSetup(
     jobs=(JobSpec(name="batch", kind="batch", submit_s=100.0, requests=Resources.of({"cpu": 4000, "memory": GI}),
                   duration_s=600.0),),
     spells=(Spell(pool="cpu", start_s=0.0, end_s=200.0),))
-"""No capacity until 200 s: the first scale-up (at 101 s) is refused and the pool backs off for 120 s."""
+"""No capacity until 200 s: the first scale-up (as the batch window closes) is refused and the pool backs off for
+120 s."""
 
 
 class _Calls:
@@ -53,7 +54,7 @@ def test_a_backed_off_pool_decides_again_when_its_backoff_ends(monkeypatch: pyte
     assert skipping.stockouts == 1 and skipping.backoffs == 1 and skipping.scale_ups == 1
     [(failed_at, _)] = [(t, p) for t, p in calls.plans if p.scale_up][:1]
     [(ordered_at, _)] = [(t, p) for t, p in calls.plans if p.scale_up][1:]
-    assert failed_at == 101.0  # the pod's batch window closes 1 s after it (D39), not at the 110 s scan
+    assert failed_at == 100.0 + POLICY.batch_idle_s  # the pod's batch window closes (D39), not at the 110 s scan
     until = failed_at + POLICY.backoff_initial_s
     assert ordered_at == until  # woken when the backoff ends, between two scans
     between = [t for t, _ in calls.plans if failed_at < t < until]

@@ -1,6 +1,6 @@
 """The twin's trigger (D39): with a batch window a pod that turns Unschedulable between two scans is decided when
-its window closes (1 s after the last pod of a burst), in one decision for the whole burst; `ca-defaults` (no window)
-decides at the scans only, after CA's age check."""
+its window closes (`batch_idle_s` after the last pod of a burst), in one decision for the whole burst;
+`ca-defaults` (no window) decides at the scans only, after CA's age check."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _scale_ups(policy: Policy) -> list[tuple[float, Plan]]:
 
 def test_a_burst_between_scans_is_one_decision_at_its_window_end() -> None:
     [(at, plan)] = _scale_ups(preset_policy("gpuscale"))
-    assert abs(at - (103.8 + 1.0)) < 1e-6  # the last pod's arrival + the 1 s idle window, not the 110 s scan
+    assert abs(at - (103.8 + Policy().batch_idle_s)) < 1e-6  # the last pod's arrival + the idle window, not the scan
     assert [(s.pool, s.nodes, len(s.pods)) for s in plan.scale_up] == [("cpu", 1, 3)]
 
 

@@ -212,7 +212,7 @@ def test_required_hostname_anti_affinity_spreads_one_per_node_and_the_rest_wait_
     pool = cpu_pool("cpu", "zone-a")
     sim, cluster, world, autoscaler = twin([pool], {"cpu": 2})
     Service(world, service("web", 5, 500, labels={"app": "web"}, anti_affinity=[pod_term({"app": "web"})]))
-    sim.run(sim.now + 2)
+    sim.run(sim.now + 2 + Policy().batch_idle_s)  # the pending pods' batch window has closed (D39)
     assert len({p.node_name for p in bound_pods(cluster, "web")}) == len(bound_pods(cluster, "web")) == 2
     waiting = [p for p in cluster.pods.values() if p.node_name is None]
     assert len(waiting) == 3 and all(p.unschedulable for p in waiting)
@@ -232,7 +232,7 @@ def test_required_zone_affinity_keeps_pods_in_their_peers_zone_and_scales_that_z
     sim, cluster, world, autoscaler = twin(pools, {"cpu-a": 1, "cpu-b": 1})
     Service(world, service("db", 1, 7_000, labels={"app": "db"}, node_selector={ZONE_LABEL: "zone-b"}))
     Service(world, service("web", 3, 2_000, labels={"app": "web"}, affinity=[pod_term({"app": "db"}, ZONE_LABEL)]))
-    sim.run(sim.now + 2)
+    sim.run(sim.now + 2 + Policy().batch_idle_s)  # the pending pods' batch window has closed (D39)
     assert [cluster.nodes[p.node_name or ""].labels[ZONE_LABEL] for p in bound_pods(cluster, "db")] == ["zone-b"]
     assert not bound_pods(cluster, "web") and sum(p.labels.get("app") == "web" for p in cluster.pods.values()) == 3
     report = autoscaler.tick()

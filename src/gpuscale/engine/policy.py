@@ -81,9 +81,9 @@ class Policy:
     buffer plus `--new-pod-scale-up-delay`; the `ca-defaults` preset). gpuscale batches with the window below (D39)."""
     new_gpu_pod_delay_s: float | None = None
     """The same when a GPU pod waits (`None`: `new_pod_delay_s`, as for any pod; engine/options.py; CA: 30 s)."""
-    batch_idle_s: float = 1.0
+    batch_idle_s: float = 3.0
     """Karpenter's `batchIdleDuration`: the newest batch of pending pods is decided once no pod joined it for this
-    long (0: no window — every pod is decided at the next loop, as in CA). D39."""
+    long (0: no window — every pod is decided at the next loop, as in CA). D39; 3 s rather than Karpenter's 1 s: D40."""
     batch_max_s: float = 10.0
     """Karpenter's `batchMaxDuration`: a batch is decided at most this long after its first pod, however many join."""
     expendable_priority_cutoff: int = -10

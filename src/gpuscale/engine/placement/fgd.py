@@ -171,8 +171,9 @@ class FgdScorer:
         n = len(cpu)
         if n > DEDUPE_ABOVE:
             first, inverse = _distinct_rows(np.column_stack((count, cpu, gpu)))
-            scores: IntArray = self.one_device_scores(cpu[first], gpu[first], count[first], pod)[inverse]
-            return scores
+            if len(first) < n:  # all distinct: scored as they are (scoring them "once each" again would not end)
+                scores: IntArray = self.one_device_scores(cpu[first], gpu[first], count[first], pod)[inverse]
+                return scores
         t = self.table
         if pod.is_fractional:
             fit = gpu >= pod.gpu_milli
