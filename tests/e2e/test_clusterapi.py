@@ -105,9 +105,10 @@ def capi_crds(api_client: client.ApiClient) -> Iterator[None]:
 
 
 def config_for_capi() -> Config:
-    """The seed configuration with batching delays and the warm buffer off, scale-down after 0 s of idleness."""
+    """The seed configuration with batching delays, the batch window and the warm buffer off, scale-down after 0 s of
+    idleness: a tick decides what it sees."""
     config = load_config(SEED_CONFIG)
-    policy = replace(config.policy, new_pod_delay_s=0.0, new_gpu_pod_delay_s=0.0, buffers=(),
+    policy = replace(config.policy, new_pod_delay_s=0.0, new_gpu_pod_delay_s=0.0, batch_idle_s=0.0, buffers=(),
                      scale_down_unneeded_time_s=0.0, scale_down_gpu_unneeded_time_s=None,
                      scale_down_delay_after_add_s=0.0)
     return replace(config, policy=policy)
