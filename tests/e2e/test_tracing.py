@@ -33,6 +33,7 @@ from test_controller import (
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
+from gpuscale.config import Config
 from gpuscale.controller import Controller, build_controller
 from gpuscale.kube.convert import pod_from_k8s
 from gpuscale.kube.metrics import Metrics, MetricsServer
@@ -48,6 +49,13 @@ from gpuscale.sim.workloads import JobSpec
 
 READY_S, GPU_S, PULL_S, START_S = 5.0, 8.0, 3.0, 1.0
 KWOK = KwokSettings(default=KwokProfile(ready_after_s=READY_S, gpu_register_after_s=GPU_S))
+
+
+def _undelayed() -> Config:
+    """The seed configuration with every batching delay at 0, the batch window too: the phases then hold only what
+    kwok and the scheduler take (a decision within a tick)."""
+    config = seed_config()
+    return replace(config, policy=replace(config.policy, batch_idle_s=0.0))
 
 
 def gpu_pod(name: str, gpus: int = 1, start_s: float | None = None) -> client.V1Pod:
@@ -66,7 +74,7 @@ def traced(api_client: client.ApiClient, core_v1: client.CoreV1Api,
     tracer = Tracer(sink=tmp_path / "controller-trace.jsonl")
     registry = CollectorRegistry()
     register_metrics(tracer, registry)
-    config = seed_config()
+    config = _undelayed()
     controller = build_controller(api_client, config, kwok=KWOK, tracer=tracer,
                                   settings=replace(LoopSettings.from_config(config), scan_interval_s=TICK_EVERY_S))
     assert controller.cache.wait_synced(30), controller.cache.status()
@@ -177,7 +185,7 @@ def test_a_restarted_controller_rederives_the_trace_from_the_objects(
         assert time.monotonic() < deadline, "no scale-up"
         time.sleep(TICK_EVERY_S)
     first.close()
-    config = seed_config()
+    config = _undelayed()
     tracer = Tracer()
     second = build_controller(api_client, config, kwok=KWOK, tracer=tracer,
                               settings=replace(LoopSettings.from_config(config), scan_interval_s=TICK_EVERY_S))
@@ -222,5 +230,5 @@ def test_recorded_trace_calibrates_a_twin_that_predicts_the_measured_p50(
         pod = pod_from_k8s(core_v1_read(core_v1, namespace, name))
         jobs.append(JobSpec(name=name, submit_s=trace.created_at - t0, requests=pod.requests,
                             constraints=pod.constraints, duration_s=3600.0))
-    predicted = replay_p50(jobs, load_profiles(profile_path), seed_config(), scan_interval_s=TICK_EVERY_S)
+    predicted = replay_p50(jobs, load_profiles(profile_path), _undelayed(), scan_interval_s=TICK_EVERY_S)
     assert abs(predicted - measured) <= 0.15 * measured, (predicted, measured, [t.phases for t in traces])
