@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuscale.model.node import HOSTNAME_LABEL, ZONE_LABEL, Node
-from gpuscale.model.pod import Pod, PodPhase, SchedulingConstraints
+from gpuscale.model.pod import HostPort, Pod, PodPhase, SchedulingConstraints
 from gpuscale.model.quantity import to_milli, to_units
 from gpuscale.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from gpuscale.model.selectors import (
@@ -68,14 +68,15 @@ def make_pod(name: str = "p", namespace: str = "default", *, cpu: str | int = "1
              required_terms: Iterable[NodeSelectorTerm] | None = None, node_name: str | None = None,
              anti_affinity: Iterable[PodAffinityTerm] = (), affinity: Iterable[PodAffinityTerm] = (),
              unsupported: Iterable[str] = (), labels: Mapping[str, str] | None = None,
-             node: str | None = None, phase: PodPhase = PodPhase.PENDING, priority: int = 0) -> Pod:
+             node: str | None = None, phase: PodPhase = PodPhase.PENDING, priority: int = 0,
+             host_ports: Iterable[HostPort] = ()) -> Pod:
     """A pod; `node` binds it, `node_name` is the user's `spec.nodeName` constraint (NodeName filter)."""
     constraints = SchedulingConstraints(
         node_name=node_name,
         affinity=NodeAffinity(node_selector=tuple(sorted((node_selector or {}).items())),
                               required_terms=None if required_terms is None else tuple(required_terms)),
         tolerations=tuple(tolerations), pod_anti_affinity=tuple(anti_affinity), pod_affinity=tuple(affinity),
-        unsupported=tuple(unsupported),
+        unsupported=tuple(unsupported), host_ports=tuple(host_ports),
     )
     return Pod(namespace=namespace, name=name, uid=f"uid-{namespace}-{name}",
                requests=resources(cpu, memory, gpus, extra), constraints=constraints, node_name=node,

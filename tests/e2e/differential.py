@@ -184,9 +184,47 @@ def _resources(rng: random.Random, cpu: Sequence[str], memory: Sequence[str], ex
     return res
 
 
+HOST_PORTS = [8080, 8081, 9100]
+HOST_IPS = [None, None, "0.0.0.0", "127.0.0.1", "10.1.0.1"]
+PROTOCOLS = [None, None, "TCP", "UDP"]
+
+
+def _add_host_ports(rng: random.Random, spec: dict[str, Any]) -> None:
+    """Some containers (app, sidecar or plain init: the scheduler ignores the last) get host ports from a few
+    numbers, protocols and host IPs, unique within the pod as the API requires; now and then a host-network pod whose
+    ports take no `hostPort` (the API server sets it to the `containerPort`)."""
+    host_network = rng.random() < 0.15
+    if host_network:
+        spec["hostNetwork"] = True
+    used: set[tuple[str, str, int]] = set()
+    for c in [*spec["containers"], *spec.get("initContainers", [])]:
+        if rng.random() < 0.5:
+            continue
+        ports = []
+        for _ in range(rng.choice([1, 1, 2])):
+            port, ip, protocol = rng.choice(HOST_PORTS), rng.choice(HOST_IPS), rng.choice(PROTOCOLS)
+            key = (ip or "", protocol or "TCP", port)
+            if host_network:
+                ip = None
+                key = ("", protocol or "TCP", port)
+            if key in used:
+                continue
+            used.add(key)
+            entry: dict[str, Any] = {"containerPort": port if host_network else 1000 + len(used)}
+            if not host_network or rng.random() < 0.5:
+                entry["hostPort"] = port
+            if ip is not None:
+                entry["hostIP"] = ip
+            if protocol is not None:
+                entry["protocol"] = protocol
+            ports.append(entry)
+        if ports:
+            c["ports"] = ports
+
+
 def random_pod(rng: random.Random, name: str, node_names: Sequence[str]) -> dict[str, Any]:
     """A pod (API dict) with random requests (init containers and sidecars too), tolerations, nodeSelector, required
-    node affinity and, sometimes, required pod (anti-)affinity."""
+    node affinity, sometimes required pod (anti-)affinity, and sometimes host ports."""
     app = rng.choice(APPS)
     cpu = [None, "100m", "250m", "0.5", "1", "1", "1500m", "2", "4"]
     memory = [None, "256Mi", "500M", "1Gi", "1.5Gi", "2G", "4Gi", "8Gi"]
@@ -224,6 +262,8 @@ def random_pod(rng: random.Random, name: str, node_names: Sequence[str]) -> dict
         affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(rng, [HOSTNAME, ZONE])]}
     if affinity:
         spec["affinity"] = affinity
+    if rng.random() < 0.3:
+        _add_host_ports(rng, spec)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {APP: app}}, "spec": spec}
 
 
@@ -245,6 +285,15 @@ def categories(pod: Mapping[str, Any]) -> set[str]:
         op = tol.get("operator", "Equal")
         key = "unschedulable" if tol.get("key") == UNSCHEDULABLE_KEY else ("key" if tol.get("key") else "empty key")
         found.add(f"toleration {op}/{key}/{tol.get('effect') or 'any effect'}")
+    if spec.get("hostNetwork"):
+        found.add("hostNetwork")
+    for kind in ("containers", "initContainers"):
+        for c in spec.get(kind, []):
+            for port in c.get("ports", []):
+                where = "sidecar" if c.get("restartPolicy") == "Always" else kind[:-1]
+                found.add(f"host port {where}{' hostIP' if port.get('hostIP') else ''}"
+                          f"{' ' + port['protocol'] if 'protocol' in port else ''}"
+                          f"{'' if 'hostPort' in port else ' defaulted'}")
     affinity = spec.get("affinity", {})
     if "nodeAffinity" in affinity:
         terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]

@@ -78,6 +78,7 @@ EXPECTED_REASONS = {
     "Insufficient example.com/foo",
     "Too many pods",
     "node(s) didn't match pod anti-affinity rules",
+    "node(s) didn't have free ports for the requested pod ports",
 }
 
 

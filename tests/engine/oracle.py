@@ -4,6 +4,8 @@ hold the engine's vectorised filters (`engine.whatif.filters`) and its searches 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuscale.engine.scheduling import FitCode, FitFailure, Topology, static_failures, unsupported_failures
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, depends_on_placed
@@ -23,10 +25,26 @@ def free_on(node: Node, used: Resources) -> Resources:
     return node.allocatable - used
 
 
+def port_failures(pod: Pod, here: Sequence[Pod]) -> tuple[FitFailure, ...]:
+    """NodePorts: some host port of the pod is bound by a pod already on the node, on the same protocol and port and
+    the same host IP or either one 0.0.0.0."""
+    for other in here:
+        for theirs in other.constraints.host_ports:
+            for mine in pod.constraints.host_ports:
+                same_port = mine.port == theirs.port and mine.protocol == theirs.protocol
+                if same_port and (mine.host_ip == theirs.host_ip or "0.0.0.0" in (mine.host_ip, theirs.host_ip)):
+                    return (FitFailure(FitCode.NODE_PORTS),)
+    return ()
+
+
 def node_failures(pod: Pod, node: Node, used: Resources, pod_count: int,
-                  topology: Topology | None = None) -> tuple[FitFailure, ...]:
-    """Every check for one pod on one node, first failing plugin only; empty means the pod fits."""
+                  topology: Topology | None = None, here: Sequence[Pod] = ()) -> tuple[FitFailure, ...]:
+    """Every check for one pod on one node, first failing plugin only; empty means the pod fits. `here`: the pods on
+    the node (their host ports)."""
     failures = static_failures(pod.constraints, node)
+    if failures:
+        return failures
+    failures = port_failures(pod, here)
     if failures:
         return failures
     failures = resource_failures(pod.requests, free_on(node, used), node.allocatable.get("pods") - pod_count)

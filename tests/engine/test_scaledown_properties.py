@@ -24,12 +24,12 @@ from gpuscale.engine.state import EngineState
 from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import OwnerRef, Pod, PodPhase
+from gpuscale.model.pod import HostPort, OwnerRef, Pod, PodPhase
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, Resources
 from gpuscale.model.selectors import LabelSelector
 from tests.builders import make_node, make_pod
-from tests.engine.oracle import node_failures
+from tests.engine.oracle import node_failures, port_failures
 
 NOW = 100_000.0
 POLICY = Policy()
@@ -90,9 +90,12 @@ def pod_(draw: st.DrawFn, index: int, target: Node, hostile: int) -> Pod:
                    phase=draw(st.sampled_from((PodPhase.RUNNING, PodPhase.RUNNING, PodPhase.PENDING))),
                    priority=draw(st.sampled_from((0, 0, 0, -20, 100))),
                    labels={"app": draw(st.sampled_from(APPS if hostile else APPS[:2]))})
+    ports = draw(st.sampled_from(((), (), (), (HostPort(8080),), (HostPort(8080, "UDP"),),
+                                   (HostPort(8080, host_ip="10.0.0.1"),), (HostPort(9100),))))
     return replace(pod, requests=Resources.of(amounts), annotations=annotations,
                    owner=OwnerRef(kind=owner, name=f"o{index}") if owner else None,
-                   local_storage=draw(st.integers(0, 9)) < hostile)
+                   local_storage=draw(st.integers(0, 9)) < hostile,
+                   constraints=replace(pod.constraints, host_ports=ports))
 
 
 @st.composite
@@ -110,6 +113,8 @@ def worlds(draw: st.DrawFn) -> World:
         if pod.requests.shortfalls(free[target.name]) or sum(
                 1 for p in pods if p.node_name == target.name) >= target.allocatable.get("pods"):
             continue
+        if port_failures(pod, [p for p in pods if p.node_name == target.name]):
+            continue  # the scheduler never bound two pods whose host ports conflict
         free[target.name] = free[target.name] - pod.requests
         pods.append(pod)
     apps = APPS[:2] if calm else APPS
@@ -157,19 +162,22 @@ def evicted(world: World, result: ScaleDownResult) -> list[Pod]:
     return [p for p in world.pods if p.key in keys]
 
 
-def fits_somewhere(pods: list[Pod], nodes: list[Node], used: dict[str, Resources], count: Counter[str]) -> bool:
+def fits_somewhere(pods: list[Pod], nodes: list[Node], used: dict[str, Resources], count: Counter[str],
+                   here: dict[str, list[Pod]]) -> bool:
     """Brute force: is there any assignment of `pods` to `nodes` that passes every scheduler filter?"""
     if not pods:
         return True
     pod, rest = pods[0], pods[1:]
     for node in nodes:
-        if not node_failures(pod, node, used[node.name], count[node.name]):
+        if not node_failures(pod, node, used[node.name], count[node.name], here=here[node.name]):
             used[node.name] = used[node.name] + pod.requests
             count[node.name] += 1
-            if fits_somewhere(rest, nodes, used, count):
+            here[node.name].append(pod)
+            if fits_somewhere(rest, nodes, used, count, here):
                 return True
             used[node.name] = used[node.name] - pod.requests
             count[node.name] -= 1
+            here[node.name].pop()
     return False
 
 
@@ -201,13 +209,15 @@ def test_evicted_pods_fit_on_the_remaining_nodes(world: World) -> None:
                        key=lambda n: n.name)
     used = {n.name: Resources() for n in world.nodes}
     count: Counter[str] = Counter()
+    here: dict[str, list[Pod]] = {n.name: [] for n in world.nodes}
     for p in world.pods:
         if p.node_name not in gone:
             used[p.node_name or ""] = used[p.node_name or ""] + p.requests
             count[p.node_name or ""] += 1
+            here[p.node_name or ""].append(p)
     homeless = sorted((p for p in evicted(world, result) if p.priority >= POLICY.expendable_priority_cutoff),
                       key=lambda p: (-p.requests.get("cpu"), p.key))
-    assert fits_somewhere(homeless, remaining, used, count)
+    assert fits_somewhere(homeless, remaining, used, count, here)
 
 
 @PROPERTY

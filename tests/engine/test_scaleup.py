@@ -13,7 +13,7 @@ from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
 from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.node import POOL_LABEL, Node
-from gpuscale.model.pod import Pod, PodGroupRef, PodPhase
+from gpuscale.model.pod import HostPort, Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import Taint, TaintEffect
@@ -492,3 +492,19 @@ def test_the_expander_line_names_only_pools_that_could_host_the_pods_of_its_scal
     assert not [r for r in only.reasons if r.code is ReasonCode.EXPANDER]  # nothing else could host it
     infer = run((small,)).scale_up[0]
     assert next(r.message for r in infer.reasons if r.code is ReasonCode.EXPANDER).endswith("over gpu-training-a100")
+
+
+def test_pods_asking_one_host_port_take_a_node_each() -> None:
+    """Three pods asking host port 8080 do not share a node (NodePorts); an existing node whose DaemonSet-style pod
+    binds 8080 takes none of them, one binding 8080 on another IP or over UDP takes one."""
+    ports = (HostPort(8080),)
+    pods = tuple(pending(f"web-{i}", cpu="1", host_ports=ports) for i in range(3))
+    cpu = SEED_POOLS[0]
+    assert scale_ups(run(pods, pools=(cpu,))) == {"cpu-general": 3}
+    taken = (pool_node(cpu, "cpu-1"), pool_node(cpu, "cpu-2"))
+    bound = (replace(make_pod("agent-1", node="cpu-1", host_ports=ports), phase=PodPhase.RUNNING),
+             replace(make_pod("agent-2", node="cpu-2", host_ports=(HostPort(8080, "UDP"),)), phase=PodPhase.RUNNING))
+    plan = run((*pods, *bound), nodes=taken, pools=(cpu,))
+    assert scale_ups(plan) == {"cpu-general": 2}
+    plain = run((pending("plain", cpu="1"), *bound), nodes=taken[:1], pools=(cpu,))
+    assert plain.scale_up == ()

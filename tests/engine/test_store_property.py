@@ -25,7 +25,7 @@ from gpuscale.engine.whatif.model import GroupKey, WhatIf
 from gpuscale.engine.whatif.store import IncrementalStore, ReferenceStore, Store
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, PodPhase
+from gpuscale.model.pod import HostPort, Pod, PodPhase
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
 from gpuscale.model.selectors import LabelSelector, PodAffinityTerm
@@ -81,13 +81,16 @@ TOGETHER = PodAffinityTerm(selector=LabelSelector(match_labels=(("app", "apart")
 
 def pod(i: int, kind: int, where: str | None, phase: int) -> Pod:
     """`kind`: 0 CPU, 1 a GPU fraction, 2 a whole GPU, 3 a resource no node offers, 4 anti-affinity to its own kind
-    per node, 5 affinity to those per zone."""
+    per node, 5 affinity to those per zone, 6 host port 8080 (on any IP, or on one, by `i`)."""
     gpu = {1: {GPU_MILLI: 500}, 2: {NVIDIA_GPU: 1}, 3: {"example.com/fpga": 1}}.get(kind, {})
     p = make_pod(f"p{i % 30}", cpu="500m", memory="1Gi", extra=gpu, node=where)
     if kind == 4:
         p = replace(p, labels={"app": "apart"}, constraints=replace(p.constraints, pod_anti_affinity=(APART,)))
     elif kind == 5:
         p = replace(p, constraints=replace(p.constraints, pod_affinity=(TOGETHER,)))
+    elif kind == 6:
+        port = HostPort(8080, host_ip=("0.0.0.0", "10.0.0.1", "10.0.0.2")[i % 3])
+        p = replace(p, constraints=replace(p.constraints, host_ports=(port,)))
     return replace(p, created_s=0.0, unschedulable=where is None,
                    phase=(PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.PENDING)[phase] if where else PodPhase.PENDING)
 
@@ -100,7 +103,8 @@ def view(table: WhatIf) -> tuple[object, ...]:
             table.free_pods.tolist(), table.enabled.tolist(),
             None if devices is None else (devices.count.tolist(), devices.free.tolist()),
             table._s.group_of, table._s.group_members, dict(table._s.workload), dict(table._s.index),
-            None if topology is None else (dict(topology._labels), list(topology._placed)))
+            None if topology is None else (dict(topology._labels), list(topology._placed)),
+            None if table.ports is None else table.ports.used())
 
 
 @dataclass
@@ -172,7 +176,7 @@ def assert_stores_agree(store: RecordingIncremental, snapshot: Snapshot, pools: 
 
 steps = st.lists(st.tuples(st.sampled_from(["flip", "flip", "node", "drop", "pod", "pod", "delete", "answer", "ask",
                                             "swap", "registered", "pools", "decide", "decide", "decide"]),
-                           st.integers(0, 100), st.integers(0, 6), st.integers(0, 5), st.integers(0, 2)),
+                           st.integers(0, 100), st.integers(0, 6), st.integers(0, 6), st.integers(0, 2)),
                  min_size=1, max_size=50)
 
 LIMITS = [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0},
@@ -186,6 +190,8 @@ LIMITS = [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0}
 @example([("decide", 0, 0, 0, 0), ("flip", 1, 2, 0, 0), ("decide", 0, 0, 0, 0)], 0)
 @example([("pod", 1, 1, 4, 0), ("pod", 2, 0, 4, 0), ("decide", 0, 0, 0, 0), ("delete", 0, 0, 0, 0),
           ("decide", 0, 0, 0, 0)], 0)
+@example([("pod", 1, 1, 6, 0), ("pod", 2, 0, 6, 0), ("pod", 3, 0, 6, 0), ("decide", 0, 0, 0, 0),
+          ("delete", 0, 0, 0, 0), ("pod", 7, 1, 6, 0), ("decide", 0, 0, 0, 0)], 0)
 def test_the_incremental_store_decides_as_the_reference(limits: dict[str, float],
                                                         ops: list[tuple[str, int, int, int, int]], seed: int) -> None:
     """With short limits, starting nodes (made 120 s before, Ready 100 s before) time out from the next decision on;

@@ -23,7 +23,7 @@ from gpuscale.kube.convert import (
     pod_group_from_k8s,
 )
 from gpuscale.model.errors import InputError
-from gpuscale.model.pod import PodGroupRef, PodPhase
+from gpuscale.model.pod import HostPort, PodGroupRef, PodPhase
 from gpuscale.model.resources import GPU_MILLI, Resources
 from gpuscale.model.selectors import LabelSelector, NodeAffinity, SelectorOperator
 from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator
@@ -190,7 +190,7 @@ def test_pod_affinity_terms() -> None:
      ("volume topology (persistent volume claims)",)),
     ({"volumes": [{"name": "scratch", "ephemeral": {}}]}, ("volume topology (persistent volume claims)",)),
     ({"volumes": [{"name": "cfg", "configMap": {"name": "c"}}]}, ()),
-    ({"containers": [k8s_container(ports=[{"containerPort": 80, "hostPort": 8080}])]}, ("host ports",)),
+    ({"containers": [k8s_container(ports=[{"containerPort": 80, "hostPort": 8080}])]}, ()),
     ({"containers": [k8s_container(ports=[{"containerPort": 80}])]}, ()),
     ({"resourceClaims": [{"name": "gpu"}]}, ("dynamic resource allocation (resourceClaims)",)),
 ])
@@ -561,3 +561,23 @@ def test_a_pod_keeps_its_start_time_and_the_names_of_its_node_local_volumes() ->
     assert pod.local_storage and pod.local_volumes == ("scratch", "host")
     assert pod.started_s == 1795942800.0
     assert pod_from_k8s(k8s_pod()).started_s is None and pod_from_k8s(k8s_pod()).local_volumes == ()
+
+
+def test_host_ports_as_kube_scheduler_reads_them() -> None:
+    """App and sidecar containers' `hostPort`s, protocol TCP and host IP 0.0.0.0 by default; a plain init container's
+    are left out; a host-network pod binds its `containerPort`s; a bad protocol or port is one line naming the field."""
+    spec = {"hostNetwork": True,
+            "containers": [k8s_container(ports=[{"containerPort": 80, "hostPort": 8080},
+                                                {"containerPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"}])],
+            "initContainers": [{**k8s_container("side", ports=[{"containerPort": 9100, "hostPort": 9100}]),
+                                "restartPolicy": "Always"},
+                               k8s_container("once", ports=[{"containerPort": 1, "hostPort": 7000}])]}
+    assert pod_from_k8s(k8s_pod(**spec)).constraints.host_ports == (
+        HostPort(9100), HostPort(8080), HostPort(53, "UDP", "10.0.0.1"))
+    assert pod_from_k8s(k8s_pod(containers=[k8s_container(ports=[{"containerPort": 80}])])).constraints.host_ports == ()
+    bad = k8s_pod(containers=[k8s_container(ports=[{"containerPort": 80, "hostPort": 80, "protocol": "HTTP"}])])
+    with pytest.raises(InputError, match=r"spec\.containers\[0\]\.ports\[0\]\.protocol"):
+        pod_from_k8s(bad)
+    big = k8s_pod(containers=[k8s_container(ports=[{"containerPort": 80, "hostPort": 70000}])])
+    with pytest.raises(InputError, match=r"spec\.containers\[0\]\.ports\[0\]\.hostPort"):
+        pod_from_k8s(big)

@@ -357,6 +357,8 @@ class _Class:
     """The request's nonzero (column, amount) pairs."""
     need: GpuNeed | None
     """The request's GPU device need."""
+    pod: Pod | None = None
+    """A pod of the class when it asks host ports (a placement may take them on a row), else None."""
 
 
 _NO_MASK = _Class(np.zeros(0, dtype=bool), 0, [], None)
@@ -366,10 +368,11 @@ _NO_MASK = _Class(np.zeros(0, dtype=bool), 0, [], None)
 class _ClassMasks:
     """The rows where each class of single pods fits, for one `place_units` call: `WhatIf.feasible` once per class,
     then brought up to date by the rows placed on since. Placing only lowers a row's free capacity, free pod slots and
-    free devices, and nothing else `feasible` reads changes (no topology: affinity to placed pods is left out, so
-    tables with a topology are not used with it), so a row outside a class's mask stays outside and a row inside needs
-    only its capacity checks again — what `feasible` does on that row. Most pods placed in a decision share a class
-    with others (about five each in the twin's first day), and each would otherwise cost a pass over every row. A row
+    free devices and adds host ports in use, and nothing else `feasible` reads changes (no topology: affinity to placed
+    pods is left out, so tables with a topology are not used with it), so a row outside a class's mask stays outside
+    and a row inside needs only its capacity (and, for a class asking host ports, its ports) checked again — what
+    `feasible` does on that row. Most pods placed in a decision share a class with others (about five each in the
+    twin's first day), and each would otherwise cost a pass over every row. A row
     placed on is read (its free capacity as a list, its free pod slots) once until it is placed on again, not once
     per class that checks it: in a ramp, each placement fills a row that most classes then check."""
 
@@ -389,7 +392,8 @@ class _ClassMasks:
             mask &= self._single_rows
         vector = table.request_vector(pod.requests)
         pairs = [] if vector is None else [(c, int(vector[c])) for c in vector.nonzero()[0].tolist()]
-        return _Class(mask, len(self._touched), pairs, gpu_need(pod.requests))
+        return _Class(mask, len(self._touched), pairs, gpu_need(pod.requests),
+                      pod if pod.constraints.host_ports else None)
 
     def feasible(self, table: WhatIf, entry: _Class) -> BoolArray:
         """`table.feasible(pod)` (restricted to the single rows), for a pod of the class of `entry` (kept: do not
@@ -415,7 +419,9 @@ class _ClassMasks:
                         mask[row] = False
                         break
                 else:
-                    if need is not None and devices is not None and not devices.can_take(row, need):
+                    if (need is not None and devices is not None and not devices.can_take(row, need)) or (
+                            entry.pod is not None and table.ports
+                            and table.ports.conflicts(entry.pod, table.nodes[row].name)):
                         mask[row] = False
             entry.seen = len(touched)
         return mask

@@ -1,13 +1,14 @@
 """Feasibility of a pod on a node with kube-scheduler's semantics, failures returned as data in its own wording.
 
 Filters run in the default profile's order (Kubernetes v1.37) and stop at the first plugin that rejects the node, as
-the scheduler's framework does: NodeName → NodeUnschedulable → TaintToleration → NodeAffinity → NodeResourcesFit (every
-insufficient resource is reported) → InterPodAffinity. Constraints gpuscale does not model surface as `UNSUPPORTED`
-failures on nodes that pass everything else, so an unmodelled constraint is never a silent "fits".
+the scheduler's framework does: NodeName → NodeUnschedulable → TaintToleration → NodeAffinity → NodePorts →
+NodeResourcesFit (every insufficient resource is reported) → InterPodAffinity. Constraints gpuscale does not model
+surface as `UNSUPPORTED` failures on nodes that pass everything else, so an unmodelled constraint is never a silent
+"fits".
 
 `static_failures` depends only on the pod's constraints and the node's labels, taints and cordon state, so callers
-cache it per (constraints, node group); resources and the affinity checks depend on what already runs there
-(`engine.whatif.filters` runs them all).
+cache it per (constraints, node group); host ports (`HostPorts`), resources and the affinity checks depend on what
+already runs there (`engine.whatif.filters` runs them all).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from enum import StrEnum
 
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.pod import ANY_HOST_IP, Pod, SchedulingConstraints
 from gpuscale.model.selectors import PodAffinityTerm
 from gpuscale.model.taints import UNSCHEDULABLE_TAINT, untolerated_taint
 
@@ -28,6 +29,7 @@ class FitCode(StrEnum):
     NODE_NAME = "NodeName"
     TAINT = "TaintToleration"
     NODE_AFFINITY = "NodeAffinity"
+    NODE_PORTS = "NodePorts"
     INSUFFICIENT = "Insufficient"
     TOO_MANY_PODS = "TooManyPods"
     POD_AFFINITY = "PodAffinity"
@@ -57,6 +59,7 @@ _MESSAGES = {
     # Since kubernetes#134740 (v1.35, backported to v1.34) the event no longer names the taint; `detail` keeps it.
     FitCode.TAINT: "node(s) had untolerated taint(s)",
     FitCode.NODE_AFFINITY: "node(s) didn't match Pod's node affinity/selector",
+    FitCode.NODE_PORTS: "node(s) didn't have free ports for the requested pod ports",
     FitCode.INSUFFICIENT: "Insufficient {detail}",
     FitCode.TOO_MANY_PODS: "Too many pods",
     FitCode.POD_AFFINITY: "node(s) didn't match pod affinity rules",
@@ -227,6 +230,114 @@ class Topology:
     def relevant(self) -> bool:
         """False when no pod carries anti-affinity, so only pods with affinity terms of their own need checks."""
         return bool(self._with_anti)
+
+
+class HostPorts:
+    """The host ports in use on each node (kube-scheduler's `NodeInfo.UsedPorts`), for NodePorts: per (protocol,
+    port), the nodes using it and the host IPs they bind it on (one entry per pod and port: two pods may bind one port
+    on two IPs). Kept by node name, so rows may come, go and move. A node is in conflict with a pod asking a port if
+    the node uses that port and protocol on the same IP, or either IP is 0.0.0.0 (`HostPortInfo.CheckConflict`).
+
+    `copy` is O(distinct ports in use): the per-port maps are shared and copied on first write (`_owned`)."""
+
+    __slots__ = ("_by_port", "_owned")
+
+    def __init__(self, placed: Iterable[Pod] = ()) -> None:
+        self._by_port: dict[tuple[str, int], dict[str, tuple[str, ...]]] = {}
+        self._owned: set[tuple[str, int]] = set()
+        """The per-port maps this object made or copied (the others may be shared with a copy)."""
+        for pod in placed:
+            if pod.constraints.host_ports and pod.node_name is not None:
+                self.add(pod, pod.node_name)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_port)
+
+    def _writable(self, key: tuple[str, int]) -> dict[str, tuple[str, ...]]:
+        on = self._by_port.get(key)
+        if on is None:
+            on = self._by_port[key] = {}
+            self._owned.add(key)
+        elif key not in self._owned:
+            on = self._by_port[key] = dict(on)
+            self._owned.add(key)
+        return on
+
+    def add(self, pod: Pod, node: str) -> None:
+        """The pod's host ports are in use on `node`. Cost O(the pod's ports)."""
+        for port in pod.constraints.host_ports:
+            on = self._writable((port.protocol, port.port))
+            on[node] = (*on.get(node, ()), port.host_ip)
+
+    def remove(self, pod: Pod, node: str) -> None:
+        """The pod's host ports are free again on `node` (each of its entries once). Cost O(the pod's ports)."""
+        for port in pod.constraints.host_ports:
+            key = (port.protocol, port.port)
+            if node not in self._by_port.get(key, {}):
+                continue
+            on = self._writable(key)
+            ips = list(on[node])
+            if port.host_ip in ips:
+                ips.remove(port.host_ip)
+            if ips:
+                on[node] = tuple(ips)
+            else:
+                del on[node]
+                if not on:
+                    del self._by_port[key]
+                    self._owned.discard(key)
+
+    def remove_node(self, node: str) -> None:
+        """The node is gone with every port on it. Cost O(distinct ports in use)."""
+        for key in [k for k, on in self._by_port.items() if node in on]:
+            on = self._writable(key)
+            del on[node]
+            if not on:
+                del self._by_port[key]
+                self._owned.discard(key)
+
+    def conflicting_nodes(self, pod: Pod) -> set[str]:
+        """The nodes where some host port of the pod is taken. Cost O(nodes using the pod's ports)."""
+        found: set[str] = set()
+        for port in pod.constraints.host_ports:
+            on = self._by_port.get((port.protocol, port.port))
+            if on:
+                ip = port.host_ip
+                if ip == ANY_HOST_IP:
+                    found.update(on)
+                else:
+                    found.update(node for node, ips in on.items() if ip in ips or ANY_HOST_IP in ips)
+        return found
+
+    def conflicts(self, pod: Pod, node: str) -> bool:
+        """Whether some host port of the pod is taken on `node`. Cost O(the pod's ports)."""
+        for port in pod.constraints.host_ports:
+            ips = self._by_port.get((port.protocol, port.port), {}).get(node)
+            if ips and (port.host_ip == ANY_HOST_IP or port.host_ip in ips or ANY_HOST_IP in ips):
+                return True
+        return False
+
+    def used(self) -> dict[str, list[tuple[str, int, str]]]:
+        """Per node, its ports in use as (protocol, port, host IP), sorted (for tests and views). O(entries)."""
+        out: dict[str, list[tuple[str, int, str]]] = {}
+        for (protocol, port), on in self._by_port.items():
+            for node, ips in on.items():
+                out.setdefault(node, []).extend((protocol, port, ip) for ip in ips)
+        return {node: sorted(entries) for node, entries in sorted(out.items())}
+
+    def copy(self) -> HostPorts:
+        """An independent copy (O(distinct ports in use); the per-port maps are copied on first write)."""
+        other = HostPorts()
+        other._by_port = dict(self._by_port)
+        self._owned = set()
+        return other
+
+
+def port_failures(pod: Pod, ports: HostPorts | None, node: str) -> tuple[FitFailure, ...]:
+    """NodePorts' Filter: the pod asks a host port taken on the node. O(the pod's ports)."""
+    if pod.constraints.host_ports and ports is not None and ports.conflicts(pod, node):
+        return (FitFailure(FitCode.NODE_PORTS),)
+    return ()
 
 
 def summarize(total_nodes: int, counts: Mapping[str, int]) -> str:

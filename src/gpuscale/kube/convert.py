@@ -17,7 +17,7 @@ from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.errors import InputError
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import OwnerRef, Pod, PodGroupRef, PodPhase, SchedulingConstraints
+from gpuscale.model.pod import ANY_HOST_IP, HostPort, OwnerRef, Pod, PodGroupRef, PodPhase, SchedulingConstraints
 from gpuscale.model.quantity import QuantityError, parse_quantity, to_milli, to_units
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources
 from gpuscale.model.selectors import (
@@ -363,11 +363,39 @@ def _unsupported(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[str, ...]:
         found.append("topologySpreadConstraints with whenUnsatisfiable=DoNotSchedule")
     if any("persistentVolumeClaim" in v or "ephemeral" in v for v in _objects(ctx, spec, "volumes", at="spec")):
         found.append("volume topology (persistent volume claims)")
-    if any(p.get("hostPort") for i, c in enumerate(_objects(ctx, spec, "containers", at="spec"))
-           for p in _objects(ctx, c, "ports", at=f"spec.containers[{i}]")):
-        found.append("host ports")
     if spec.get("resourceClaims"):
         found.append("dynamic resource allocation (resourceClaims)")
+    return tuple(found)
+
+
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+
+
+def _host_ports(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports of the containers and the sidecar (`restartPolicy: Always`) init containers, as kube-scheduler
+    reads them (`GetHostPorts`): `hostPort` > 0, protocol default TCP, host IP default 0.0.0.0. On a host-network pod
+    a port without `hostPort` binds its `containerPort` on the host (the API server's defaulting)."""
+    host_network = _get(ctx, spec, "hostNetwork", bool, False, at="spec")
+    found: list[HostPort] = []
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(_objects(ctx, spec, kind, at="spec")):
+            at = f"spec.{kind}[{i}]"
+            if kind == "initContainers" and _get(ctx, c, "restartPolicy", str, at=at) != "Always":
+                continue
+            for j, p in enumerate(_objects(ctx, c, "ports", at=at)):
+                where = f"{at}.ports[{j}]"
+                port = _int32(ctx, p, "hostPort", 0, at=where)
+                if not port and host_network:
+                    port = _int32(ctx, p, "containerPort", 0, at=where)
+                if port <= 0:
+                    continue
+                if port > 65535:
+                    raise ctx.fail(f"{where}.hostPort", f"must be a port number (1 to 65535), got {port}")
+                protocol = _get(ctx, p, "protocol", str, "TCP", at=where) or "TCP"
+                if protocol not in _PROTOCOLS:
+                    raise ctx.fail(f"{where}.protocol", f"must be TCP, UDP or SCTP, got {excerpt(protocol)}")
+                found.append(HostPort(port=port, protocol=protocol,
+                                      host_ip=_get(ctx, p, "hostIP", str, "", at=where) or ANY_HOST_IP))
     return tuple(found)
 
 
@@ -424,6 +452,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
     constraints = SchedulingConstraints(
         affinity=_node_affinity(ctx, spec), tolerations=_tolerations(ctx, spec),
         pod_anti_affinity=anti, pod_affinity=pod_aff, unsupported=_unsupported(ctx, spec),
+        host_ports=_host_ports(ctx, spec),
     )
     status = _get(ctx, obj, "status", dict, {})
     phase_text = _get(ctx, status, "phase", str, "Pending", at="status")

@@ -51,6 +51,26 @@ class PodGroupRef:
     min_member: int | None = None
 
 
+ANY_HOST_IP = "0.0.0.0"
+"""The host IP a port binds to when the pod names none; it conflicts with the same port on every IP."""
+
+
+@quick_init
+@dataclass(frozen=True, slots=True, order=True)
+class HostPort:
+    """One `hostPort` of a container (`ports[].hostPort` > 0), defaults applied as kube-scheduler's `HostPortInfo`
+    does: protocol TCP, host IP 0.0.0.0 (the IP text as given: kube-scheduler compares strings)."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ANY_HOST_IP
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Same port and protocol, and the same host IP or either one 0.0.0.0 (`HostPortInfo.CheckConflict`)."""
+        return (self.port == other.port and self.protocol == other.protocol
+                and (self.host_ip == other.host_ip or ANY_HOST_IP in (self.host_ip, other.host_ip)))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulingConstraints:
     """Everything that decides *where* a pod may go, hashable so pods can be grouped into equivalence classes."""
@@ -63,6 +83,8 @@ class SchedulingConstraints:
     pod_affinity: tuple[PodAffinityTerm, ...] = ()
     unsupported: tuple[str, ...] = ()
     """Constraints gpuscale does not model, by description; a pod carrying any is never reported as fitting."""
+    host_ports: tuple[HostPort, ...] = ()
+    """The host ports of the pod's containers and sidecar (restartable init) containers (NodePorts filter)."""
     _hash: int = field(default=-1, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -70,14 +92,16 @@ class SchedulingConstraints:
         decision, and these nest tuples of dataclasses (-1 is never a hash, so it marks "not yet")."""
         if self._hash == -1:
             object.__setattr__(self, "_hash", hash((self.node_name, self.affinity, self.tolerations,
-                                                    self.pod_anti_affinity, self.pod_affinity, self.unsupported)))
+                                                    self.pod_anti_affinity, self.pod_affinity, self.unsupported,
+                                                    self.host_ports)))
         return self._hash
 
     def __reduce__(self) -> tuple[Callable[[], SchedulingConstraints], tuple[()]]:
         # without the kept hash: another process hashes strings differently
         return partial(SchedulingConstraints, node_name=self.node_name, affinity=self.affinity,
                        tolerations=self.tolerations, pod_anti_affinity=self.pod_anti_affinity,
-                       pod_affinity=self.pod_affinity, unsupported=self.unsupported), ()
+                       pod_affinity=self.pod_affinity, unsupported=self.unsupported,
+                       host_ports=self.host_ports), ()
 
 
 @quick_init
@@ -139,6 +163,12 @@ class Pod:
 def depends_on_placed(pod: Pod) -> bool:
     """Whether where this pod may go depends on the pods already placed (inter-pod affinity or anti-affinity terms):
     the one predicate the engine, `fit` and the indexes ask (a filter that reads placed pods extends it here). A pod
-    without it is still affected by placed pods' anti-affinity (`engine.scheduling.Topology.relevant`)."""
+    without it is still affected by placed pods' anti-affinity (`engine.scheduling.Topology.relevant`).
+
+    Host ports are not in it: the ports a pod asks are part of its constraints (pods of one shape ask the same
+    ports), and every what-if keeps the ports in use per node (`engine.scheduling.HostPorts`), so pods of one shape
+    stay alike; the shortcuts that assume a placement changes only its row's free capacity check the ports too
+    (`WhatIf.fits_row`). Counting them here would send every cluster with a host-network DaemonSet down the
+    per-pod path."""
     c = pod.constraints
     return bool(c.pod_affinity or c.pod_anti_affinity)

@@ -55,7 +55,7 @@ from gpuscale.engine.placement.devices import (
 )
 from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
 from gpuscale.engine.placement.shapes import MILLI, PodShape
-from gpuscale.engine.scheduling import Topology, static_failures
+from gpuscale.engine.scheduling import HostPorts, Topology, static_failures
 from gpuscale.engine.whatif import filters
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
@@ -185,6 +185,8 @@ class SimScheduler:
         kube-scheduler's snapshot holds them (nodes not Ready or being deleted included: their pods still count).
         None while no pod with inter-pod terms was seen, so scenarios without them pay nothing; built from the cluster
         at the first pass after one is, then kept in step with binds, removals and node changes."""
+        self._ports = HostPorts()
+        """The host ports of the bound pods, per node (NodePorts), kept in step with binds and removals."""
         self._inexact: set[str] = set()
         """Device-accounted nodes whose devices were reconstructed (a GPU pod without a valid device annotation, or
         more milli on a device than it has: GPUs that re-registered fewer). A rebuild reconstructs them again from
@@ -193,6 +195,8 @@ class SimScheduler:
 
     # -------------------------------------------------------------------------------------- CapacityListener
     def pod_placed(self, pod: Pod) -> None:
+        if pod.constraints.host_ports and pod.node_name is not None:
+            self._ports.add(pod, pod.node_name)
         if self._topology is not None:
             if (node := self._cluster.nodes.get(pod.node_name or "")) is not None:
                 self._topology.add(pod, node)
@@ -214,6 +218,8 @@ class SimScheduler:
             self._still_failing.clear()
 
     def pod_removed(self, pod: Pod) -> None:
+        if pod.constraints.host_ports and pod.node_name is not None:
+            self._ports.remove(pod, pod.node_name)
         if self._topology is not None:
             self._topology.remove(pod)
         self._room_changed(pod.node_name or "")
@@ -270,6 +276,8 @@ class SimScheduler:
                 self._topology.relabel(known)
             else:
                 self._topology.remove_node(name)
+        if name not in self._cluster.nodes:
+            self._ports.remove_node(name)
         if not self._stale:
             row = self._row.get(name)
             node = self._cluster.nodes.get(name)
@@ -418,6 +426,8 @@ class SimScheduler:
         self._still_failing.clear()
         self._forget_no_fit()
         self._inexact.clear()
+        pods = self._cluster.pods
+        self._ports = HostPorts(pods[key] for keys in self._cluster.pods_on.values() for key in keys)
         self._names, self._nodes, self._row = [], [], {}
         self._alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
         self._free = self._alloc.copy()
@@ -651,15 +661,17 @@ class SimScheduler:
             self._on_unschedulable(pod)
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
-                  devices: GpuDevices | None = None, topology: Topology | None = None) -> BoolArray:
+                  devices: GpuDevices | None = None, topology: Topology | None = None,
+                  ports: HostPorts | None = None) -> BoolArray:
         """Which rows can take `pod`: the engine's filters (`engine.whatif.filters`) over the scheduler's rows, with
-        `free`, `free_pods`, `devices` and `topology` those of a trial (a gang's), default the scheduler's own."""
+        `free`, `free_pods`, `devices`, `topology` and `ports` those of a trial (a gang's), default the scheduler's
+        own."""
         view = _Rows(self, free, free_pods, devices or self._devices,
-                     self._topology if topology is None else topology)
+                     self._topology if topology is None else topology, self._ports if ports is None else ports)
         return filters.feasible(pod, view, self._every_row)
 
     def _view(self) -> _Rows:
-        return _Rows(self, self._free, self._free_pods, self._devices, self._topology)
+        return _Rows(self, self._free, self._free_pods, self._devices, self._topology, self._ports)
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
                 devices: GpuDevices | None = None) -> tuple[int, tuple[int, ...]]:
@@ -791,9 +803,10 @@ class SimScheduler:
         free, free_pods = self._free.copy(), self._free_pods.copy()
         devices = self._devices.copy() if self._devices is not None else None
         topology = self._topology.copy() if self._topology is not None else None
+        ports = self._ports.copy()
         rows: list[tuple[int, tuple[int, ...]]] = []
         for pod in members:
-            mask = self._feasible(pod, free, free_pods, devices, topology)
+            mask = self._feasible(pod, free, free_pods, devices, topology, ports)
             if not mask.any():
                 for member in members:
                     self._mark_unschedulable(member)
@@ -807,6 +820,8 @@ class SimScheduler:
                 devices.take(row, need, gpus)
             if topology is not None:
                 topology.add(pod, self._cluster.nodes[self._names[row]])
+            if pod.constraints.host_ports:
+                ports.add(pod, self._names[row])
             rows.append((row, gpus))
         for pod, (row, gpus) in zip(members, rows, strict=True):
             self._bind(pod, row, gpus)
@@ -849,6 +864,8 @@ class SimScheduler:
                 chosen.append(victim)
             if not ((free >= vec).all() and free_pods >= 1):
                 continue
+            if pod.constraints.host_ports and not self._ports_after(pod, name, lower, chosen):
+                continue
             if topology is not None and not self._affinity_after(pod, row, victims_all, chosen, topology):
                 continue
             if not chosen or not self._devices_after(row, pod, chosen):
@@ -868,6 +885,17 @@ class SimScheduler:
         devices = self._devices
         gpus = devices.best_fit(row, need) if devices is not None and need and devices.count[row] else ()
         self._bind(pod, row, gpus)
+        return True
+
+    def _ports_after(self, pod: Pod, name: str, lower: Sequence[Pod], chosen: list[Pod]) -> bool:
+        """Whether the pod's host ports are free on node `name` once victims leave it: no pod staying (priority not
+        lower) holds one, and every lower-priority pod holding one joins `chosen` (it cannot be reprieved)."""
+        lower_keys = {p.key for p in lower}
+        pods = self._cluster.pods
+        if any(_ports_clash(pod, pods[k]) for k in self._cluster.pods_on.get(name, ()) if k not in lower_keys):
+            return False
+        taken = {v.key for v in chosen}
+        chosen.extend(v for v in lower if v.key not in taken and _ports_clash(pod, v))
         return True
 
     def _affinity_after(self, pod: Pod, row: int, lower: Sequence[Pod], chosen: list[Pod],
@@ -897,6 +925,8 @@ class SimScheduler:
                                      np.zeros(len(self.columns), dtype=np.int64))
         free_pods = int(self._free_pods[row]) + len(chosen)
         for victim in reversed(list(chosen)):
+            if _ports_clash(pod, victim):
+                continue
             back = self._request(victim.requests).vec
             left = free - back if back is not None else free
             if free_pods < 2 or not (left >= vec).all():
@@ -927,12 +957,16 @@ class _Rows:
     request readings, with free capacity, devices and topology its own or a trial's. Each row is its own node group.
     Cost O(1) to make; every operation is the scheduler's cached one."""
 
-    __slots__ = ("_s", "devices", "free", "free_pods", "topology")
+    __slots__ = ("_s", "devices", "free", "free_pods", "ports", "topology")
 
     def __init__(self, scheduler: SimScheduler, free: IntArray, free_pods: IntArray, devices: GpuDevices | None,
-                 topology: Topology | None) -> None:
+                 topology: Topology | None, ports: HostPorts) -> None:
         self._s = scheduler
         self.free, self.free_pods, self.devices, self.topology = free, free_pods, devices, topology
+        self.ports: HostPorts | None = ports
+
+    def row_index(self) -> dict[str, int]:
+        return self._s._row
 
     @property
     def nodes(self) -> list[Node]:
@@ -985,6 +1019,12 @@ def _inserted(a: npt.NDArray[_T], row: int, value: object) -> npt.NDArray[_T]:
 def _deleted(a: npt.NDArray[_T], row: int) -> npt.NDArray[_T]:
     """`np.delete(a, row, axis=0)` (a new array) as one concatenation."""
     return np.concatenate((a[:row], a[row + 1:]))
+
+
+def _ports_clash(pod: Pod, other: Pod) -> bool:
+    """Whether two pods ask a host port in conflict (NodePorts would keep them apart). O(ports × ports)."""
+    theirs = other.constraints.host_ports
+    return bool(theirs) and any(a.conflicts(b) for a in pod.constraints.host_ports for b in theirs)
 
 
 def _filters_alike(before: Node, after: Node) -> bool:

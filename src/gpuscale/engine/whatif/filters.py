@@ -3,9 +3,9 @@
 
 Order, as the framework runs them: NodeName → NodeUnschedulable → TaintToleration → NodeAffinity (the node-only
 filters: they read the node's name, cordon, taints and labels, so their mask is cached per constraints and node group,
-`Rows.static_mask`) → NodeResourcesFit (pod slots and every requested resource) → GPU devices (per-device accounting,
-`engine.placement.devices`) → InterPodAffinity → Unsupported (constraints gpuscale does not model: never a silent
-"fits").
+`Rows.static_mask`) → NodePorts (host ports in use, `Rows.ports`) → NodeResourcesFit (pod slots and every requested
+resource) → GPU devices (per-device accounting, `engine.placement.devices`) → InterPodAffinity → Unsupported
+(constraints gpuscale does not model: never a silent "fits").
 
 Each filter has three operations:
 - `mask(pod, rows, mask)`: narrow the boolean candidate mask over the rows in place, vectorised where it can be;
@@ -24,6 +24,7 @@ Adding a filter: write its class here (its operations, its wording as a `FitCode
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Protocol
 
 import numpy as np
@@ -33,7 +34,9 @@ from gpuscale.engine.placement.devices import GpuDevices, GpuNeed
 from gpuscale.engine.scheduling import (
     FitCode,
     FitFailure,
+    HostPorts,
     Topology,
+    port_failures,
     static_failures,
     unsupported_failures,
 )
@@ -93,6 +96,15 @@ class Rows(Protocol):
     @property
     def topology(self) -> Topology | None:
         """The placed pods' topology for InterPodAffinity; None when no pod's placement depends on placed pods."""
+        ...
+
+    @property
+    def ports(self) -> HostPorts | None:
+        """The host ports in use per node name, for NodePorts; None: none in use."""
+        ...
+
+    def row_index(self) -> Mapping[str, int]:
+        """Node name → row, for every row. O(1)."""
         ...
 
     @property
@@ -159,6 +171,27 @@ class NodeOnly:
             for failure in static_failures(pod.constraints, rows.nodes[first[group]]):
                 counts[failure.message] += n
         return counts
+
+
+class NodePorts:
+    """Host ports the pod asks that a node already uses (same port and protocol, same host IP or either 0.0.0.0).
+    Only for pods with host ports: mask O(nodes using those ports); why O(the pod's ports)."""
+
+    name = "NodePorts"
+
+    def mask(self, pod: Pod, rows: Rows, mask: BoolArray) -> None:
+        if pod.constraints.host_ports and (ports := rows.ports):
+            index = rows.row_index()
+            for node in ports.conflicting_nodes(pod):
+                if (row := index.get(node)) is not None:
+                    mask[row] = False
+
+    def why(self, pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:
+        return port_failures(pod, rows.ports, rows.nodes[row].name)
+
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        """Every rejected row has the one reason: O(1)."""
+        return Counter({FitFailure(FitCode.NODE_PORTS).message: len(rejected)} if rejected else {})
 
 
 class NodeResourcesFit:
@@ -267,7 +300,8 @@ class Unsupported:
         return Counter({f.message: len(rejected) for f in unsupported_failures(pod.constraints)} if rejected else {})
 
 
-FILTERS: tuple[Filter, ...] = (NodeOnly(), NodeResourcesFit(), GpuDevicesFit(), InterPodAffinity(), Unsupported())
+FILTERS: tuple[Filter, ...] = (NodeOnly(), NodePorts(), NodeResourcesFit(), GpuDevicesFit(), InterPodAffinity(),
+                               Unsupported())
 """The filters in the default profile's order."""
 
 

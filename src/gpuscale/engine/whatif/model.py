@@ -37,7 +37,7 @@ from gpuscale.engine.placement.devices import (
 )
 from gpuscale.engine.placement.frag import TypicalTables
 from gpuscale.engine.placement.shapes import MILLI, PodShape
-from gpuscale.engine.scheduling import FitFailure, Topology, static_failures
+from gpuscale.engine.scheduling import FitFailure, HostPorts, Topology, static_failures
 from gpuscale.engine.whatif import filters
 from gpuscale.engine.whatif.filters import names_nodes_individually
 from gpuscale.model.node import HOSTNAME_LABEL, Node
@@ -214,12 +214,14 @@ def _add_to_groups(keys: Iterable[GroupKey], start: int, groups: dict[GroupKey, 
 class WhatIf:
     """Free capacity of a set of nodes (real, upcoming or hypothetical), for what-if placement."""
 
-    __slots__ = ("_s", "devices", "enabled", "free", "free_pods", "topology", "version")
+    __slots__ = ("_s", "devices", "enabled", "free", "free_pods", "ports", "topology", "version")
 
     def __init__(self, shared: _Shared, free: IntArray, free_pods: IntArray, enabled: BoolArray,
                  topology: Topology | None, devices: GpuDevices | None = None,
-                 version: IntArray | None = None) -> None:
+                 version: IntArray | None = None, ports: HostPorts | None = None) -> None:
         self._s = shared
+        self.ports = ports
+        """The host ports in use per node name (NodePorts); None: none in use. Kept by `place` and `unplace`."""
         self.free = free
         self.free_pods = free_pods
         self.enabled = enabled
@@ -269,7 +271,8 @@ class WhatIf:
     def fork(self) -> WhatIf:
         topology = self.topology.copy() if self.topology is not None else None
         return WhatIf(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology,
-                         self.devices.copy() if self.devices is not None else None, self.version.copy())
+                         self.devices.copy() if self.devices is not None else None, self.version.copy(),
+                         self.ports.copy() if self.ports is not None else None)
 
     def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources],
                group_keys: Sequence[GroupKey] | None = None) -> WhatIf:
@@ -303,7 +306,8 @@ class WhatIf:
         return WhatIf(shared, np.vstack([self.free, extra_free]), np.concatenate([self.free_pods, extra_pods]),
                          np.concatenate([self.enabled, np.ones(len(nodes), dtype=bool)]), topology,
                          devices if devices else None,
-                         np.concatenate([self.version, np.zeros(len(nodes), dtype=np.int64)]))
+                         np.concatenate([self.version, np.zeros(len(nodes), dtype=np.int64)]),
+                         self.ports.copy() if self.ports is not None else None)
 
     # ----------------------------------------------------------------------------------------------- feasibility
     def request_vector(self, requests: Resources) -> IntArray | None:
@@ -389,9 +393,12 @@ class WhatIf:
         return self._s.kinds.need(requests)
 
     def fits_row(self, index: int, pod: Pod) -> bool:
-        """Whether the pod's requests still fit one row's free capacity and devices (no filters re-run)."""
+        """Whether the pod's requests still fit one row's free capacity, devices and host ports (the node-only filters
+        not re-run): what a placement on the row can change."""
         vector = self.request_vector(pod.requests)
         if vector is None or self.free_pods[index] < 1 or np.count_nonzero(self.free[index] >= vector) < len(vector):
+            return False
+        if pod.constraints.host_ports and self.ports and self.ports.conflicts(pod, self._s.nodes[index].name):
             return False
         need = self._s.need(pod.requests) if self.devices is not None else None
         return need is None or self.devices is None or self.devices.can_take(index, need)
@@ -464,6 +471,10 @@ class WhatIf:
                 self.devices.take(index, need, picked)
         if self.topology is not None:
             self.topology.add(pod, self._s.nodes[index])
+        if pod.constraints.host_ports:
+            if self.ports is None:
+                self.ports = HostPorts()
+            self.ports.add(pod, self._s.nodes[index].name)
 
     def unplace(self, index: int, pod: Pod) -> None:
         """Give back a pod's requests (a pod leaving a node in a drain what-if). Its devices are those of its
@@ -481,6 +492,8 @@ class WhatIf:
                     order = np.argsort(self.devices.free[index, : int(self.devices.count[index])], kind="stable")
                     held = tuple(int(d) for d in order[:need.count])
                 self.devices.give(index, need, held)
+        if pod.constraints.host_ports and self.ports is not None:
+            self.ports.remove(pod, self._s.nodes[index].name)
 
     def disable(self, index: int) -> None:
         """Take a node out of consideration (it is being removed in this what-if)."""

@@ -22,7 +22,7 @@ from gpuscale.engine.placement.devices import (
 )
 from gpuscale.engine.placement.frag import TypicalTables
 from gpuscale.engine.placement.shapes import PodShape
-from gpuscale.engine.scheduling import Topology
+from gpuscale.engine.scheduling import HostPorts, Topology
 from gpuscale.engine.whatif.model import (
     BoolArray,
     GroupKey,
@@ -141,8 +141,8 @@ class RowCache:
 
     __slots__ = ("_capacity", "_caps", "_chooser", "_column_of", "_columns", "_devices", "_free", "_free_pods",
                  "_gpu_shapes", "_group_array", "_groups", "_kinds", "_loads", "_name_count", "_names",
-                 "_names_by_request", "_names_of", "_pending", "_position", "_recounted", "_rows", "_seen",
-                 "_shapes_version", "_tables", "_union_of", "_world")
+                 "_names_by_request", "_names_of", "_pending", "_ported", "_ports", "_position", "_recounted", "_rows",
+                 "_seen", "_shapes_version", "_tables", "_union_of", "_world")
 
     def __init__(self) -> None:
         self._columns: list[str] = []
@@ -190,6 +190,10 @@ class RowCache:
         """The last pending pods and their GPU shapes (`_pending_shapes`)."""
         self._world = -1
         """The number its builder gave the last table (`NodeEdits`; -1: none)."""
+        self._ported: dict[str, tuple[Pod, ...]] = {}
+        """Per node name in `_names_of`, its pods with host ports (no entry: none)."""
+        self._ports = HostPorts()
+        """The host ports of `_ported`, in use per node: each table gets a copy (`HostPorts.copy`)."""
 
     def _columns_of(self, by_node: Mapping[str, Sequence[Pod]], offered: frozenset[str],
                     extra_names: Iterable[str], moved: tuple[int, frozenset[str] | None] | None,
@@ -215,6 +219,7 @@ class RowCache:
             if (hit[0] if hit is not None else None) == held:
                 continue
             changed.append(key)
+            self._repoint_ports(key, held)
             if held is None:  # the node's pods all left (or the node did)
                 if hit is not None:
                     count.subtract(hit[1])
@@ -231,6 +236,21 @@ class RowCache:
             count.update(requested)
             self._recounted = True
         return changed
+
+    def _repoint_ports(self, node: str, held: tuple[Pod, ...] | None) -> None:
+        """The host ports in use on `node` follow its pods now `held`. O(its pods)."""
+        ported = tuple(p for p in held if p.constraints.host_ports) if held else ()
+        before = self._ported.get(node, ())
+        if ported == before:
+            return
+        for pod in before:
+            self._ports.remove(pod, node)
+        for pod in ported:
+            self._ports.add(pod, node)
+        if ported:
+            self._ported[node] = ported
+        else:
+            del self._ported[node]
 
     def _request_names(self, pods: Sequence[Pod]) -> frozenset[str]:
         """Every resource name the pods request: the union of each distinct request's names, kept per request (a
@@ -367,7 +387,7 @@ class RowCache:
             self._names = names if len(index) == len(names) else None  # duplicate names: never the same rows
         self._free, self._free_pods, self._devices = free, free_pods, devices.free
         return WhatIf(shared, free.copy(), free_pods.copy(), np.ones(len(nodes), dtype=bool), None,
-                         devices.copy() if has_devices else None)
+                         devices.copy() if has_devices else None, ports=self._ports.copy() if self._ports else None)
 
     def _rearrange(self, names: list[str], nodes: Sequence[Node], capacity: Sequence[Resources], columns: list[str],
                    changed: list[str], template: GpuDevices, group_keys: Sequence[GroupKey], last_world: int,
