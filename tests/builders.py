@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuscale.model.node import HOSTNAME_LABEL, ZONE_LABEL, Node
-from gpuscale.model.pod import HostPort, Pod, PodPhase, SchedulingConstraints
+from gpuscale.model.pod import HostPort, Pod, PodPhase, SchedulingConstraints, TopologySpreadConstraint
 from gpuscale.model.quantity import to_milli, to_units
 from gpuscale.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from gpuscale.model.selectors import (
@@ -69,18 +69,28 @@ def make_pod(name: str = "p", namespace: str = "default", *, cpu: str | int = "1
              anti_affinity: Iterable[PodAffinityTerm] = (), affinity: Iterable[PodAffinityTerm] = (),
              unsupported: Iterable[str] = (), labels: Mapping[str, str] | None = None,
              node: str | None = None, phase: PodPhase = PodPhase.PENDING, priority: int = 0,
-             host_ports: Iterable[HostPort] = ()) -> Pod:
+             host_ports: Iterable[HostPort] = (), spread: Iterable[TopologySpreadConstraint] = (),
+             deleting: bool = False) -> Pod:
     """A pod; `node` binds it, `node_name` is the user's `spec.nodeName` constraint (NodeName filter)."""
     constraints = SchedulingConstraints(
         node_name=node_name,
         affinity=NodeAffinity(node_selector=tuple(sorted((node_selector or {}).items())),
                               required_terms=None if required_terms is None else tuple(required_terms)),
         tolerations=tuple(tolerations), pod_anti_affinity=tuple(anti_affinity), pod_affinity=tuple(affinity),
-        unsupported=tuple(unsupported), host_ports=tuple(host_ports),
+        topology_spread=tuple(spread), unsupported=tuple(unsupported), host_ports=tuple(host_ports),
     )
     return Pod(namespace=namespace, name=name, uid=f"uid-{namespace}-{name}",
                requests=resources(cpu, memory, gpus, extra), constraints=constraints, node_name=node,
-               phase=phase, priority=priority, labels=dict(labels or {}))
+               phase=phase, priority=priority, labels=dict(labels or {}), deleting=deleting)
+
+
+def spread(key: str, match: Mapping[str, str] | None = None, *, max_skew: int = 1, min_domains: int = 1,
+           affinity_policy: str = "Honor", taints_policy: str = "Ignore") -> TopologySpreadConstraint:
+    """A `DoNotSchedule` spread constraint over `key` counting pods with labels `match` (None: a nil selector)."""
+    selector = (LabelSelector(nothing=True) if match is None
+                else LabelSelector(match_labels=tuple(sorted(match.items()))))
+    return TopologySpreadConstraint(max_skew=max_skew, topology_key=key, selector=selector, min_domains=min_domains,
+                                    node_affinity_policy=affinity_policy, node_taints_policy=taints_policy)
 
 
 def make_node(name: str = "n", *, cpu: str | int = "8", memory: str | int = "32Gi", gpus: int = 0, pods: int = 110,

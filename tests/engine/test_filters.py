@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from collections import Counter
 
+from gpuscale.engine.scheduling import Topology
 from gpuscale.engine.whatif.filters import FILTERS
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.rows import whatif_of
-from gpuscale.model.node import Node
+from gpuscale.model.node import ZONE_LABEL, Node
 from gpuscale.model.pod import HostPort, Pod, depends_on_placed
-from gpuscale.model.resources import GPU_MILLI
-from tests.builders import make_node, make_pod, pod_term, taint
+from gpuscale.model.resources import GPU_MILLI, Resources
+from tests.builders import make_node, make_pod, pod_term, spread, taint, toleration
+from tests.engine.oracle import node_failures
 
 GPU_TAINT = taint("nvidia.com/gpu", "present", "NoSchedule")
 
@@ -97,7 +99,8 @@ def test_unsupported_only_where_everything_else_passes() -> None:
 
 def test_filters_in_the_profiles_order() -> None:
     assert [f.name for f in FILTERS] == ["NodeName, NodeUnschedulable, TaintToleration, NodeAffinity",
-                                         "NodePorts", "NodeResourcesFit", "GpuDevices", "InterPodAffinity",
+                                         "NodePorts", "NodeResourcesFit", "GpuDevices", "PodTopologySpread",
+                                         "InterPodAffinity",
                                          "Unsupported"]
 
 
@@ -165,3 +168,144 @@ def test_ports_of_pods_placed_in_one_decision_count() -> None:
     assert bare.ports is None
     bare.place(free, wide)
     assert not bare.feasible(wide)[free] and bare.feasible(make_pod("udp", host_ports=(HostPort(80, "UDP"),)))[free]
+
+
+# ------------------------------------------------------------------------------------------------ PodTopologySpread
+
+SKEW = "node(s) didn't match pod topology spread constraints"
+MISSING = "node(s) didn't match pod topology spread constraints (missing required label)"
+ZONES = (
+    make_node("a1", zone="a", labels={"pool": "x"}),
+    make_node("a2", zone="a", labels={"pool": "x"}),
+    make_node("b1", zone="b", labels={"pool": "x"}),
+    make_node("c1", zone="c", labels={"pool": "y"}),
+    make_node("bare", labels={"pool": "x"}),
+)
+
+
+def web(name: str, node: str, namespace: str = "default", deleting: bool = False,
+        labels: dict[str, str] | None = None) -> Pod:
+    return make_pod(name, namespace, node=node, cpu="0", memory="0", labels=labels or {"app": "web"},
+                    deleting=deleting)
+
+
+def spread_verdicts(pod: Pod, nodes: tuple[Node, ...], placed: tuple[Pod, ...]) -> dict[str, list[str]]:
+    """Each node's messages for the pod, checked against the oracle node by node and `reasons` against `explain`."""
+    table = table_of(nodes, placed, pod)
+    topology = Topology(nodes, placed)
+    verdicts = {}
+    for row, node in enumerate(nodes):
+        here = [p for p in placed if p.node_name == node.name]
+        used = sum((p.requests for p in here), Resources())
+        failures = table.explain(pod, row)
+        assert failures == node_failures(pod, node, used, len(here), topology, here, (nodes, placed)), node.name
+        verdicts[node.name] = [f.message for f in failures]
+    mask, counts = table.reasons(pod)
+    assert [n.name for n, ok in zip(nodes, mask.tolist(), strict=True) if ok] == [
+        n for n, m in verdicts.items() if not m]
+    assert counts == Counter(m for ms in verdicts.values() for m in ms)
+    return verdicts
+
+
+def test_spread_skew_counts_matching_pods_per_zone_against_the_global_minimum() -> None:
+    placed = (web("w1", "a1"), web("w2", "a2"), web("w3", "b1"))
+    pod = make_pod("p", labels={"app": "web"}, spread=(spread(ZONE_LABEL, {"app": "web"}),))
+    # a: 2 + 1 - 0 > 1, b: 1 + 1 - 0 > 1, c (empty) is the minimum; "bare" has no zone label
+    assert spread_verdicts(pod, ZONES, placed) == {"a1": [SKEW], "a2": [SKEW], "b1": [SKEW], "c1": [],
+                                                   "bare": [MISSING]}
+    wide = make_pod("p", labels={"app": "web"}, spread=(spread(ZONE_LABEL, {"app": "web"}, max_skew=2),))
+    assert spread_verdicts(wide, ZONES, placed) == {"a1": [SKEW], "a2": [SKEW], "b1": [], "c1": [],
+                                                    "bare": [MISSING]}
+    assert depends_on_placed(pod)
+
+
+def test_spread_counts_only_selected_pods_of_the_namespace_that_are_not_terminating() -> None:
+    placed = (web("w1", "a1"), web("w2", "a2", namespace="other"), web("w3", "a2", deleting=True),
+              web("w4", "a1", labels={"app": "db"}), web("w5", "b1"), web("w6", "c1"))
+    pod = make_pod("p", labels={"app": "web"}, spread=(spread(ZONE_LABEL, {"app": "web"}),))
+    assert spread_verdicts(pod, ZONES, placed)["a1"] == []  # a counts 1, as b and c do
+    # a pod its own selector does not match adds nothing to the count (self-match 0)
+    other = make_pod("q", labels={"app": "db"}, spread=(spread(ZONE_LABEL, {"app": "web"}, max_skew=1),))
+    assert spread_verdicts(other, ZONES, (*placed, web("w7", "a1")))["a1"] == []  # 2 + 0 - 1 ≤ 1
+    # a nil selector counts nothing and the pod does not match it; {} counts nothing but the pod matches it
+    nil = make_pod("n", labels={"app": "web"}, spread=(spread(ZONE_LABEL, None),))
+    assert spread_verdicts(nil, ZONES, placed)["a1"] == []
+
+
+def test_spread_min_domains_makes_the_minimum_zero_below_that_many_domains() -> None:
+    placed = (web("w1", "a1"), web("w2", "b1"), web("w3", "c1"))
+    for min_domains, verdict in ((3, []), (4, [SKEW])):
+        pod = make_pod("p", labels={"app": "web"},
+                       spread=(spread(ZONE_LABEL, {"app": "web"}, min_domains=min_domains),))
+        verdicts = spread_verdicts(pod, ZONES, placed)
+        assert verdicts["a1"] == verdicts["b1"] == verdicts["c1"] == verdict, min_domains
+
+
+def test_spread_node_affinity_policy_honor_leaves_out_nodes_the_pod_may_not_use() -> None:
+    placed = (web("w1", "a1"), web("w2", "b1"))  # c (pool y) is empty
+    for policy, verdict in (("Honor", []), ("Ignore", [SKEW])):
+        pod = make_pod("p", labels={"app": "web"}, node_selector={"pool": "x"},
+                       spread=(spread(ZONE_LABEL, {"app": "web"}, affinity_policy=policy),))
+        verdicts = spread_verdicts(pod, ZONES, placed)
+        assert verdicts["a2"] == verdict, policy
+        assert verdicts["c1"] == ["node(s) didn't match Pod's node affinity/selector"]
+
+
+def test_spread_node_taints_policy_honor_leaves_out_nodes_whose_taints_the_pod_does_not_tolerate() -> None:
+    tainted = (*ZONES[:3], make_node("c1", zone="c", taints=(GPU_TAINT,)))
+    placed = (web("w1", "a1"), web("w2", "b1"))
+    for policy, verdict in (("Ignore", [SKEW]), ("Honor", [])):
+        pod = make_pod("p", labels={"app": "web"},
+                       spread=(spread(ZONE_LABEL, {"app": "web"}, taints_policy=policy),))
+        assert spread_verdicts(pod, tainted, placed)["a2"] == verdict, policy
+    tolerant = make_pod("p", labels={"app": "web"}, tolerations=(toleration("nvidia.com/gpu", "Exists"),),
+                        spread=(spread(ZONE_LABEL, {"app": "web"}, taints_policy="Honor"),))
+    assert spread_verdicts(tolerant, tainted, placed)["a2"] == [SKEW]  # tolerated: c counts (empty), min 0
+
+
+def test_spread_eligible_nodes_carry_every_constraints_key() -> None:
+    nodes = (make_node("a1", zone="a", labels={"rack": "r1"}), make_node("b1", zone="b", labels={"rack": "r2"}),
+             make_node("c1", zone="c"))
+    placed = (web("w1", "a1"), web("w2", "b1"))
+    pod = make_pod("p", labels={"app": "web"},
+                   spread=(spread(ZONE_LABEL, {"app": "web"}), spread("rack", {"app": "web"}, max_skew=5)))
+    # c1 lacks "rack": it is no domain of the zone constraint either (min stays 1), and fails on the missing label
+    assert spread_verdicts(pod, nodes, placed) == {"a1": [], "b1": [], "c1": [MISSING]}
+
+
+def test_spread_match_label_keys_count_only_the_pods_own_revision() -> None:
+    from gpuscale.kube.convert import pod_from_k8s
+    from tests.builders import k8s_pod
+    old = {"app": "web", "pod-template-hash": "old"}
+    placed = (web("w1", "a1", labels=old), web("w2", "a2", labels=old))
+    raw = k8s_pod("p", labels={"app": "web", "pod-template-hash": "new"}, topologySpreadConstraints=[
+        {"maxSkew": 1, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["pod-template-hash"]}])
+    pod = pod_from_k8s(raw)
+    assert spread_verdicts(pod, ZONES, placed)["a1"] == []  # the old revision's pods do not count
+    raw["spec"]["topologySpreadConstraints"][0]["matchLabelKeys"] = []
+    assert spread_verdicts(pod_from_k8s(raw), ZONES, placed)["a1"] == [SKEW]
+
+
+def test_spread_pods_placed_in_one_what_if_count_and_templates_join_when_used() -> None:
+    nodes = (make_node("a1", zone="a"), make_node("b1", zone="b"))
+    pods = [make_pod(f"p{i}", labels={"app": "web"}, spread=(spread(ZONE_LABEL, {"app": "web"}),))
+            for i in range(3)]
+    table = table_of(nodes, (), pods[0])
+    table.place(0, pods[0])  # a: 1, b: 0
+    assert table.feasible(pods[1]).tolist() == [False, True]
+    table.place(1, pods[1])
+    assert table.feasible(pods[2]).tolist() == [True, True]
+    # hostname spread: an unused template is no domain until a pod lands on it (Cluster Autoscaler adds nodes to its
+    # snapshot one at a time), so a second pod may join the first on the first template
+    host = [make_pod(f"h{i}", labels={"app": "h"}, spread=(spread("kubernetes.io/hostname", {"app": "h"}),))
+            for i in range(3)]
+    base = table_of(nodes, (web("x1", "a1", labels={"app": "h"}), web("x2", "b1", labels={"app": "h"})), host[0])
+    grown = base.extend([make_node("t0", zone="a"), make_node("t1", zone="a")], [nodes[0].allocatable] * 2)
+    assert grown.feasible(host[0]).tolist() == [True, True, True, True]
+    grown.place(2, host[0])
+    assert grown.feasible(host[1]).tolist() == [True, True, True, True]  # t0: 1 + 1 - 1 (t1 not joined yet)
+    grown.place(2, host[1])
+    assert grown.feasible(host[2]).tolist() == [True, True, False, True]  # t1 judged as joined: its own domain, 0
+    assert [f.message for f in grown.explain(host[2], 2)] == [SKEW]
+    assert [f.message for f in grown.fork().explain(host[2], 3)] == []

@@ -47,7 +47,8 @@ def evaluate(pod: Pod, nodes: Sequence[Node], placed: Iterable[Pod] = ()) -> dic
         here = [p for p in placed if p.node_name == node.name]
         used = sum((p.requests for p in here), Resources())
         result[node.name] = table.explain(pod, row)
-        assert result[node.name] == node_failures(pod, node, used, len(here), topology, here), node.name
+        assert result[node.name] == node_failures(pod, node, used, len(here), topology, here,
+                                                  (nodes, placed)), node.name
     return result
 
 

@@ -2,8 +2,8 @@
 the twin keep from tick to tick) gives the same node facts, the same what-if and the same plan as the reference store
 (everything from the snapshot). Churn: nodes come, go, turn Ready, get or lose their GPUs, are marked, cordoned,
 tainted or deleted, change pool or provider answer; pods arrive, bind, finish, are deleted, some with inter-pod
-(anti-)affinity; nodes are requested, register or are swapped; pool objects are reloaded equal or resized; the input
-comes in any order. A twin run checks the same on realistic traffic."""
+(anti-)affinity or topology spread; nodes are requested, register or are swapped; pool objects are reloaded equal or
+resized; the input comes in any order. A twin run checks the same on realistic traffic."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from gpuscale.engine.whatif.model import GroupKey, WhatIf
 from gpuscale.engine.whatif.store import IncrementalStore, ReferenceStore, Store
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
-from gpuscale.model.pod import HostPort, Pod, PodPhase
+from gpuscale.model.pod import HostPort, Pod, PodPhase, TopologySpreadConstraint
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
 from gpuscale.model.selectors import LabelSelector, PodAffinityTerm
@@ -79,9 +79,17 @@ TOGETHER = PodAffinityTerm(selector=LabelSelector(match_labels=(("app", "apart")
                            topology_key="topology.kubernetes.io/zone")
 
 
+SPREAD_ZONE = TopologySpreadConstraint(max_skew=1, topology_key="topology.kubernetes.io/zone",
+                                      selector=LabelSelector(match_labels=(("app", "spread"),)))
+SPREAD_HOST = TopologySpreadConstraint(max_skew=1, topology_key="kubernetes.io/hostname", min_domains=3,
+                                      selector=LabelSelector(match_labels=(("app", "spread"),)),
+                                      node_taints_policy="Honor")
+
+
 def pod(i: int, kind: int, where: str | None, phase: int) -> Pod:
     """`kind`: 0 CPU, 1 a GPU fraction, 2 a whole GPU, 3 a resource no node offers, 4 anti-affinity to its own kind
-    per node, 5 affinity to those per zone, 6 host port 8080 (on any IP, or on one, by `i`)."""
+    per node, 5 affinity to those per zone, 6 host port 8080 (on any IP, or on one, by `i`), 7 spread with its kind
+    over zones (DoNotSchedule), 8 also over nodes (three domains at least, taints honoured)."""
     gpu = {1: {GPU_MILLI: 500}, 2: {NVIDIA_GPU: 1}, 3: {"example.com/fpga": 1}}.get(kind, {})
     p = make_pod(f"p{i % 30}", cpu="500m", memory="1Gi", extra=gpu, node=where)
     if kind == 4:
@@ -91,6 +99,9 @@ def pod(i: int, kind: int, where: str | None, phase: int) -> Pod:
     elif kind == 6:
         port = HostPort(8080, host_ip=("0.0.0.0", "10.0.0.1", "10.0.0.2")[i % 3])
         p = replace(p, constraints=replace(p.constraints, host_ports=(port,)))
+    elif kind in (7, 8):
+        p = replace(p, labels={"app": "spread"}, constraints=replace(
+            p.constraints, topology_spread=(SPREAD_ZONE, SPREAD_HOST)[: kind - 6]))
     return replace(p, created_s=0.0, unschedulable=where is None,
                    phase=(PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.PENDING)[phase] if where else PodPhase.PENDING)
 
@@ -176,7 +187,7 @@ def assert_stores_agree(store: RecordingIncremental, snapshot: Snapshot, pools: 
 
 steps = st.lists(st.tuples(st.sampled_from(["flip", "flip", "node", "drop", "pod", "pod", "delete", "answer", "ask",
                                             "swap", "registered", "pools", "decide", "decide", "decide"]),
-                           st.integers(0, 100), st.integers(0, 6), st.integers(0, 6), st.integers(0, 2)),
+                           st.integers(0, 100), st.integers(0, 6), st.integers(0, 8), st.integers(0, 2)),
                  min_size=1, max_size=50)
 
 LIMITS = [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0},
@@ -192,6 +203,8 @@ LIMITS = [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0}
           ("decide", 0, 0, 0, 0)], 0)
 @example([("pod", 1, 1, 6, 0), ("pod", 2, 0, 6, 0), ("pod", 3, 0, 6, 0), ("decide", 0, 0, 0, 0),
           ("delete", 0, 0, 0, 0), ("pod", 7, 1, 6, 0), ("decide", 0, 0, 0, 0)], 0)
+@example([("pod", 1, 1, 7, 0), ("pod", 3, 1, 8, 0), ("pod", 2, 0, 7, 0), ("pod", 4, 0, 8, 0), ("decide", 0, 0, 0, 0),
+          ("flip", 3, 6, 0, 0), ("pod", 5, 0, 8, 0), ("decide", 0, 0, 0, 0)], 0)
 def test_the_incremental_store_decides_as_the_reference(limits: dict[str, float],
                                                         ops: list[tuple[str, int, int, int, int]], seed: int) -> None:
     """With short limits, starting nodes (made 120 s before, Ready 100 s before) time out from the next decision on;

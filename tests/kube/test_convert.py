@@ -180,10 +180,32 @@ def test_pod_affinity_terms() -> None:
     assert affinity.namespaces == ("db",)
 
 
+_SPREAD = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+
+
+def test_spread_constraints_keep_do_not_schedule_ones_with_match_label_keys_merged() -> None:
+    from gpuscale.model.pod import TopologySpreadConstraint
+    from gpuscale.model.selectors import Requirement, SelectorOperator
+    pod = pod_from_k8s(k8s_pod(labels={"app": "web", "pod-template-hash": "h"}, topologySpreadConstraints=[
+        {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "minDomains": 3,
+         "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["pod-template-hash", "absent"],
+         "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor"},
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"},
+        {"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule"}]))
+    assert pod.constraints.topology_spread == (
+        TopologySpreadConstraint(
+            max_skew=2, topology_key="zone", match_label_keys=("pod-template-hash", "absent"), min_domains=3,
+            selector=LabelSelector(match_labels=(("app", "web"),), match_expressions=(
+                Requirement(key="pod-template-hash", operator=SelectorOperator.IN, values=("h",)),)),
+            node_affinity_policy="Ignore", node_taints_policy="Honor"),
+        TopologySpreadConstraint(max_skew=1, topology_key="rack", selector=LabelSelector(nothing=True)))
+    assert pod.constraints.unsupported == ()
+
+
 @pytest.mark.parametrize(("spec", "unsupported"), [
     ({}, ()),
-    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}]},
-     ("topologySpreadConstraints with whenUnsatisfiable=DoNotSchedule",)),
+    ({"topologySpreadConstraints": [_SPREAD]},
+     ()),
     ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]},
      ()),
     ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]},
@@ -405,6 +427,25 @@ BAD_PODS = [
      "expected string"),
     (_pod_with(containers=[k8s_container(ports=[8080])]), "spec.containers[0].ports[0]", "expected an object"),
     (_pod_with(topologySpreadConstraints=["zone"]), "spec.topologySpreadConstraints[0]", "expected an object"),
+    (_pod_with(topologySpreadConstraints=[{"topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]),
+     "spec.topologySpreadConstraints[0].maxSkew", "greater than zero"),
+    (_pod_with(topologySpreadConstraints=[{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]),
+     "spec.topologySpreadConstraints[0].topologyKey", "required"),
+    (_pod_with(topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone"}]),
+     "spec.topologySpreadConstraints[0].whenUnsatisfiable", "must be DoNotSchedule or ScheduleAnyway"),
+    (_pod_with(topologySpreadConstraints=[{**_SPREAD, "minDomains": 0}]),
+     "spec.topologySpreadConstraints[0].minDomains", "greater than zero"),
+    (_pod_with(topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+                                           "minDomains": 2}]),
+     "spec.topologySpreadConstraints[0].minDomains", "only be set with whenUnsatisfiable=DoNotSchedule"),
+    (_pod_with(topologySpreadConstraints=[{**_SPREAD, "nodeTaintsPolicy": "Always"}]),
+     "spec.topologySpreadConstraints[0].nodeTaintsPolicy", "must be Honor or Ignore"),
+    (_pod_with(topologySpreadConstraints=[{**_SPREAD, "matchLabelKeys": ["bad key"]}]),
+     "spec.topologySpreadConstraints[0].matchLabelKeys[0]", "not a label key"),
+    (_pod_with(topologySpreadConstraints=[{**_SPREAD, "labelSelector": {"matchLabels": "x"}}]),
+     "spec.topologySpreadConstraints[0].labelSelector.matchLabels", "expected"),
+    (_pod_with(topologySpreadConstraints=[_SPREAD, _SPREAD]),
+     "spec.topologySpreadConstraints[1]", "duplicate"),
     (_pod_with(priority="high"), "spec.priority", "expected int"),
     ({**k8s_pod("x"), "status": {"phase": "Sleeping"}}, "status.phase", "unknown phase"),
     ({**k8s_pod("x"), "status": {"conditions": ["Ready"]}}, "status.conditions[0]", "expected an object"),
@@ -510,7 +551,10 @@ _RICH_POD = k8s_pod(
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}]},
     },
-    volumes=[{"name": "e", "emptyDir": {}}], topologySpreadConstraints=[{"topologyKey": "zone"}],
+    volumes=[{"name": "e", "emptyDir": {}}], topologySpreadConstraints=[
+        {**_SPREAD, "minDomains": 2,
+         "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["app"], "nodeAffinityPolicy": "Honor",
+         "nodeTaintsPolicy": "Ignore"}],
     overhead={"cpu": "10m"}, resources={"requests": {"cpu": "3"}},
     status={"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]},
 )

@@ -64,8 +64,9 @@ already unneeded are always re-simulated (their clocks must not reset for lack o
 max(`pool_min_count`, ⌈`pool_ratio` × nodes⌉) other non-empty candidates are simulated per decision, the rest wait for
 a later one.
 
-Known conservatism: with inter-pod affinity in the table, a moved pod still counts at its old node (Topology has no
-removal), which can only make a move look infeasible, never the reverse.
+With inter-pod affinity or topology spread in the table, a node accepted as unneeded leaves the table's topology
+with its pods (`WhatIf.remove`), as Cluster Autoscaler removes it from its snapshot: its pods count only where they
+are placed again, and its domains only if other nodes hold them.
 """
 
 from __future__ import annotations
@@ -1057,6 +1058,9 @@ class _Simulation:
         fork = self._table.fork()
         fork.enabled &= self._base != _FAR  # destinations: usable nodes only (as in `rank`)
         fork.enabled[self._disabled] = False
+        if fork.topology is not None:
+            for row in self._disabled:
+                fork.remove(row)
         return fork
 
     def _enabled_rows(self) -> npt.NDArray[np.bool_]:
@@ -1107,7 +1111,7 @@ class _Simulation:
             self._disabled.append(row)
             self._enabled = None  # (empty candidates come first: made after them, if at all)
         else:
-            self._work.disable(row)
+            self._work.remove(row)
 
     def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
         """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
@@ -1121,15 +1125,20 @@ class _Simulation:
             pods.sort(key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
         # The first pod's mask on the running table without the node's row is the one on the fork below: a candidate
         # whose first pod fits nowhere (often) costs no fork.
-        feasible = self._feasible(pods[0])
-        if row is not None:
-            feasible[row] = False
-        if not np.count_nonzero(feasible):
-            return _nowhere(candidate, pods[0], len(pods))
+        # With a topology, the node's own pods and domains count until it leaves: the mask is the fork's.
+        with_topology = (self._work if self._work is not None else self._table).topology is not None
+        if not with_topology:
+            feasible = self._feasible(pods[0])
+            if row is not None:
+                feasible[row] = False
+            if not np.count_nonzero(feasible):
+                return _nowhere(candidate, pods[0], len(pods))
         shape = (pods[0].requests, pods[0].constraints)
         trial = self._fork()
         if row is not None:
-            trial.disable(row)
+            trial.remove(row)
+        if with_topology:
+            feasible = trial.feasible(pods[0])
         placed: list[tuple[Pod, int]] = []
         destination = -1
         for pod in pods:

@@ -19,9 +19,9 @@ from enum import StrEnum
 
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
-from gpuscale.model.pod import ANY_HOST_IP, Pod, SchedulingConstraints
-from gpuscale.model.selectors import PodAffinityTerm
-from gpuscale.model.taints import UNSCHEDULABLE_TAINT, untolerated_taint
+from gpuscale.model.pod import ANY_HOST_IP, HONOR, Pod, SchedulingConstraints, TopologySpreadConstraint
+from gpuscale.model.selectors import LabelSelector, NodeAffinity, PodAffinityTerm
+from gpuscale.model.taints import UNSCHEDULABLE_TAINT, Toleration, untolerated_taint
 
 
 class FitCode(StrEnum):
@@ -35,6 +35,8 @@ class FitCode(StrEnum):
     POD_AFFINITY = "PodAffinity"
     POD_ANTI_AFFINITY = "PodAntiAffinity"
     EXISTING_ANTI_AFFINITY = "ExistingPodsAntiAffinity"
+    SPREAD_LABEL = "PodTopologySpreadLabel"
+    SPREAD = "PodTopologySpread"
     GPU_DEVICES = "GpuDevices"
     UNSUPPORTED = "Unsupported"
 
@@ -65,6 +67,8 @@ _MESSAGES = {
     FitCode.POD_AFFINITY: "node(s) didn't match pod affinity rules",
     FitCode.POD_ANTI_AFFINITY: "node(s) didn't match pod anti-affinity rules",
     FitCode.EXISTING_ANTI_AFFINITY: "node(s) didn't satisfy existing pods anti-affinity rules",
+    FitCode.SPREAD_LABEL: "node(s) didn't match pod topology spread constraints (missing required label)",
+    FitCode.SPREAD: "node(s) didn't match pod topology spread constraints",
     FitCode.GPU_DEVICES: "node(s) didn't have {detail}",
     FitCode.UNSUPPORTED: "unsupported constraint: {detail}",
 }
@@ -95,6 +99,114 @@ class _Placed:
     labels: Mapping[str, str]
     node: str
     anti_affinity: tuple[PodAffinityTerm, ...]
+    deleting: bool = False
+
+
+_NO_DOMAIN_MIN = 2**31 - 1
+"""PodTopologySpread's global minimum when no node is eligible (upstream's critical paths start at MaxInt32)."""
+
+_SpreadKey = tuple[str, LabelSelector, str, tuple[str, ...], NodeAffinity | None, tuple[Toleration, ...] | None]
+"""A spread count's key: namespace, selector, topology key, every topology key of the pod's constraints, and the
+node affinity and tolerations eligibility honours (None: ignored)."""
+
+
+class _SpreadCount:
+    """PodTopologySpread's PreFilter state for one constraint of one kind of pod: the eligible nodes' domains and the
+    matching pods per domain (every eligible domain present, 0 included). `domain_of` and `nodes_in` are shared with
+    copies and replaced, never changed in place; `counts` is each copy's own."""
+
+    __slots__ = ("_minimum", "counting", "counts", "domain_of", "key", "nodes_in")
+
+    def __init__(self, key: _SpreadKey, counting: bool, domain_of: dict[str, str], nodes_in: dict[str, int],
+                 counts: dict[str, int]) -> None:
+        self.key, self.counting = key, counting
+        self.domain_of, self.nodes_in, self.counts = domain_of, nodes_in, counts
+        self._minimum: int | None = None
+
+    def eligible(self, node: Node) -> bool:
+        """The node has every topology key of the pod's constraints and passes the inclusion policies."""
+        labels = node.labels
+        _, _, _, keys, affinity, tolerations = self.key
+        if any(k not in labels for k in keys):
+            return False
+        if affinity is not None and not affinity.matches(node.name, labels):
+            return False
+        return tolerations is None or untolerated_taint(node.taints, tolerations) is None
+
+    def matches(self, placed: _Placed) -> bool:
+        """Whether the placed pod counts (same namespace, not terminating, selected)."""
+        return (self.counting and not placed.deleting and placed.namespace == self.key[0]
+                and self.key[1].matches(placed.labels))
+
+    def minimum(self) -> int:
+        if self._minimum is None:
+            self._minimum = min(self.counts.values(), default=_NO_DOMAIN_MIN)
+        return self._minimum
+
+    def count(self, node: str, delta: int) -> None:
+        domain = self.domain_of.get(node)
+        if domain is not None:
+            self.counts[domain] += delta
+            self._minimum = None
+
+    def add_node(self, node: Node) -> None:
+        if self.eligible(node):
+            domain = node.labels[self.key[2]]
+            self.domain_of = {**self.domain_of, node.name: domain}
+            self.nodes_in = {**self.nodes_in, domain: self.nodes_in.get(domain, 0) + 1}
+            if domain not in self.counts:
+                self.counts[domain] = 0
+                self._minimum = None
+
+    def remove_node(self, name: str, pods: Iterable[_Placed]) -> None:
+        domain = self.domain_of.get(name)
+        if domain is None:
+            return
+        self.counts[domain] -= sum(1 for p in pods if self.matches(p))
+        self.domain_of = {n: d for n, d in self.domain_of.items() if n != name}
+        self.nodes_in = dict(self.nodes_in)
+        self.nodes_in[domain] -= 1
+        if not self.nodes_in[domain]:
+            del self.nodes_in[domain]
+            del self.counts[domain]
+        self._minimum = None
+
+    def copy(self) -> _SpreadCount:
+        other = _SpreadCount(self.key, self.counting, self.domain_of, self.nodes_in, dict(self.counts))
+        other._minimum = self._minimum
+        return other
+
+
+class SpreadCheck:
+    """PodTopologySpread's Filter for one pod, its counts worked out once (`Topology.spread`); `failure(node)` per
+    node: O(constraints)."""
+
+    __slots__ = ("_checks", "_dormant")
+
+    def __init__(self, checks: list[tuple[TopologySpreadConstraint, _SpreadCount, int]],
+                 dormant: set[str]) -> None:
+        self._checks = checks
+        self._dormant = dormant
+
+    def failure(self, node: Node) -> FitFailure | None:
+        """The node's failure (a missing topology label, or a skew above `maxSkew`), or None. A dormant node (a
+        template not yet holding a pod) is judged as the scheduler would once it joined: its domain counts then."""
+        labels = node.labels
+        dormant = node.name in self._dormant
+        for c, spread, self_match in self._checks:
+            value = labels.get(c.topology_key)
+            if value is None:
+                return FitFailure(FitCode.SPREAD_LABEL)
+            counts = spread.counts
+            matching = counts.get(value, 0)
+            domains, minimum = len(counts), spread.minimum()
+            if dormant and value not in counts and spread.eligible(node):
+                domains, minimum = domains + 1, 0
+            if domains < c.min_domains:
+                minimum = 0
+            if matching + self_match - minimum > c.max_skew:
+                return FitFailure(FitCode.SPREAD)
+        return None
 
 
 class Topology:
@@ -106,24 +218,47 @@ class Topology:
     """
 
     def __init__(self, nodes: Iterable[Node], placed: Iterable[Pod]) -> None:
-        self._labels = {n.name: n.labels for n in nodes}
+        self._nodes = {n.name: n for n in nodes}
+        self._labels = {name: n.labels for name, n in self._nodes.items()}
         self._placed = [
-            _Placed(p.key, p.namespace, p.labels, p.node_name, p.constraints.pod_anti_affinity)
+            _Placed(p.key, p.namespace, p.labels, p.node_name, p.constraints.pod_anti_affinity, p.deleting)
             for p in placed
             if p.node_name is not None and p.node_name in self._labels
         ]
         self._with_anti = [p for p in self._placed if p.anti_affinity]
         self._domain_cache: dict[tuple[str, PodAffinityTerm, str], frozenset[str]] = {}
         self._affinity_cache: dict[tuple[str, tuple[PodAffinityTerm, ...]], tuple[frozenset[str], ...]] = {}
+        self._spread: dict[_SpreadKey, _SpreadCount] = {}
+        """PodTopologySpread's counts per constraint kind met so far, kept in step with every change."""
+        self._dormant: set[str] = set()
+        """Hypothetical nodes (`add_node`) no pod was placed on yet: no domain of theirs counts until one is, as a node
+        Cluster Autoscaler's estimator adds joins its snapshot only when a pod needs it."""
 
     def add(self, pod: Pod, node: Node) -> None:
-        """Record a placement (scale-up packing onto template nodes, a bind in the twin). Cost O(1)."""
-        self._labels.setdefault(node.name, node.labels)
-        placed = _Placed(pod.key, pod.namespace, pod.labels, node.name, pod.constraints.pod_anti_affinity)
+        """Record a placement (scale-up packing onto template nodes, a bind in the twin). Cost O(1), plus O(spread
+        counts kept) and, on a dormant node's first pod, its domains."""
+        if node.name not in self._labels:
+            self._nodes[node.name], self._labels[node.name] = node, node.labels
+            self._spread_add_node(node)
+        elif node.name in self._dormant:
+            self._dormant.discard(node.name)
+            self._spread_add_node(self._nodes[node.name])
+        placed = _Placed(pod.key, pod.namespace, pod.labels, node.name, pod.constraints.pod_anti_affinity,
+                         pod.deleting)
         self._placed.append(placed)
         if placed.anti_affinity:
             self._with_anti.append(placed)
+        self._spread_count(placed, 1)
         self._forget()
+
+    def _spread_add_node(self, node: Node) -> None:
+        for spread in self._spread.values():
+            spread.add_node(node)
+
+    def _spread_count(self, placed: _Placed, delta: int) -> None:
+        for spread in self._spread.values():
+            if spread.matches(placed):
+                spread.count(placed.node, delta)
 
     def remove(self, pod: Pod) -> None:
         """Forget the placement of `pod` (by key) on its `node_name` (it completed, was deleted or preempted); nothing
@@ -133,30 +268,49 @@ class Topology:
             entry = placed[i]
             if entry.key == pod.key and entry.node == pod.node_name:
                 del placed[i]
+                self._spread_count(entry, -1)
                 if entry.anti_affinity:
                     self._with_anti = [p for p in self._with_anti if p is not entry]
                 self._forget()
                 return
 
     def add_node(self, node: Node) -> None:
-        """Make a (hypothetical) node known so placements on it resolve its topology labels. Cost O(1)."""
-        self._labels.setdefault(node.name, node.labels)
+        """Make a hypothetical node (a pool's template) known so placements on it resolve its topology labels; it is
+        dormant (its domains do not count for PodTopologySpread) until a pod is placed on it. Cost O(1)."""
+        if node.name not in self._labels:
+            self._nodes[node.name], self._labels[node.name] = node, node.labels
+            self._dormant.add(node.name)
 
     def relabel(self, node: Node) -> None:
-        """A known node's labels changed (or a node came): its pods now count in the domains of its new labels.
-        Cost O(1); O(1) plus dropping the caches when the labels differ."""
-        before = self._labels.get(node.name)
-        if before is not node.labels and before != node.labels:
+        """A known node's labels or taints changed (or a node came): its pods now count in the domains of its new
+        labels. Cost O(1); O(1) plus dropping the caches when the labels differ (the spread counts also when the
+        taints do), O(spread counts kept) for a node that came."""
+        before = self._nodes.get(node.name)
+        self._nodes[node.name] = node
+        if before is None:
             self._labels[node.name] = node.labels
+            self._spread_add_node(node)
             self._forget()
+        elif before.labels is not node.labels and before.labels != node.labels:
+            self._labels[node.name] = node.labels
+            self._dormant.discard(node.name)
+            self._spread.clear()
+            self._forget()
+        elif self._spread and before.taints != node.taints:
+            self._spread.clear()
 
     def remove_node(self, name: str) -> None:
         """The node is gone, and with it every placement recorded on it. Cost O(placed pods)."""
         if self._labels.pop(name, None) is None:
             return
-        if any(p.node == name for p in self._placed):
+        del self._nodes[name]
+        self._dormant.discard(name)
+        gone = [p for p in self._placed if p.node == name]
+        if gone:
             self._placed = [p for p in self._placed if p.node != name]
             self._with_anti = [p for p in self._with_anti if p.node != name]
+        for spread in self._spread.values():
+            spread.remove_node(name, gone)
         self._forget()
 
     def _forget(self) -> None:
@@ -168,10 +322,56 @@ class Topology:
     def copy(self) -> Topology:
         """An independent copy for a what-if (O(pods with labels))."""
         other = Topology((), ())
+        other._nodes = dict(self._nodes)
         other._labels = dict(self._labels)
         other._placed = list(self._placed)
         other._with_anti = list(self._with_anti)
+        other._spread = {key: spread.copy() for key, spread in self._spread.items()}
+        other._dormant = set(self._dormant)
         return other
+
+    def spread(self, pod: Pod) -> SpreadCheck | None:
+        """PodTopologySpread's PreFilter for the pod (None: no `DoNotSchedule` constraint): per constraint, the
+        matching pods per eligible domain, kept from one call to the next and in step with every change. The first
+        call for a kind of constraint costs O(nodes + placed pods); later ones O(constraints)."""
+        constraints = pod.constraints.topology_spread
+        if not constraints:
+            return None
+        keys = tuple(sorted({c.topology_key for c in constraints}))
+        checks = []
+        for c in constraints:
+            key: _SpreadKey = (pod.namespace, c.selector, c.topology_key, keys,
+                               pod.constraints.affinity if c.node_affinity_policy == HONOR else None,
+                               pod.constraints.tolerations if c.node_taints_policy == HONOR else None)
+            spread = self._spread.get(key)
+            if spread is None:
+                spread = self._spread[key] = self._spread_count_of(key, c.counts_pods())
+            checks.append((c, spread, 1 if c.selector.matches(pod.labels) else 0))
+        return SpreadCheck(checks, self._dormant)
+
+    def _spread_count_of(self, key: _SpreadKey, counting: bool) -> _SpreadCount:
+        spread = _SpreadCount(key, counting, {}, {}, {})
+        domain_of: dict[str, str] = {}
+        nodes_in: dict[str, int] = {}
+        for name, node in self._nodes.items():
+            if name not in self._dormant and spread.eligible(node):
+                domain = domain_of[name] = node.labels[key[2]]
+                nodes_in[domain] = nodes_in.get(domain, 0) + 1
+        counts = dict.fromkeys(nodes_in, 0)
+        if counting:
+            namespace, selector = key[0], key[1]
+            for p in self._placed:
+                if (p.namespace == namespace and (at := domain_of.get(p.node)) is not None and not p.deleting
+                        and selector.matches(p.labels)):
+                    counts[at] += 1
+        spread.domain_of, spread.nodes_in, spread.counts = domain_of, nodes_in, counts
+        return spread
+
+    def spread_failures(self, pod: Pod, node: Node) -> tuple[FitFailure, ...]:
+        """PodTopologySpread's Filter on one node. Cost: `spread`, then O(constraints)."""
+        check = self.spread(pod)
+        failure = check.failure(node) if check is not None else None
+        return (failure,) if failure is not None else ()
 
     def _domains(self, namespace: str, term: PodAffinityTerm) -> frozenset[str]:
         """Domains (values of the topology key) holding a pod the term selects."""

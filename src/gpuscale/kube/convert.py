@@ -17,7 +17,20 @@ from gpuscale.model.cluster import Cluster, PodGroupSpec
 from gpuscale.model.errors import InputError
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import ANY_HOST_IP, HostPort, OwnerRef, Pod, PodGroupRef, PodPhase, SchedulingConstraints
+from gpuscale.model.pod import (
+    ANY_HOST_IP,
+    DO_NOT_SCHEDULE,
+    HONOR,
+    IGNORE,
+    SCHEDULE_ANYWAY,
+    HostPort,
+    OwnerRef,
+    Pod,
+    PodGroupRef,
+    PodPhase,
+    SchedulingConstraints,
+    TopologySpreadConstraint,
+)
 from gpuscale.model.quantity import QuantityError, parse_quantity, to_milli, to_units
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, Resources
 from gpuscale.model.selectors import (
@@ -356,11 +369,71 @@ def _fields(ctx: _Ctx, raw: Any, path: str) -> tuple[Requirement, ...]:
     return reqs
 
 
+def _spread_constraint(ctx: _Ctx, raw: Mapping[str, Any], where: str,
+                       labels: Mapping[str, str]) -> TopologySpreadConstraint:
+    """One `topologySpreadConstraints` entry, validated as the API server validates it, `matchLabelKeys` merged into
+    its selector from the pod's labels (as the API server and kube-scheduler merge them)."""
+    max_skew = _int32(ctx, raw, "maxSkew", 0, at=where)
+    if max_skew <= 0:
+        raise ctx.fail(f"{where}.maxSkew", "required, and must be greater than zero")
+    key = _get(ctx, raw, "topologyKey", str, "", at=where)
+    if not key:
+        raise ctx.fail(f"{where}.topologyKey", "required")
+    if (problem := label_key_problem(key)) is not None:
+        raise ctx.fail(f"{where}.topologyKey", problem)
+    when = _get(ctx, raw, "whenUnsatisfiable", str, "", at=where)
+    if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+        raise ctx.fail(f"{where}.whenUnsatisfiable", f"must be {DO_NOT_SCHEDULE} or {SCHEDULE_ANYWAY}, got "
+                                                     f"{excerpt(when) if when else 'nothing'}")
+    min_domains = _get(ctx, raw, "minDomains", int, at=where)
+    if min_domains is not None:
+        if not 0 < min_domains <= _INT32:
+            raise ctx.fail(f"{where}.minDomains", f"must be greater than zero, got {excerpt(min_domains)}")
+        if when != DO_NOT_SCHEDULE:
+            raise ctx.fail(f"{where}.minDomains", f"can only be set with whenUnsatisfiable={DO_NOT_SCHEDULE}")
+    policies = []
+    for field in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+        policy = _get(ctx, raw, field, str, at=where)
+        if policy is not None and policy not in (HONOR, IGNORE):
+            raise ctx.fail(f"{where}.{field}", f"must be {HONOR} or {IGNORE}, got {excerpt(policy)}")
+        policies.append(policy)
+    keys = _get(ctx, raw, "matchLabelKeys", list, [], at=where)
+    for i, k in enumerate(keys):
+        problem = label_key_problem(k) if isinstance(k, str) else "expected a string"
+        if problem is not None:
+            raise ctx.fail(f"{where}.matchLabelKeys[{i}]", problem)
+    selector = _label_selector(ctx, raw.get("labelSelector"), f"{where}.labelSelector")
+    merged = [Requirement(key=k, operator=SelectorOperator.IN, values=(labels[k],)) for k in keys if k in labels]
+    if merged and not selector.nothing:
+        extra = tuple(r for r in merged if r not in selector.match_expressions)
+        selector = LabelSelector(match_labels=selector.match_labels,
+                                 match_expressions=selector.match_expressions + extra)
+    return TopologySpreadConstraint(
+        max_skew=max_skew, topology_key=key, selector=selector, when_unsatisfiable=when,
+        match_label_keys=tuple(keys), min_domains=min_domains if min_domains is not None else 1,
+        node_affinity_policy=policies[0] or HONOR, node_taints_policy=policies[1] or IGNORE)
+
+
+def _topology_spread(ctx: _Ctx, spec: Mapping[str, Any],
+                     labels: Mapping[str, str]) -> tuple[TopologySpreadConstraint, ...]:
+    """The pod's `DoNotSchedule` spread constraints (what PodTopologySpread filters on); `ScheduleAnyway` ones are
+    validated and left out (they only score)."""
+    found: list[TopologySpreadConstraint] = []
+    seen: set[tuple[str, str]] = set()
+    for i, raw in enumerate(_objects(ctx, spec, "topologySpreadConstraints", at="spec")):
+        where = f"spec.topologySpreadConstraints[{i}]"
+        constraint = _spread_constraint(ctx, raw, where, labels)
+        pair = (constraint.topology_key, constraint.when_unsatisfiable)
+        if pair in seen:
+            raise ctx.fail(where, f"duplicate {{topologyKey: {excerpt(pair[0])}, whenUnsatisfiable: {pair[1]}}}")
+        seen.add(pair)
+        if constraint.when_unsatisfiable == DO_NOT_SCHEDULE:
+            found.append(constraint)
+    return tuple(found)
+
+
 def _unsupported(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[str, ...]:
     found = []
-    if any(c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
-           for c in _objects(ctx, spec, "topologySpreadConstraints", at="spec")):
-        found.append("topologySpreadConstraints with whenUnsatisfiable=DoNotSchedule")
     if any("persistentVolumeClaim" in v or "ephemeral" in v for v in _objects(ctx, spec, "volumes", at="spec")):
         found.append("volume topology (persistent volume claims)")
     if spec.get("resourceClaims"):
@@ -451,8 +524,8 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
     pod_aff = _pod_terms(ctx, affinity, "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution")
     constraints = SchedulingConstraints(
         affinity=_node_affinity(ctx, spec), tolerations=_tolerations(ctx, spec),
-        pod_anti_affinity=anti, pod_affinity=pod_aff, unsupported=_unsupported(ctx, spec),
-        host_ports=_host_ports(ctx, spec),
+        pod_anti_affinity=anti, pod_affinity=pod_aff, topology_spread=_topology_spread(ctx, spec, labels),
+        unsupported=_unsupported(ctx, spec), host_ports=_host_ports(ctx, spec),
     )
     status = _get(ctx, obj, "status", dict, {})
     phase_text = _get(ctx, status, "phase", str, "Pending", at="status")

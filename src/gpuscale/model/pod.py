@@ -15,7 +15,7 @@ from functools import partial
 
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.resources import Resources
-from gpuscale.model.selectors import NodeAffinity, PodAffinityTerm
+from gpuscale.model.selectors import LabelSelector, NodeAffinity, PodAffinityTerm
 from gpuscale.model.taints import Toleration
 
 
@@ -71,6 +71,41 @@ class HostPort:
                 and (self.host_ip == other.host_ip or ANY_HOST_IP in (self.host_ip, other.host_ip)))
 
 
+HONOR = "Honor"
+IGNORE = "Ignore"
+"""`nodeAffinityPolicy` / `nodeTaintsPolicy` values (`NodeInclusionPolicy`)."""
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+"""`whenUnsatisfiable` values."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologySpreadConstraint:
+    """One `topologySpreadConstraints` entry as PodTopologySpread reads it.
+
+    `selector` is the `labelSelector` with `matchLabelKeys` merged in from the pod's own labels (`key In (value)` for
+    each key the pod has), as the API server and kube-scheduler merge them; a nil `labelSelector` stays nil (selects
+    nothing). An empty selector (`{}`) counts no pod, but the pod matches it itself (upstream's `selector.Empty()`).
+    """
+
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector
+    when_unsatisfiable: str = DO_NOT_SCHEDULE
+    match_label_keys: tuple[str, ...] = ()
+    min_domains: int = 1
+    """`minDomains` (default 1): with fewer eligible domains, the global minimum counts as 0."""
+    node_affinity_policy: str = HONOR
+    """Honor: only nodes the pod's nodeSelector/required node affinity admit count as domains; Ignore: all."""
+    node_taints_policy: str = IGNORE
+    """Honor: only nodes whose NoSchedule/NoExecute taints the pod tolerates count as domains; Ignore: all."""
+
+    def counts_pods(self) -> bool:
+        """Whether the selector can count placed pods (upstream skips counting for an empty selector)."""
+        s = self.selector
+        return not s.nothing and bool(s.match_labels or s.match_expressions)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulingConstraints:
     """Everything that decides *where* a pod may go, hashable so pods can be grouped into equivalence classes."""
@@ -81,6 +116,9 @@ class SchedulingConstraints:
     tolerations: tuple[Toleration, ...] = ()
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    """The `DoNotSchedule` topology spread constraints, in order (the only ones that filter; `ScheduleAnyway` ones
+    score only and are not kept)."""
     unsupported: tuple[str, ...] = ()
     """Constraints gpuscale does not model, by description; a pod carrying any is never reported as fitting."""
     host_ports: tuple[HostPort, ...] = ()
@@ -92,16 +130,16 @@ class SchedulingConstraints:
         decision, and these nest tuples of dataclasses (-1 is never a hash, so it marks "not yet")."""
         if self._hash == -1:
             object.__setattr__(self, "_hash", hash((self.node_name, self.affinity, self.tolerations,
-                                                    self.pod_anti_affinity, self.pod_affinity, self.unsupported,
-                                                    self.host_ports)))
+                                                    self.pod_anti_affinity, self.pod_affinity, self.topology_spread,
+                                                    self.unsupported, self.host_ports)))
         return self._hash
 
     def __reduce__(self) -> tuple[Callable[[], SchedulingConstraints], tuple[()]]:
         # without the kept hash: another process hashes strings differently
         return partial(SchedulingConstraints, node_name=self.node_name, affinity=self.affinity,
                        tolerations=self.tolerations, pod_anti_affinity=self.pod_anti_affinity,
-                       pod_affinity=self.pod_affinity, unsupported=self.unsupported,
-                       host_ports=self.host_ports), ()
+                       pod_affinity=self.pod_affinity, topology_spread=self.topology_spread,
+                       unsupported=self.unsupported, host_ports=self.host_ports), ()
 
 
 @quick_init
@@ -161,9 +199,10 @@ class Pod:
 
 
 def depends_on_placed(pod: Pod) -> bool:
-    """Whether where this pod may go depends on the pods already placed (inter-pod affinity or anti-affinity terms):
-    the one predicate the engine, `fit` and the indexes ask (a filter that reads placed pods extends it here). A pod
-    without it is still affected by placed pods' anti-affinity (`engine.scheduling.Topology.relevant`).
+    """Whether where this pod may go depends on the pods already placed (inter-pod affinity or anti-affinity terms,
+    `DoNotSchedule` topology spread): the one predicate the engine, `fit` and the indexes ask (a filter that reads
+    placed pods extends it here). A pod without it is still affected by placed pods' anti-affinity
+    (`engine.scheduling.Topology.relevant`).
 
     Host ports are not in it: the ports a pod asks are part of its constraints (pods of one shape ask the same
     ports), and every what-if keeps the ports in use per node (`engine.scheduling.HostPorts`), so pods of one shape
@@ -171,4 +210,4 @@ def depends_on_placed(pod: Pod) -> bool:
     (`WhatIf.fits_row`). Counting them here would send every cluster with a host-network DaemonSet down the
     per-pod path."""
     c = pod.constraints
-    return bool(c.pod_affinity or c.pod_anti_affinity)
+    return bool(c.pod_affinity or c.pod_anti_affinity or c.topology_spread)

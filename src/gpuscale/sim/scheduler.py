@@ -4,8 +4,9 @@
 - Feasibility: the engine's filters (`engine.whatif.filters`, reading the scheduler's rows through `filters.Rows`),
   on Ready nodes only (a node that is not Ready carries the `not-ready` taint in a real cluster); GPUs exist for a
   pod only once the device plugin put them in allocatable. InterPodAffinity (required affinity and anti-affinity,
-  existing pods' anti-affinity) reads an `engine.scheduling.Topology` of every node and bound pod, kept only once
-  some pod with inter-pod terms was seen.
+  existing pods' anti-affinity) and PodTopologySpread (`DoNotSchedule` constraints) read an
+  `engine.scheduling.Topology` of every node and bound pod, kept only once some pod with inter-pod terms or spread
+  constraints was seen.
 - Scoring: `least-allocated` (kube's default NodeResourcesFit strategy), `most-allocated`, or `gpu-binpack` (most
   allocated GPUs first), each 0–100, plus TaintToleration's score at its default weight 3: nodes with fewer
   `PreferNoSchedule` taints the pod does not tolerate score higher (0–100, normalised over the feasible nodes), so
@@ -55,7 +56,7 @@ from gpuscale.engine.placement.devices import (
 )
 from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
 from gpuscale.engine.placement.shapes import MILLI, PodShape
-from gpuscale.engine.scheduling import HostPorts, Topology, static_failures
+from gpuscale.engine.scheduling import FitFailure, HostPorts, Topology, static_failures
 from gpuscale.engine.whatif import filters
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
@@ -900,22 +901,22 @@ class SimScheduler:
 
     def _affinity_after(self, pod: Pod, row: int, lower: Sequence[Pod], chosen: list[Pod],
                         topology: Topology) -> bool:
-        """Whether InterPodAffinity lets `pod` onto row `row` once victims leave it, `chosen` (victims whose leaving
-        makes room, taken along `lower`, the node's lower-priority pods in victim order) made what preemption
-        evicts: InterPodAffinity must pass with all of `lower` gone (DefaultPreemption's first check); then victims
+        """Whether PodTopologySpread and InterPodAffinity let `pod` onto row `row` once victims leave it, `chosen`
+        (victims whose leaving makes room, taken along `lower`, the node's lower-priority pods in victim order) made
+        what preemption evicts: they must pass with all of `lower` gone (DefaultPreemption's first check); then victims
         are taken along `lower` until it passes, and, as DefaultPreemption reprieves victims, each taken (the last
         first) is kept on the node if the pod still fits without its leaving. Cost O(placed pods) per victim."""
         node = self._cluster.nodes[self._names[row]]
         every = topology.copy()
         for victim in lower:
             every.remove(victim)
-        if every.failures(pod, node):
+        if _placed_failures(every, pod, node):
             return False
         trial = topology.copy()
         for victim in chosen:
             trial.remove(victim)
         for victim in lower[len(chosen):]:
-            if not trial.failures(pod, node):
+            if not _placed_failures(trial, pod, node):
                 break
             trial.remove(victim)
             chosen.append(victim)
@@ -932,12 +933,12 @@ class SimScheduler:
             if free_pods < 2 or not (left >= vec).all():
                 continue
             trial.add(victim, node)
-            if trial.failures(pod, node):
+            if _placed_failures(trial, pod, node):
                 trial.remove(victim)
                 continue
             chosen.remove(victim)
             free, free_pods = left, free_pods - 1
-        return not trial.failures(pod, node)
+        return not _placed_failures(trial, pod, node)
 
     def _devices_after(self, row: int, pod: Pod, victims: Sequence[Pod]) -> bool:
         """Whether `pod` fits the row's devices once `victims` gave theirs back (rows without devices: yes)."""
@@ -950,6 +951,11 @@ class SimScheduler:
             if held is not None and victim_need is not None and trial.may_hold(0, victim_need, held, free=False):
                 trial.give(0, victim_need, held)
         return trial.can_take(0, need)
+
+
+def _placed_failures(topology: Topology, pod: Pod, node: Node) -> tuple[FitFailure, ...]:
+    """The filters that read placed pods, in the profile's order: PodTopologySpread, then InterPodAffinity."""
+    return topology.spread_failures(pod, node) or topology.failures(pod, node)
 
 
 class _Rows:

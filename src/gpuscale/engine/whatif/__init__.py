@@ -13,6 +13,7 @@ Operations (`model.WhatIf`), with their costs (n rows, r columns):
   both run the filters of `filters` (one class per kube-scheduler filter, with its wording), in the profile's order;
 - `choose(pod, mask)`: the row the pod goes on (first fit, or least fragmentation for GPU pods), O(candidates);
 - `place` / `unplace(row, pod)`: a pod in or out, O(r + devices); `disable(row)`: a row out of consideration, O(1);
+  `remove(row)`: its node leaves (scale-down), O(placed pods) with a topology;
 - `extend(nodes, capacity)` (`add templates`): rows appended, O((n + k) × r); `fork()`: an independent copy,
   O(n × r), nothing to revert.
 - `depends_on_placed` (`model.pod.depends_on_placed(pod)`; the property: for any pod of the what-if): whether

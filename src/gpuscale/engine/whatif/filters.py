@@ -4,8 +4,8 @@
 Order, as the framework runs them: NodeName → NodeUnschedulable → TaintToleration → NodeAffinity (the node-only
 filters: they read the node's name, cordon, taints and labels, so their mask is cached per constraints and node group,
 `Rows.static_mask`) → NodePorts (host ports in use, `Rows.ports`) → NodeResourcesFit (pod slots and every requested
-resource) → GPU devices (per-device accounting, `engine.placement.devices`) → InterPodAffinity → Unsupported
-(constraints gpuscale does not model: never a silent "fits").
+resource) → GPU devices (per-device accounting, `engine.placement.devices`) → PodTopologySpread → InterPodAffinity →
+Unsupported (constraints gpuscale does not model: never a silent "fits").
 
 Each filter has three operations:
 - `mask(pod, rows, mask)`: narrow the boolean candidate mask over the rows in place, vectorised where it can be;
@@ -262,6 +262,43 @@ class GpuDevicesFit:
         return Counter({message: n * len(rejected) for message, n in one.items()})
 
 
+def _topology_of(rows: Rows) -> Topology:
+    """The rows' topology; rows keep none only when no pod's placement depends on placed pods, so an empty one of
+    their nodes says the same."""
+    topology = rows.topology
+    return topology if topology is not None else Topology(rows.nodes, ())
+
+
+class PodTopologySpread:
+    """The pod's `DoNotSchedule` topology spread constraints (`Topology.spread`): a node fails if it lacks a
+    constraint's topology key, or if the matching pods of its domain plus the pod itself exceed the global minimum
+    over the eligible domains by more than `maxSkew`. Per candidate in Python: O(candidates × constraints), after
+    the counts (kept by the topology)."""
+
+    name = "PodTopologySpread"
+
+    def mask(self, pod: Pod, rows: Rows, mask: BoolArray) -> None:
+        if pod.constraints.topology_spread:
+            check = _topology_of(rows).spread(pod)
+            assert check is not None
+            failure, nodes = check.failure, rows.nodes
+            for i in mask.nonzero()[0].tolist():
+                if failure(nodes[i]) is not None:
+                    mask[i] = False
+
+    def why(self, pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:
+        if not pod.constraints.topology_spread:
+            return ()
+        return _topology_of(rows).spread_failures(pod, rows.nodes[row])
+
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        """The counts once, then O(constraints) per rejected row."""
+        check = _topology_of(rows).spread(pod)
+        assert check is not None
+        nodes = rows.nodes
+        return Counter(f.message for row in rejected if (f := check.failure(nodes[row])) is not None)
+
+
 class InterPodAffinity:
     """The pod's affinity, its anti-affinity, then existing pods' anti-affinity (`Topology.failures`). Runs only when
     the rows keep a topology and the pod or a placed pod has terms; per candidate in Python: O(candidates × terms)."""
@@ -300,8 +337,8 @@ class Unsupported:
         return Counter({f.message: len(rejected) for f in unsupported_failures(pod.constraints)} if rejected else {})
 
 
-FILTERS: tuple[Filter, ...] = (NodeOnly(), NodePorts(), NodeResourcesFit(), GpuDevicesFit(), InterPodAffinity(),
-                               Unsupported())
+FILTERS: tuple[Filter, ...] = (NodeOnly(), NodePorts(), NodeResourcesFit(), GpuDevicesFit(), PodTopologySpread(),
+                               InterPodAffinity(), Unsupported())
 """The filters in the default profile's order."""
 
 

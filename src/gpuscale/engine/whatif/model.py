@@ -499,6 +499,14 @@ class WhatIf:
         """Take a node out of consideration (it is being removed in this what-if)."""
         self.enabled[index] = False
 
+    def remove(self, index: int) -> None:
+        """The row's node leaves the cluster in this what-if (scale-down): out of consideration, and its pods and
+        topology domains no longer count for inter-pod affinity and topology spread, as Cluster Autoscaler's
+        simulation removes a node from its snapshot. O(1); O(placed pods) with a topology."""
+        self.enabled[index] = False
+        if self.topology is not None:
+            self.topology.remove_node(self._s.nodes[index].name)
+
     def index_of(self, name: str) -> int | None:
         return self._s.index.get(name)
 
