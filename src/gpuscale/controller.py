@@ -111,9 +111,10 @@ class RecordingProvider:
         self.calls: list[tuple[Any, ...]] = []
         self._serial = 0
 
-    def increase(self, pool: str, count: int) -> tuple[str, ...]:
-        self.calls.append(("increase", pool, count))
-        log.info(json.dumps({"msg": "dry-run: would scale up", "pool": pool, "nodes": count}))
+    def increase(self, pool: str, count: int, zone: str | None = None) -> tuple[str, ...]:
+        self.calls.append(("increase", pool, count) if zone is None else ("increase", pool, count, zone))
+        log.info(json.dumps({"msg": "dry-run: would scale up", "pool": pool, "nodes": count,
+                             **({"zone": zone} if zone else {})}))
         ids = []
         for _ in range(count):
             self._serial += 1

@@ -12,12 +12,12 @@ from gpuscale.engine.policy import Buffer, ExpanderName, Limits, Policy, Priorit
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.state import EngineState, FailureKind, record_failure
 from gpuscale.model.cluster import Cluster, PodGroupSpec
-from gpuscale.model.node import POOL_LABEL, Node
+from gpuscale.model.node import POOL_LABEL, ZONE_LABEL, Node
 from gpuscale.model.pod import HostPort, Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import Taint, TaintEffect
-from tests.builders import make_pod, resources, taint, toleration
+from tests.builders import make_pod, req, resources, taint, term, toleration
 
 NOW = 10_000.0
 GPU_TAINT = taint("nvidia.com/gpu", "present")
@@ -508,3 +508,40 @@ def test_pods_asking_one_host_port_take_a_node_each() -> None:
     assert scale_ups(plan) == {"cpu-general": 2}
     plain = run((pending("plain", cpu="1"), *bound), nodes=taken[:1], pools=(cpu,))
     assert plain.scale_up == ()
+
+
+ZONED = pool("cpu-zoned", price=0.835, zones=("zone-a", "zone-b", "zone-c"))
+
+
+def zone_pod(name: str, *zones: str) -> Pod:
+    return pending(name, cpu="1", required_terms=(term(req(ZONE_LABEL, "In", *zones)),))
+
+
+def test_a_pool_listing_several_zones_adds_nodes_in_the_zone_the_pods_need() -> None:
+    """One template per zone: pods whose node affinity asks zone-c get a zone-c node (the scale-up names the zone),
+    pods for zone-a or zone-b get one of those; pods that take any zone leave the zone to the provider."""
+    plan = run((zone_pod("c-0", "zone-c"), zone_pod("c-1", "zone-c")), pools=(ZONED,))
+    assert [(s.pool, s.zone, s.nodes) for s in plan.scale_up] == [("cpu-zoned", "zone-c", 1)]
+    assert "in zone zone-c" in plan.scale_up[0].reasons[0].message
+    either = run((zone_pod("ab", "zone-b", "zone-a"), zone_pod("c", "zone-c")), pools=(ZONED,))
+    assert sorted((s.zone, s.nodes, s.pods) for s in either.scale_up) == [
+        ("zone-a", 1, ("default/ab",)), ("zone-c", 1, ("default/c",))]
+    anywhere = run((pending("any", cpu="1"),), pools=(ZONED,))
+    assert [(s.zone, s.nodes) for s in anywhere.scale_up] == [(None, 1)]
+    nowhere = run((zone_pod("d", "zone-d"),), pools=(ZONED,))
+    assert nowhere.scale_up == () and len(nowhere.unplaceable) == 1
+
+
+def test_an_upcoming_node_requested_in_a_zone_counts_in_that_zone() -> None:
+    ask = UpcomingNode(pool="cpu-zoned", request_id="r1", requested_s=NOW - 10, zone="zone-c")
+    assert run((zone_pod("c-0", "zone-c"),), pools=(ZONED,), upcoming=(ask,)).scale_up == ()
+    elsewhere = replace(ask, zone="zone-a")
+    assert [(s.zone, s.nodes) for s in run((zone_pod("c-0", "zone-c"),), pools=(ZONED,),
+                                           upcoming=(elsewhere,)).scale_up] == [("zone-c", 1)]
+
+
+def test_limits_count_per_pool_across_its_zones() -> None:
+    small = replace(ZONED, max_size=2)
+    pods = tuple(zone_pod(f"{z}-{i}", f"zone-{z}") for z in "abc" for i in range(2))
+    plan = run(tuple(replace(p, requests=resources("15", "1Gi")) for p in pods), pools=(small,))
+    assert sum(s.nodes for s in plan.scale_up) == 2

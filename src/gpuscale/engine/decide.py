@@ -259,12 +259,12 @@ def buffer_scale_ups(table: WhatIf, world: World, busy: set[int], pools: Mapping
 
 
 def _merge(scale_ups: Sequence[ScaleUp]) -> tuple[ScaleUp, ...]:
-    merged: dict[str, ScaleUp] = {}
+    merged: dict[tuple[str, str | None], ScaleUp] = {}
     for item in scale_ups:
-        prior = merged.get(item.pool)
-        merged[item.pool] = item if prior is None else ScaleUp(
-            pool=item.pool, nodes=prior.nodes + item.nodes, pods=tuple(sorted({*prior.pods, *item.pods})),
-            reasons=prior.reasons + item.reasons)
+        prior = merged.get((item.pool, item.zone))
+        merged[item.pool, item.zone] = item if prior is None else ScaleUp(
+            pool=item.pool, zone=item.zone, nodes=prior.nodes + item.nodes,
+            pods=tuple(sorted({*prior.pods, *item.pods})), reasons=prior.reasons + item.reasons)
     return tuple(merged.values())
 
 

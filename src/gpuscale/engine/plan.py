@@ -24,6 +24,8 @@ class UpcomingNode:
     pool: str
     request_id: str
     requested_s: float
+    zone: str | None = None
+    """The zone it was requested in, when the pool lists several (None: its first)."""
 
 
 @quick_init
@@ -44,6 +46,8 @@ class ScaleUp:
     pods: tuple[str, ...]
     """`namespace/name` of the pods this scale-up is for (empty for a warm-capacity buffer)."""
     reasons: tuple[Reason, ...]
+    zone: str | None = None
+    """The zone to create the nodes in, for a pool listing several (`NodePool.in_zones`); None: the pool's own."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

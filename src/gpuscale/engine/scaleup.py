@@ -453,7 +453,7 @@ as long as the pools are the same."""
 def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
     """`pool_verdict(pod, pool)`, once per pool and pod shape in a decision: pods that wait loop after loop, and the
     members of a gang, share few shapes."""
-    key = (pool.name, pod.requests, pod.constraints)
+    key = (pool.key, pod.requests, pod.constraints)
     verdict = verdicts.get(key)
     if verdict is None:
         verdict = verdicts[key] = pool_verdict(pod, pool)
@@ -523,7 +523,8 @@ class PoolFits:
         self._refused: _ByPod[PodVerdict] = _ByPod()
 
     def hosts(self, unit: Unit) -> frozenset[str]:
-        """Names of the pools one of whose new nodes hosts each pod of `unit` (`pool_verdict` says it fits)."""
+        """Keys of the offers (`NodePool.key`) one of whose new nodes hosts each pod of `unit` (`pool_verdict` says it
+        fits)."""
         names: frozenset[str] | None = None
         for pod in unit.pods:
             fit = self._of_pod.get(pod)
@@ -534,7 +535,7 @@ class PoolFits:
                     if len(self._of_shape) >= KEPT:
                         self._of_shape = {}
                     fit = self._of_shape[shape] = frozenset(
-                        p.name for p in self.pools if verdict_of(pod, p, self.verdicts) == POOL_FITS)
+                        p.key for p in self.pools if verdict_of(pod, p, self.verdicts) == POOL_FITS)
                 self._of_pod.put(pod, fit)
             names = fit if names is None else names & fit
         return frozenset() if names is None else names
@@ -641,11 +642,14 @@ class ScaleUpCache:
     every decision of the twin's week, most of scale-up's work was judging, ordering and placing them again."""
 
     __slots__ = ("_allocatables", "_counts", "_fits", "_gather_inputs", "_gathered", "_nodes", "_nodes_table",
-                 "_normalizer", "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw", "_witness",
+                 "_normalizer", "_offers",
+                 "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw", "_witness",
                  "_witness_columns")
 
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
+        self._offers: tuple[tuple[NodePool, ...], tuple[NodePool, ...]] | None = None
+        """The pools `offers` was last asked for and their offers."""
         self._allocatables: list[Resources] = []
         """The table's node allocatables the normalizer was made from."""
         self._nodes: list[Node] = []
@@ -752,6 +756,14 @@ class ScaleUpCache:
                 column = _NO_SLOT if ceiling[1] < 1 else int(np.flatnonzero(vector > ceiling[0])[0])
                 witness[requests] = (column, 0 if column == _NO_SLOT else int(vector[column]))
         return frozenset(hopeless), ceiling
+
+    def offers(self, pools: Sequence[NodePool]) -> tuple[NodePool, ...]:
+        """What a scale-up may add: each pool's offers (`NodePool.in_zones`: one per zone of a pool listing several),
+        in pool order; the very same objects while the pools are equal. O(pools)."""
+        last = self._offers
+        if last is None or last[0] != tuple(pools):
+            last = self._offers = (tuple(pools), tuple(o for p in pools for o in p.in_zones()))
+        return last[1]
 
     def fits(self, pools: Sequence[NodePool]) -> PoolFits:
         """The pool verdicts per unit for `pools`: the last ones while the pools are equal. Their verdicts per pod
@@ -878,7 +890,7 @@ def estimate(pool: NodePool, hostable: Sequence[Unit], table: WhatIf, room: Head
     if room.nodes <= 0 or not hostable:
         return None
     upper = room.nodes if pool.zero_or_max else min(room.nodes, sum(len(u.pods) for u in hostable))
-    templates = [pool.template(f"{name_prefix}{pool.name}-{k}") for k in range(upper)]
+    templates = [pool.template(f"{name_prefix}{pool.key}-{k}") for k in range(upper)]
     start = len(table)
     # templates differ only in name and hostname label, which the node-group key leaves out: one key for all
     keys = [node_group_key(templates[0])] * upper if templates else None
@@ -920,7 +932,7 @@ def spill_gangs(units: Sequence[Unit], table: WhatIf, pools: Sequence[NodePool],
     gangs = [u for u in units if u.group]
     singles = [u for u in units if not u.group]
     extended, new_pool = _span_rows(gangs, table, pools, totals, policy, fits)
-    if len({pool.name for _, pool in new_pool}) < 2:
+    if len({pool.key for _, pool in new_pool}) < 2:
         return Spill(scale_ups=[], leftover=list(units), table=table, totals=totals)
     placement = place_units(extended, gangs, single_rows=np.zeros(len(extended), dtype=bool))
     used_rows = set(placement.rows.values())
@@ -941,14 +953,14 @@ def _span_rows(gangs: Sequence[Unit], table: WhatIf, pools: Sequence[NodePool], 
     extended, reserved = table, totals
     new_pool: list[tuple[int, NodePool]] = []
     for pool in pools:
-        if not any(pool.name in fits.hosts(u) for u in gangs):
+        if not any(pool.key in fits.hosts(u) for u in gangs):
             continue
         room = headroom(pool, reserved, policy.limits, policy.max_nodes_per_scale_up)
         count = room.nodes if pool.zero_or_max else min(room.nodes, max(len(u.pods) for u in gangs))
         if count <= 0:
             continue
         start = len(extended)
-        extended = extended.extend([pool.template(f"span-{pool.name}-{k}") for k in range(count)],
+        extended = extended.extend([pool.template(f"span-{pool.key}-{k}") for k in range(count)],
                                    [pool.allocatable] * count)
         new_pool += [(start + k, pool) for k in range(count)]
         reserved = reserved.add(pool, count)
@@ -968,8 +980,8 @@ def _span_scale_ups(pools: Sequence[NodePool], new_pool: Sequence[tuple[int, Nod
         if pool.zero_or_max:  # every row of its step is ordered
             rows = {row for row, p in new_pool if p is pool}
             used_rows |= rows
-        scale_ups.append(ScaleUp(pool=pool.name, nodes=len(rows), pods=pods, reasons=(Reason(
-            ReasonCode.SCALE_UP, f"{len(rows)} node(s) of {pool.name} for {len(pods)} pod(s) of a gang no single "
+        scale_ups.append(ScaleUp(pool=pool.name, zone=pool.zone, nodes=len(rows), pods=pods, reasons=(Reason(
+            ReasonCode.SCALE_UP, f"{len(rows)} node(s) of {pool.key} for {len(pods)} pod(s) of a gang no single "
                                  f"pool can host: the gang spans pools", {"nodes": len(rows), "pods": len(pods)}),)))
         totals = totals.add(pool, len(rows))
     return scale_ups, totals
@@ -1004,6 +1016,7 @@ def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, 
     memo = table.kept(ScaleUpCache)
     gathered = memo.gathered(cluster, policy, pods or cluster.index())
     candidates = _batched(gathered, policy, now)
+    pools = memo.offers(pools)
     fits = memo.fits(pools)
     blocked_pools, next_at = _backoffs(pools, state, now, candidates.next_at_s)
     if len(candidates.units) != len(gathered.units):  # some wait (an open batch, a pod's delay): order the rest
@@ -1053,16 +1066,19 @@ def _scale_up_rounds(remaining: list[Unit], table: WhatIf, pools: Sequence[NodeP
             break
         best_option = choose([e.option for e in estimates], policy, now)
         best = next(e for e in estimates if e.option is best_option)
-        scale_ups.append(ScaleUp(pool=best_option.pool.name, nodes=best_option.nodes,
+        zone = _zone_needed(best, pools, hosts)
+        scale_ups.append(ScaleUp(pool=best_option.pool.name, zone=zone, nodes=best_option.nodes,
                                  pods=tuple(sorted(p.key for p in best_option.pods)),
-                                 reasons=_scale_up_reasons(best, estimates, hosts, policy)))
+                                 reasons=_scale_up_reasons(best, estimates, hosts, policy, zone)))
         totals = totals.add(best_option.pool, best_option.nodes)
         placed_keys = {u.key for u in best.placed}
         remaining = [u for u in remaining if u.key not in placed_keys]
         table = best.table
         for row in best.unused:  # not ordered: no later gang may count on them, no warm buffer as idle
             table.disable(row)
-        used_pools.add(best_option.pool.name)
+        # an offer is used once; a pool whose zone was left to the provider, with every zone offer of it
+        used_pools.update(o.key for o in pools
+                          if o.name == best_option.pool.name and (zone is None or o is best_option.pool))
         round_no += 1
     return scale_ups, remaining, table, totals
 
@@ -1090,9 +1106,9 @@ def _round_estimates(pools: Sequence[NodePool], remaining: Sequence[Unit], hosts
     the remaining units its new nodes host (`estimate`), within its headroom; pools that host none are skipped."""
     estimates = []
     for pool in pools:
-        if pool.name in blocked or pool.name in used_pools:
+        if pool.name in blocked or pool.key in used_pools:
             continue
-        hostable = [u for u in remaining if pool.name in hosts[id(u)]]
+        hostable = [u for u in remaining if pool.key in hosts[id(u)]]
         if not hostable:
             continue
         room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
@@ -1102,24 +1118,41 @@ def _round_estimates(pools: Sequence[NodePool], remaining: Sequence[Unit], hosts
     return estimates
 
 
+def _zone_needed(best: Estimate, offers: Sequence[NodePool], hosts: Mapping[int, frozenset[str]]) -> str | None:
+    """The zone the chosen offer's nodes must be created in: its zone when some of its pods are hosted by only some
+    of its pool's zone offers (node affinity on the zone, say); None when every zone of the pool hosts them all (or
+    the pool lists one zone), so the provider places the nodes as it does. O(offers × units)."""
+    zone = best.option.pool.zone
+    if zone is None:
+        return None
+    siblings = [o.key for o in offers if o.name == best.option.pool.name]
+    if all(key in hosts[id(u)] for u in best.placed for key in siblings):
+        return None
+    return zone
+
+
 def _scale_up_reasons(best: Estimate, estimates: Sequence[Estimate], hosts: Mapping[int, frozenset[str]],
-                      policy: Policy) -> tuple[Reason, ...]:
-    """The reasons of the chosen scale-up: what it orders for how many pods (with its waste and price), the pools the
-    expanders passed over, and the limit that capped it, if any."""
+                      policy: Policy, zone: str | None = None) -> tuple[Reason, ...]:
+    """The reasons of the chosen scale-up: what it orders for how many pods (with its waste and price) and in which
+    zone when its pods need one, the pools the expanders passed over (another zone of the same pool is no rival
+    unless the zone is named), and the limit that capped it, if any."""
     best_option = best.option
+    where = f"{best_option.pool.name} in zone {zone}" if zone is not None else best_option.pool.name
     reasons = [Reason(ReasonCode.SCALE_UP,
-                      f"{best_option.nodes} node(s) of {best_option.pool.name} for {len(best_option.pods)} pod(s)",
+                      f"{best_option.nodes} node(s) of {where} for {len(best_option.pods)} pod(s)",
                       {"nodes": best_option.nodes, "pods": len(best_option.pods),
                        "waste": waste(best_option, policy.least_waste_counts_gpus),
                        "usd_per_hour": best_option.nodes * best_option.pool.usd_per_hour})]
     if len(estimates) > 1:
         # only the options that could host every pod this scale-up names: another pool's estimate may be for
         # other pods (a MIG pool for a MIG pod) and was no alternative for these
-        rivals = sorted(e.option.pool.name for e in estimates if e is not best
-                        and all(e.option.pool.name in hosts[id(u)] for u in best.placed))
+        rivals = sorted({e.option.pool.key if zone is not None else e.option.pool.name for e in estimates
+                        if e is not best and (zone is not None or e.option.pool.name != best_option.pool.name)
+                        and all(e.option.pool.key in hosts[id(u)] for u in best.placed)})
         if rivals:
             reasons.append(Reason(ReasonCode.EXPANDER, f"expanders {'/'.join(policy.expander_chain())} chose "
-                                                       f"{best_option.pool.name} over {', '.join(rivals)}"))
+                                                       f"{best_option.pool.key if zone else best_option.pool.name} "
+                                                       f"over {', '.join(rivals)}"))
     if best_option.capped_by:
         reasons.append(Reason(ReasonCode.LIMIT_REACHED, f"capped by {best_option.capped_by}"))
     return tuple(reasons)
@@ -1171,7 +1204,7 @@ def _why_unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str
     for pool in pools:
         failed = {verdict_of(p, pool, verdicts) for p in unit.pods} - {POOL_FITS}
         if failed:
-            parts.append(f"{pool.name}: {'; '.join(sorted(failed))}")
+            parts.append(f"{pool.key}: {'; '.join(sorted(failed))}")
             continue
         if pool.name in blocked:
             parts.append(blocked[pool.name].message)
@@ -1179,13 +1212,13 @@ def _why_unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str
             continue
         room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
         if room.nodes <= 0:
-            parts.append(f"{pool.name}: its zero-or-max step of {room.refused_step} node(s) exceeds limit "
-                         f"{room.binding}" if room.refused_step else f"{pool.name}: limit {room.binding} reached")
+            parts.append(f"{pool.key}: its zero-or-max step of {room.refused_step} node(s) exceeds limit "
+                         f"{room.binding}" if room.refused_step else f"{pool.key}: limit {room.binding} reached")
             if code is not ReasonCode.POOL_BACKOFF:
                 code = ReasonCode.LIMIT_REACHED
         else:
-            parts.append(f"{pool.name}: the whole gang does not fit within limit {room.binding}"
-                         if unit.group else f"{pool.name}: not enough room within limit {room.binding}")
+            parts.append(f"{pool.key}: the whole gang does not fit within limit {room.binding}"
+                         if unit.group else f"{pool.key}: not enough room within limit {room.binding}")
             if code is ReasonCode.NO_POOL_FITS:
                 code = ReasonCode.GANG_DOES_NOT_FIT if unit.group else ReasonCode.LIMIT_REACHED
     if not pools:

@@ -87,9 +87,9 @@ class FencedProvider:
         self.last_upcoming: tuple[UpcomingNode, ...] = ()
         self.last_node_pools: Mapping[str, str] = {}
 
-    def increase(self, pool: str, count: int) -> tuple[str, ...]:
+    def increase(self, pool: str, count: int, zone: str | None = None) -> tuple[str, ...]:
         _check(self._allowed, f"scale-up of {pool}")
-        return self.inner.increase(pool, count)
+        return self.inner.increase(pool, count, zone)
 
     def delete(self, nodes: Sequence[str]) -> None:
         _check(self._allowed, f"delete {', '.join(nodes)}")

@@ -90,8 +90,9 @@ class ClusterWriter(Protocol):
 class NodeProvider(Protocol):
     """The cloud side: node pools that grow and shrink. Node names are Kubernetes Node names."""
 
-    def increase(self, pool: str, count: int) -> tuple[str, ...]:
-        """Request `count` more nodes in `pool`; returns one request id per node requested.
+    def increase(self, pool: str, count: int, zone: str | None = None) -> tuple[str, ...]:
+        """Request `count` more nodes in `pool` (in `zone`, one of the pool's zones, when the decision names one:
+        `ScaleUp.zone`; None: where the provider puts them); returns one request id per node requested.
         Raises `ProviderError` when the provider refuses (stockout, quota, other)."""
         ...
 

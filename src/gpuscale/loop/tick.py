@@ -245,7 +245,8 @@ class Autoscaler:
         sizes: dict[str, int] | None = None  # counted at the first scale-up: most ticks have none
         for item in items:
             try:
-                request_ids = tuple(self.provider.increase(item.pool, item.nodes))
+                request_ids = tuple(self.provider.increase(item.pool, item.nodes, item.zone) if item.zone
+                                    else self.provider.increase(item.pool, item.nodes))
             except ProviderError as err:
                 self._scale_up_failed(item, err.kind, str(err.kind), err.message, now, acts)
                 continue

@@ -7,7 +7,7 @@ what the scheduler will see once the node is Ready and its device plugin has reg
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.resources import Resources
@@ -58,6 +58,9 @@ class NodePool:
     node_repair: bool = False
     """Drain and replace its degraded nodes (engine.repair), at most `max_nodes_under_repair` at once."""
     max_nodes_under_repair: int = 1
+    zone: str | None = None
+    """Set on the per-zone offers of a pool listing several zones (`in_zones`): the one zone a new node of this offer
+    is created in. None: the pool itself (its template in its first zone)."""
     zero_or_max: bool = False
     """Cluster Autoscaler's ZeroOrMaxNodeScaling: the pool grows straight to `max_size` in one step and shrinks only as
     a whole, once every node of it can go — for multi-host GPU slices (an NVLink domain, a TPU-like slice) that work
@@ -71,15 +74,29 @@ class NodePool:
                 or self.scale_down_gpu_utilization_threshold is not None
                 or self.ignore_daemonsets_utilization is not None)
 
-    def template(self, name: str | None = None) -> Node:
-        """A node of this pool as it will look once Ready with GPUs registered, named `name` (unique per what-if)."""
+    @property
+    def key(self) -> str:
+        """The offer's name: the pool's, or `pool/zone` for a per-zone offer (`in_zones`)."""
+        return self.name if self.zone is None else f"{self.name}/{self.zone}"
+
+    def in_zones(self) -> tuple[NodePool, ...]:
+        """What a scale-up may add of this pool: one offer per zone when it lists several (each a copy whose `zone`
+        is set: its template in that zone), else the pool itself. Limits still count per pool (by name)."""
+        if len(self.zones) < 2 or self.zone is not None:
+            return (self,)
+        return tuple(replace(self, zone=zone) for zone in self.zones)
+
+    def template(self, name: str | None = None, zone: str | None = None) -> Node:
+        """A node of this pool as it will look once Ready with GPUs registered, named `name` (unique per what-if), in
+        `zone` (default: the offer's zone, else the pool's first)."""
         name = name or f"template-{self.name}"
+        zone = zone or self.zone
         labels = {**self.labels, POOL_LABEL: self.name, "kubernetes.io/hostname": name}
         for key, default in _DEFAULTS.items():
             value = labels.setdefault(key, default)
             labels.setdefault(_BETA[key], value)
-        if self.zones and "topology.kubernetes.io/zone" not in labels:
-            labels["topology.kubernetes.io/zone"] = self.zones[0]
+        if (zone or self.zones) and "topology.kubernetes.io/zone" not in labels:
+            labels["topology.kubernetes.io/zone"] = zone or self.zones[0]
         return Node(name=name, allocatable=self.allocatable, capacity=self.allocatable, labels=labels,
                     taints=self.taints, ready=True)
 

@@ -606,7 +606,16 @@ class ClusterAPIProvider:
 
     # --- NodeProvider
 
-    def increase(self, pool: str, count: int) -> tuple[str, ...]:
+    def increase(self, pool: str, count: int, zone: str | None = None) -> tuple[str, ...]:
+        """Raise the node group's replicas by `count`. A MachineDeployment (or MachineSet) creates its Machines in its
+        one failure domain (`spec.template.spec.failureDomain`), so a scale-up that names a zone (`ScaleUp.zone`,
+        only for a pool listing several) is refused: on Cluster API, configure one pool per zone, each naming its
+        own MachineDeployment, and `balance_similar_node_groups` to keep them even."""
+        if zone is not None:
+            raise ProviderError(FailureKind.OTHER, f"{self.groups[pool]} is one failure domain: it cannot add nodes in "
+                                                   f"zone {zone}; configure one pool per zone (one MachineDeployment "
+                                                   "each)")
+
         def grow(state: GroupState) -> int:
             if state.replicas + count > state.max_size:
                 raise ProviderError(FailureKind.OTHER, f"{state.ref}: size increase too large: replicas "

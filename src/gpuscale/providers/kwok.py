@@ -97,13 +97,14 @@ class KwokProvider:
         self.registered = registered
         self._requested: dict[str, UpcomingNode] = {}
 
-    def node_body(self, pool: NodePool, name: str) -> dict[str, Any]:
-        """The Node a scale-up of `pool` POSTs: the template without its GPUs, Ready=False, kwok-managed."""
+    def node_body(self, pool: NodePool, name: str, zone: str | None = None) -> dict[str, Any]:
+        """The Node a scale-up of `pool` POSTs: the template without its GPUs, Ready=False, kwok-managed, in `zone`
+        (default: the pool's first)."""
         profile = self.settings.profile(pool.name)
         labels = {**{k: label_value(v) for k, v in pool.labels.items()}, POOL_LABEL: pool.name,
                   HOSTNAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY}
-        if pool.zones:
-            labels.setdefault(ZONE_LABEL, pool.zones[0])
+        if zone or pool.zones:
+            labels.setdefault(ZONE_LABEL, zone or pool.zones[0])
         gpus = pool.allocatable.get(NVIDIA_GPU)
         if gpus:
             labels[GPU_COUNT_LABEL] = str(gpus)
@@ -127,20 +128,22 @@ class KwokProvider:
             },
         }
 
-    def increase(self, pool: str, count: int) -> tuple[str, ...]:
+    def increase(self, pool: str, count: int, zone: str | None = None) -> tuple[str, ...]:
         template = self.pools.get(pool)
         if template is None:
             raise ProviderError(FailureKind.OTHER, f"unknown pool {pool!r}")
+        if zone is not None and zone not in template.zones:
+            raise ProviderError(FailureKind.OTHER, f"pool {pool!r} has no zone {zone!r}")
         if pool in self.stockout_pools:
             raise ProviderError(FailureKind.STOCKOUT, f"ZONE_RESOURCE_POOL_EXHAUSTED: no capacity for {pool}")
         created = []
         for _ in range(count):
             name = f"{pool}-{uuid.uuid4().hex[:6]}"
             create: Callable[..., Any] = self._core.create_node  # a raw dict body is sent as is
-            create(self.node_body(template, name))
+            create(self.node_body(template, name, zone))
             created.append(name)
             if self.registered is not None:
-                self._requested[name] = UpcomingNode(pool=pool, request_id=name, requested_s=time.time())
+                self._requested[name] = UpcomingNode(pool=pool, request_id=name, requested_s=time.time(), zone=zone)
         return tuple(created)
 
     def delete(self, nodes: Sequence[str]) -> None:

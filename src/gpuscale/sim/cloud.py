@@ -100,7 +100,9 @@ class NodeTimeline:
     node: str | None = None
     pending: list[Handle] = field(default_factory=list)
     ordinal: int = 0
-    """This node is the pool's n-th request of the run: the key of its random draws (and its zone)."""
+    """This node is the pool's n-th request of the run: the key of its random draws (and its zone, unless named)."""
+    zone: str | None = None
+    """The zone the scale-up named for it (None: the pool's zones in turn)."""
 
     def milestones(self) -> dict[Milestone, float]:
         """The start-up steps that happened so far, as the pod tracer's milestones (what `with_node` reads)."""
@@ -146,10 +148,13 @@ class SimCloud:
         self._spells = (*self._spells, spell)
 
     # ------------------------------------------------------------------------------------------- NodeProvider
-    def increase(self, pool: str, count: int) -> tuple[str, ...]:
+    def increase(self, pool: str, count: int, zone: str | None = None) -> tuple[str, ...]:
+        """`NodeProvider.increase`: in `zone` when named, else the pool's zones in turn (by request ordinal)."""
         spec = self.pools.get(pool)
         if spec is None:
             raise ProviderError(FailureKind.OTHER, f"unknown pool {pool}")
+        if zone is not None and zone not in spec.pool.zones:
+            raise ProviderError(FailureKind.OTHER, f"pool {pool} has no zone {zone}")
         now = self._sim.now
         ask = self._asks[pool] = self._asks.get(pool, 0) + 1
         if any(s.pool == pool and s.start_s <= now < s.end_s for s in self._spells) or (
@@ -161,9 +166,10 @@ class SimCloud:
         for _ in range(count):
             self._seq += 1
             request_id = f"{pool}-{self._seq:05d}"
-            timeline = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, ordinal=self._next(pool))
+            timeline = NodeTimeline(pool=pool, request_id=request_id, requested_s=now, ordinal=self._next(pool),
+                                    zone=zone)
             self.timelines[request_id] = self.open[request_id] = timeline
-            self._starting[request_id] = UpcomingNode(pool=pool, request_id=request_id, requested_s=now)
+            self._starting[request_id] = UpcomingNode(pool=pool, request_id=request_id, requested_s=now, zone=zone)
             self._upcoming = None
             self._step(timeline, spec.profile.acquire_s, self._acquired)
             ids.append(request_id)
@@ -240,7 +246,7 @@ class SimCloud:
         t.registered_s = self._sim.now
         pool = self.pools[t.pool].pool
         name = t.request_id
-        zone = pool.zones[(t.ordinal - 1) % len(pool.zones)] if pool.zones else None
+        zone = t.zone or (pool.zones[(t.ordinal - 1) % len(pool.zones)] if pool.zones else None)
         labels = {**pool.labels, POOL_LABEL: pool.name, HOSTNAME_LABEL: name, **({ZONE_LABEL: zone} if zone else {})}
         withheld = Resources.of({n: a for n, a in pool.allocatable.items if not is_gpu_resource(n)})
         node = Node(name=name, allocatable=withheld, capacity=withheld, labels=labels,

@@ -437,9 +437,9 @@ class IncrementalStore(Store):
     def template_key(self, pool: NodePool, template: Node) -> GroupKey:
         """`node_group_key` of one of `pool`'s template nodes: the same object for every template of the pool while
         the pool is (templates differ only in name and hostname label, which the key leaves out)."""
-        known = self._templates.get(pool.name)
+        known = self._templates.get(pool.key)
         if known is None or known[0] is not pool:
-            known = self._templates[pool.name] = (pool, node_group_key(template))
+            known = self._templates[pool.key] = (pool, node_group_key(template))
         return known[1]
 
 

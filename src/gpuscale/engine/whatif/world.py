@@ -7,7 +7,7 @@ last decision. Cost: the store's (see `engine.whatif.store`), plus O(upcoming + 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -51,13 +51,22 @@ class Excluded:
     """Usable nodes in an operator's set-up cordon: their row ignores the cordon and counts as upcoming."""
 
 
+def _offer(pool: NodePool, zone: str | None) -> NodePool:
+    """The pool's offer in `zone` (`NodePool.in_zones`) when it lists several zones and names that one, else the
+    pool: an upcoming node requested in a zone counts as a template in that zone."""
+    if zone is None or len(pool.zones) < 2 or zone not in pool.zones:
+        return pool
+    return replace(pool, zone=zone)
+
+
 def build_world(store: Store, arranged: Arranged, upcoming: Sequence[UpcomingNode], pools: Mapping[str, NodePool],
                 excluded: Excluded, facts: Mapping[str, NodeFacts], gpu_placement: str | None) -> World:
     """The rows: existing nodes (but those being deleted or expired) from their facts, then one template per upcoming
     request of a known pool, in request order."""
     cluster, pods = arranged.cluster, arranged.pods
     base = store.node_rows(cluster.nodes, pools, facts, excluded.expired_nodes, arranged.generation)
-    ordered = [(pool, request.request_id) for request in sorted(upcoming, key=lambda u: u.request_id)
+    ordered = [(_offer(pool, request.zone), request.request_id)
+               for request in sorted(upcoming, key=lambda u: u.request_id)
                if (pool := pools.get(request.pool)) is not None
                and request.request_id not in excluded.expired_requests]
     extra = [pool for pool, _ in ordered]
