@@ -79,6 +79,19 @@ def test_a100_stockout_falls_back_to_the_other_zone_and_the_report_shows_it() ->
     assert result_json(result)["stockouts"] == result.stockouts
 
 
+def test_a_job_asking_one_zone_of_a_multi_zone_pool_runs_there() -> None:
+    """The twin's cloud creates the node in the zone the scale-up names: a job whose node affinity asks zone-c runs
+    on a zone-c node of a pool listing three zones (the cloud would otherwise take the zones in turn, zone-a first)."""
+    zoned = replace(a100_pool("a100", "zone-a"), zones=("zone-a", "zone-b", "zone-c"))
+    in_c = NodeAffinity(node_selector=(("accelerator", "a100"), ("topology.kubernetes.io/zone", "zone-c")))
+    job = replace(training("llm", 600.0), constraints=replace(ON_A100, affinity=in_c))
+    setup = TwinSetup(name="zoned", pools=(CloudPool(pool=zoned, profile=PROFILES["gpu-large"]),), jobs=(job,),
+                      duration_s=2 * 3600, seed=1)
+    result = simulate(setup, TwinPolicy(name="gpuscale", policy=Policy()))
+    ran = [p for p in result.pods if p.running_s is not None]
+    assert ran and result.scale_ups_by_pool.get("a100") == 1
+
+
 class TwinMachine(RuleBasedStateMachine):
     """Drives the twin through arrivals, finishes (jobs end on their own), stockouts and autoscaler ticks, and checks
     after every step: no node is overcommitted in any resource, no pod is bound to a node that is not Ready or whose
