@@ -327,6 +327,7 @@ _POLICY_NAMES: Mapping[str, str] = {
     "expendable_pods_priority_cutoff": "expendable_priority_cutoff",
     "expander_random_seed": "random_seed",
     "least_waste_counts_gpus": "least_waste_counts_gpus",
+    "balance_similar_node_groups": "balance_similar_node_groups",
     "gpu_placement": "gpu_placement",
     "max_nodes_per_scale_up": "max_nodes_per_scale_up",
     "max_node_provision_time": "max_node_provision_time_s",
@@ -386,6 +387,7 @@ class ConfigFile(_Strict):
     priorities: dict[int, tuple[str, ...]] | None = None
     expander_random_seed: int | None = None
     least_waste_counts_gpus: bool | None = None
+    balance_similar_node_groups: bool | None = None
     gpu_placement: Literal["gpuscale", "fgd", "first-fit"] | None = None
     max_nodes_per_scale_up: int | None = Field(default=None, ge=1)
     max_node_provision_time: Duration | None = None

@@ -92,6 +92,9 @@ class Policy:
     """If set and `priority` is not already in `expanders`, it runs first."""
     random_seed: int = 0
     least_waste_counts_gpus: bool = True
+    balance_similar_node_groups: bool = False
+    """Split a scale-up over the pools similar to the chosen one to keep their sizes even (CA's
+    `--balance-similar-node-groups`, `engine.balance`)."""
     """CA's least-waste ignores GPUs (#2215); ours counts them. The `ca-defaults` preset turns this off."""
     max_nodes_per_scale_up: int = 1000
     gpu_placement: str | None = "gpuscale"

@@ -36,6 +36,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from gpuscale.engine.balance import balance, similar
 from gpuscale.engine.expanders import Option, choose, waste
 from gpuscale.engine.fit import POOL_FITS, pool_verdict
 from gpuscale.engine.limits import Headroom, Totals, headroom
@@ -1067,10 +1068,13 @@ def _scale_up_rounds(remaining: list[Unit], table: WhatIf, pools: Sequence[NodeP
         best_option = choose([e.option for e in estimates], policy, now)
         best = next(e for e in estimates if e.option is best_option)
         zone = _zone_needed(best, pools, hosts)
-        scale_ups.append(ScaleUp(pool=best_option.pool.name, zone=zone, nodes=best_option.nodes,
-                                 pods=tuple(sorted(p.key for p in best_option.pods)),
-                                 reasons=_scale_up_reasons(best, estimates, hosts, policy, zone)))
-        totals = totals.add(best_option.pool, best_option.nodes)
+        ordered = ScaleUp(pool=best_option.pool.name, zone=zone, nodes=best_option.nodes,
+                          pods=tuple(sorted(p.key for p in best_option.pods)),
+                          reasons=_scale_up_reasons(best, estimates, hosts, policy, zone))
+        split = _balanced(best, ordered, pools, hosts, blocked, used_pools, totals, policy)
+        scale_ups += [up for _, up in split]
+        totals = totals.add_all((pool, up.nodes) for pool, up in split)
+        used_pools.update(pool.key for pool, _ in split)
         placed_keys = {u.key for u in best.placed}
         remaining = [u for u in remaining if u.key not in placed_keys]
         table = best.table
@@ -1116,6 +1120,32 @@ def _round_estimates(pools: Sequence[NodePool], remaining: Sequence[Unit], hosts
         if found is not None:
             estimates.append(found)
     return estimates
+
+
+def _balanced(best: Estimate, ordered: ScaleUp, offers: Sequence[NodePool], hosts: Mapping[int, frozenset[str]],
+              blocked: Mapping[str, Reason], used: set[str], totals: Totals,
+              policy: Policy) -> list[tuple[NodePool, ScaleUp]]:
+    """`ordered` (the chosen estimate's scale-up), or with `balance_similar_node_groups` its nodes split over the
+    pools similar to the chosen one (`engine.balance`) that host every pod it is for and are not in backoff or used
+    this decision, smallest first within each one's limits (`balance`). The pods go with the first pool that gets
+    nodes; each scale-up's reasons say how the nodes were split. A pool listing several zones, or scaling
+    zero-or-max, is not balanced (its zones are its own). O(offers × units + nodes × pools)."""
+    pool = best.option.pool
+    if not policy.balance_similar_node_groups or pool.zone is not None or pool.zero_or_max:
+        return [(pool, ordered)]
+    group = [pool, *(o for o in offers if o.name != pool.name and o.zone is None and not o.zero_or_max
+                     and o.name not in blocked and o.key not in used and similar(o, pool)
+                     and all(o.key in hosts[id(u)] for u in best.placed))]
+    if len(group) == 1:
+        return [(pool, ordered)]
+    split = balance(group, ordered.nodes, totals, policy.limits, policy.max_nodes_per_scale_up)
+    words = ", ".join(f"{g.name} +{n}" for g, n in split)
+    note = Reason(ReasonCode.SCALE_UP, f"balance_similar_node_groups: {ordered.nodes} node(s) split over "
+                                       f"{len(group)} similar pools: {words}",
+                  {"pools": len(group), "nodes": ordered.nodes})
+    return [(g, ScaleUp(pool=g.name, nodes=n, pods=ordered.pods if k == 0 else (),
+                        reasons=(*ordered.reasons, note) if k == 0 else (note,)))
+            for k, (g, n) in enumerate(split)]
 
 
 def _zone_needed(best: Estimate, offers: Sequence[NodePool], hosts: Mapping[int, frozenset[str]]) -> str | None:
