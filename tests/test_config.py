@@ -332,3 +332,9 @@ def test_sharing_errors_name_the_setting(gpu: dict[str, Any], allocatable: dict[
     with pytest.raises(ConfigError) as caught:
         parse_config({"pools": [*POOLS[:2], pool]}, "gpuscale.yaml")
     assert str(caught.value).startswith(f"gpuscale.yaml: {expected}")
+
+
+def test_balance_similar_node_groups_is_cas_flag_off_by_default() -> None:
+    assert parse().policy.balance_similar_node_groups is False
+    assert parse(balance_similar_node_groups=True).policy.balance_similar_node_groups is True
+    assert "balance_similar_node_groups" in error_of(balance_similar_node_groups="sometimes")

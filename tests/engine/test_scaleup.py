@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from gpuscale.engine.decide import decide
+from gpuscale.engine.fit import POOL_FITS, pool_verdict
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, Plan, Snapshot, UpcomingNode
 from gpuscale.engine.policy import Buffer, ExpanderName, Limits, Policy, PriorityRule
 from gpuscale.engine.reasons import ReasonCode
@@ -545,3 +546,10 @@ def test_limits_count_per_pool_across_its_zones() -> None:
     pods = tuple(zone_pod(f"{z}-{i}", f"zone-{z}") for z in "abc" for i in range(2))
     plan = run(tuple(replace(p, requests=resources("15", "1Gi")) for p in pods), pools=(small,))
     assert sum(s.nodes for s in plan.scale_up) == 2
+
+
+def test_a_pool_verdict_looks_at_every_zone_of_the_pool() -> None:
+    """`gpuscale fit` says a multi-zone pool hosts a pod that needs its second zone; a zone it lacks is refused in
+    the scheduler's words."""
+    assert pool_verdict(zone_pod("b", "zone-b"), ZONED) == POOL_FITS
+    assert pool_verdict(zone_pod("d", "zone-d"), ZONED) == "node(s) didn't match Pod's node affinity/selector"

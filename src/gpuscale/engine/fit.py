@@ -74,7 +74,12 @@ def pool_verdict(pod: Pod, pool: NodePool, table: WhatIf | None = None) -> str:
     """Whether one new, empty node of the pool would host the pod, else the first failing filter's reasons: the
     filters (`WhatIf.explain`) on a one-row what-if of the pool's template, or on `table` extended by the template
     when placed pods matter (inter-pod affinity against the cluster's pods). Cost: one small what-if, O(resources);
-    with `table`, O(its rows × resources) for the extension."""
+    with `table`, O(its rows × resources) for the extension. A pool listing several zones hosts the pod if a node in
+    one of them would (`NodePool.in_zones`); else the reasons are its first zone's."""
+    offers = pool.in_zones()
+    if len(offers) > 1:
+        verdicts = [pool_verdict(pod, offer, table) for offer in offers]
+        return POOL_FITS if POOL_FITS in verdicts else verdicts[0]
     template = pool.template()
     if table is None:
         rows = whatif_of([template], [template.allocatable], (), pod.requests.names())
