@@ -285,6 +285,33 @@ def test_stockout_backs_off_and_falls_back_to_second_a100_pool(make_driver: Call
     assert _pod(core_v1, namespace, "train-a100").spec.node_name == name
 
 
+def test_a_pod_pinned_to_one_zone_of_a_multi_zone_pool_gets_a_node_in_that_zone(
+        make_driver: Callable[[Config], Driver], core_v1: client.CoreV1Api, namespace: str,
+        create_pod: Callable[[client.V1Pod], None]) -> None:
+    """The A100 pool lists three zones; a pod whose nodeSelector asks the third gets exactly one node, created by
+    the kwok provider in that zone, and runs there."""
+    config = seed_config()
+    zones = ("us-central1-a", "us-central1-b", "us-central1-c")
+    config = replace(config, pools=tuple(replace(p, zones=zones) if p.name == A100 else p for p in config.pools))
+    driver = make_driver(config)
+    pod = training_pod("train-c")
+    pod.spec.node_selector = {**pod.spec.node_selector, "topology.kubernetes.io/zone": zones[2]}
+    create_pod(pod)
+    wait_for(lambda: _unschedulable(_pod(core_v1, namespace, "train-c")), 30, desc="pod Unschedulable")
+
+    driver.tick_until(driver.scale_ups, 30, "a scale-up")
+    assert driver.scale_ups() == [(A100, 1)], driver.reports[-1]
+    [node] = driver.pool_nodes()[A100]
+    assert node.metadata.labels["topology.kubernetes.io/zone"] == zones[2]
+
+    def one_node() -> None:
+        assert [n.metadata.name for n in driver.pool_nodes()[A100]] == [node.metadata.name], _story(driver)
+
+    driver.tick_until(lambda: _pod(core_v1, namespace, "train-c").status.phase == "Running", 60,
+                      "the pod Running on the zone-c node", check=one_node)
+    assert _pod(core_v1, namespace, "train-c").spec.node_name == node.metadata.name
+
+
 def _undelayed_config(tmp_path: Path) -> Path:
     """The seed config without scale-up delays or warm capacity, written to `tmp_path`: one tick decides."""
     raw = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
