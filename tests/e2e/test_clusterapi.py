@@ -370,6 +370,8 @@ def test_max_size_annotation_bounds_an_explicitly_mapped_pool(capi: Capi, contro
     assert scaled(reports) == [(A100_POOL, 1)] and capi.replicas("a100") == 1
     with pytest.raises(ProviderError, match="max size 1"):
         provider.increase(A100_POOL, 1)
+    with pytest.raises(ProviderError, match="is one failure domain: it cannot add nodes in zone us-central1-b"):
+        provider.increase(A100_POOL, 1, "us-central1-b")  # a MachineDeployment has one failureDomain
     assert capi.replicas("a100") == 1
 
 
