@@ -18,7 +18,7 @@ from gpuscale.model.pod import HostPort, Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import Taint, TaintEffect
-from tests.builders import make_pod, req, resources, taint, term, toleration
+from tests.builders import make_pod, req, resources, spread, taint, term, toleration
 
 NOW = 10_000.0
 GPU_TAINT = taint("nvidia.com/gpu", "present")
@@ -553,3 +553,15 @@ def test_a_pool_verdict_looks_at_every_zone_of_the_pool() -> None:
     the scheduler's words."""
     assert pool_verdict(zone_pod("b", "zone-b"), ZONED) == POOL_FITS
     assert pool_verdict(zone_pod("d", "zone-d"), ZONED) == "node(s) didn't match Pod's node affinity/selector"
+
+
+def test_a_zone_spread_deployment_gets_one_node_in_each_zone_of_a_multi_zone_pool() -> None:
+    """Three replicas spread over zones (DoNotSchedule, maxSkew 1), each needing a node of its own, with a full node
+    in each of the pool's three zones: one node in each zone, each scale-up naming its zone (the estimate counted the
+    replica in that zone)."""
+    full = tuple(replace(pool_node(ZONED, f"full-{z}", labels={**ZONED.template(f"full-{z}", f"zone-{z}").labels}),
+                         allocatable=resources("1", "1Gi", 0, {"pods": 110})) for z in "abc")
+    replicas = tuple(pending(f"web-{i}", cpu="15", labels={"app": "web"}, spread=(spread(ZONE_LABEL, {"app": "web"}),))
+                     for i in range(3))
+    plan = run(replicas, nodes=full, pools=(ZONED,))
+    assert sorted((s.zone, s.nodes) for s in plan.scale_up) == [("zone-a", 1), ("zone-b", 1), ("zone-c", 1)]

@@ -51,7 +51,7 @@ from gpuscale.engine.whatif.model import NodeEdits, WhatIf, node_group_key
 from gpuscale.model.cluster import Cluster, PodGroupSpec, PodIndex
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import PODS, Resources, asks_gpu
 
@@ -1150,11 +1150,15 @@ def _balanced(best: Estimate, ordered: ScaleUp, offers: Sequence[NodePool], host
 
 def _zone_needed(best: Estimate, offers: Sequence[NodePool], hosts: Mapping[int, frozenset[str]]) -> str | None:
     """The zone the chosen offer's nodes must be created in: its zone when some of its pods are hosted by only some
-    of its pool's zone offers (node affinity on the zone, say); None when every zone of the pool hosts them all (or
-    the pool lists one zone), so the provider places the nodes as it does. O(offers × units)."""
+    of its pool's zone offers (node affinity on the zone, say) or their placement depends on the pods placed
+    (`depends_on_placed`: topology spread, inter-pod affinity — the estimate counted them in this zone); None when
+    every zone of the pool hosts them all alike (or the pool lists one zone), so the provider places the nodes as it
+    does. O(offers × units + pods)."""
     zone = best.option.pool.zone
     if zone is None:
         return None
+    if any(depends_on_placed(p) for u in best.placed for p in u.pods):
+        return zone
     siblings = [o.key for o in offers if o.name == best.option.pool.name]
     if all(key in hosts[id(u)] for u in best.placed for key in siblings):
         return None
