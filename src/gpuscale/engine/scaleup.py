@@ -643,9 +643,8 @@ class ScaleUpCache:
     every decision of the twin's week, most of scale-up's work was judging, ordering and placing them again."""
 
     __slots__ = ("_allocatables", "_counts", "_fits", "_gather_inputs", "_gathered", "_nodes", "_nodes_table",
-                 "_normalizer", "_offers",
-                 "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw", "_witness",
-                 "_witness_columns")
+                 "_normalizer", "_offers", "_order", "_pending", "_shares", "_why", "_why_inputs", "_why_raw",
+                 "_witness", "_witness_columns")
 
     def __init__(self) -> None:
         self._fits: PoolFits | None = None
