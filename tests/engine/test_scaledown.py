@@ -15,7 +15,7 @@ from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import OwnerRef, Pod, PodPhase, SchedulingConstraints
+from gpuscale.model.pod import HostPort, OwnerRef, Pod, PodPhase, SchedulingConstraints
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, Resources
 from gpuscale.model.selectors import LabelSelector
@@ -460,3 +460,16 @@ def test_simulation_cap_limits_new_candidates_but_not_known_ones() -> None:
     assert result.mark_unneeded == {"a": NOW}  # one new candidate simulated; b waits for a later decision
     assert {v.node for v in result.unneeded} == {"a", "c"}
     assert result.clear_unneeded == ()
+
+
+def test_a_pod_with_a_host_port_moves_only_where_the_port_is_free() -> None:
+    """Both nodes are underutilized and each runs a pod binding host port 8080: neither pod can move to the other
+    node (NodePorts), so neither node goes; with the port free on a third node (bound there over UDP only), one of
+    them is drained there."""
+    port = SchedulingConstraints(host_ports=(HostPort(8080),))
+    pods = [pod("web-a", "a", constraints=port), pod("web-b", "b", constraints=port)]
+    result = run([node("a"), node("b")], pods)
+    assert removed(result) == []
+    assert codes(result.blocked, "a")[0] is ReasonCode.NO_PLACE_TO_MOVE
+    udp = pod("dns", "c", cpu="3", constraints=SchedulingConstraints(host_ports=(HostPort(8080, "UDP"),)))
+    assert len(removed(run([node("a"), node("b"), node("c")], [*pods, udp]))) == 1
