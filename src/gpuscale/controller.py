@@ -401,7 +401,8 @@ def report_fields(report: TickReport) -> dict[str, Any]:
         fields["next_at"] = round(report.next_at_s, 3)
     plan = report.plan
     if plan is not None:
-        fields |= {"scale_up": [{"pool": s.pool, "nodes": s.nodes, "pods": len(s.pods)} for s in plan.scale_up],
+        fields |= {"scale_up": [{"pool": s.pool, "nodes": s.nodes, **({"zone": s.zone} if s.zone else {}),
+                                 "pods": len(s.pods)} for s in plan.scale_up],
                    "scale_down": [r.node for r in plan.scale_down], "unplaceable": len(plan.unplaceable),
                    "covered": len(plan.covered), "waiting": len(plan.waiting)}
     for name in ("timed_out", "marked_unneeded", "cleared_unneeded", "drains_started", "deleted", "abandoned",

@@ -18,6 +18,7 @@ from gpuscale.model.pod import HostPort, Pod, PodGroupRef, PodPhase
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import Taint, TaintEffect
+from gpuscale.report.plan import plan_json
 from tests.builders import make_pod, req, resources, spread, taint, term, toleration
 
 NOW = 10_000.0
@@ -524,6 +525,7 @@ def test_a_pool_listing_several_zones_adds_nodes_in_the_zone_the_pods_need() -> 
     plan = run((zone_pod("c-0", "zone-c"), zone_pod("c-1", "zone-c")), pools=(ZONED,))
     assert [(s.pool, s.zone, s.nodes) for s in plan.scale_up] == [("cpu-zoned", "zone-c", 1)]
     assert "in zone zone-c" in plan.scale_up[0].reasons[0].message
+    assert plan_json(plan)["scale_up"][0]["zone"] == "zone-c"
     either = run((zone_pod("ab", "zone-b", "zone-a"), zone_pod("c", "zone-c")), pools=(ZONED,))
     assert sorted((s.zone, s.nodes, s.pods) for s in either.scale_up) == [
         ("zone-a", 1, ("default/ab",)), ("zone-c", 1, ("default/c",))]

@@ -38,13 +38,13 @@ def _pods(items: Sequence[PodVerdict]) -> list[dict[str, Any]]:
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:
-    """`scale_up`, `scale_down`, `blocked`, `unplaceable` (the documented core), then `unneeded`, `covered`,
-    `waiting`, `timed_out`, `degraded`, `malformed` (objects whose protection annotation does not parse),
-    `next_at_s` (when the plan next matters with no change to the cluster: `Plan.next_at_s`) and `mark_unneeded`
-    (node → since, Unix s)."""
+    """`scale_up` (with `zone` when the scale-up names one), `scale_down`, `blocked`, `unplaceable` (the documented
+    core), then `unneeded`, `covered`, `waiting`, `timed_out`, `degraded`, `malformed` (objects whose protection
+    annotation does not parse), `next_at_s` (when the plan next matters with no change to the cluster:
+    `Plan.next_at_s`) and `mark_unneeded` (node → since, Unix s)."""
     return {
-        "scale_up": [{"pool": s.pool, "nodes": s.nodes, "pods": list(s.pods), "reasons": reasons_json(s.reasons)}
-                     for s in plan.scale_up],
+        "scale_up": [{"pool": s.pool, "nodes": s.nodes, **({"zone": s.zone} if s.zone else {}), "pods": list(s.pods),
+                      "reasons": reasons_json(s.reasons)} for s in plan.scale_up],
         "scale_down": [{"node": r.node, "pool": r.pool, "evict": list(r.evict), "reasons": reasons_json(r.reasons)}
                        for r in plan.scale_down],
         "blocked": _nodes(plan.blocked),
@@ -107,7 +107,8 @@ def print_plan(plan: Plan, console: Console, sizes: Mapping[str, int] | None = N
         _section(console, "Scale up", f"{sum(s.nodes for s in plan.scale_up)} node(s)", "green")
         for s in plan.scale_up:
             size = f"  ({sizes.get(s.pool, 0)} → {sizes.get(s.pool, 0) + s.nodes})" if sizes is not None else ""
-            console.print(Text.assemble("  + ", (f"{s.nodes} × {s.pool}", "bold green"), size))
+            where = f" in zone {s.zone}" if s.zone else ""
+            console.print(Text.assemble("  + ", (f"{s.nodes} × {s.pool}{where}", "bold green"), size))
             _reasons(console, s.reasons)
             if s.pods:
                 console.print(Text(f"      pods: {_shown(s.pods)}", style="dim"))
