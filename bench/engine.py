@@ -4,8 +4,12 @@ Pools (openb node shapes): `cpu` (CPU-only), `gpu-g2` (8 GPUs), `gpu-t4` (2 × T
 are tainted `nvidia.com/gpu=present:NoSchedule`. Running pods: openb shapes fill the nodes first (openb pods are big:
 ≈ 8 per node), then 3 DaemonSet pods per node and small service pods (100–250m CPU, 128–512 MiB, half tolerating the
 GPU taint) bring the total to 150,000 — the many small pods real ML clusters carry. Pending pods are openb shapes,
-marked Unschedulable. 20 % of openb pods carry a nodeSelector on their pool. Prints the median `decide` time
-over 5 runs and pending pods/s. Run: `.venv/bin/python bench/engine.py`.
+marked Unschedulable. 20 % of openb pods carry a nodeSelector on their pool. Nodes are spread round-robin over three
+zones (`topology.kubernetes.io/zone`). Prints the median `decide` time over 5 runs and pending pods/s. Run:
+`.venv/bin/python bench/engine.py`.
+
+`--spread 0.2`: the same run again with 20 % of the pending pods carrying a zone spread (`DoNotSchedule`, maxSkew 1,
+over the pods of their Deployment: 20 Deployments), and the ratio of the two medians.
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ from gpuscale.engine.policy import Policy
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
-from gpuscale.model.node import Node
-from gpuscale.model.pod import OwnerRef, Pod, PodPhase, SchedulingConstraints
+from gpuscale.model.node import ZONE_LABEL, Node
+from gpuscale.model.pod import OwnerRef, Pod, PodPhase, SchedulingConstraints, TopologySpreadConstraint
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
-from gpuscale.model.selectors import NodeAffinity
+from gpuscale.model.selectors import LabelSelector, NodeAffinity
 from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator
 from gpuscale.sim.openb import OpenbNode, bundled, read_nodes, read_pods, to_model_pod
 
@@ -35,6 +39,8 @@ GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect=TaintEffect.NO_S
 TOLERATE = (Toleration(key="nvidia.com/gpu", operator=TolerationOperator.EXISTS),)
 PRICES = {"cpu": 1.2, "gpu-g2": 24.0, "gpu-t4": 1.1, "gpu-v100": 12.2}
 SHARE = {"cpu": 0.2, "gpu-g2": 0.45, "gpu-t4": 0.25, "gpu-v100": 0.1}
+ZONES = ("zone-0", "zone-1", "zone-2")
+DEPLOYMENTS = 20
 
 
 def pools_from_openb() -> dict[str, NodePool]:
@@ -48,7 +54,7 @@ def pools_from_openb() -> dict[str, NodePool]:
         labels = {"nvidia.com/gpu.product": shape.model} if shape.model else {}
         pools[name] = NodePool(name=name, allocatable=shape.allocatable(), labels=labels,
                                taints=(GPU_TAINT,) if shape.gpus else (), gpu_model=shape.model or None,
-                               gpus_per_node=shape.gpus, usd_per_hour=PRICES[name], max_size=5000)
+                               gpus_per_node=shape.gpus, usd_per_hour=PRICES[name], max_size=5000, zones=ZONES)
     return pools
 
 
@@ -59,7 +65,7 @@ def build(n_nodes: int, n_running: int, n_pending: int, seed: int) -> tuple[Clus
     for name, pool in sorted(pools.items()):
         for k in range(int(n_nodes * SHARE[name])):
             template = pool.template(f"{name}-{k:05d}")
-            nodes.append(replace(template, created_s=0.0))
+            nodes.append(replace(template, created_s=0.0, labels={**template.labels, ZONE_LABEL: ZONES[k % 3]}))
     shapes = read_pods(bundled("openb_pod_list_default.csv"))
     free = [n.allocatable for n in nodes]
     rows_of = {name: [i for i, n in enumerate(nodes) if n.pool == name] for name in pools}
@@ -121,12 +127,40 @@ def build(n_nodes: int, n_running: int, n_pending: int, seed: int) -> tuple[Clus
     return Cluster(nodes=tuple(nodes), pods=tuple(pods)), list(pools.values())
 
 
+def with_spread(cluster: Cluster, fraction: float, seed: int) -> Cluster:
+    """The cluster with `fraction` of its pending pods in one of `DEPLOYMENTS` Deployments (label `app`) spread over
+    zones: `DoNotSchedule`, maxSkew 1, selecting the pods of their Deployment."""
+    rng = random.Random(seed)
+    pods = []
+    for pod in cluster.pods:
+        if pod.node_name is None and rng.random() < fraction:
+            app = f"web-{rng.randrange(DEPLOYMENTS)}"
+            spread = TopologySpreadConstraint(max_skew=1, topology_key=ZONE_LABEL,
+                                              selector=LabelSelector(match_labels=(("app", app),)))
+            pod = replace(pod, labels={**pod.labels, "app": app},
+                          constraints=replace(pod.constraints, topology_spread=(spread,)))
+        pods.append(pod)
+    return Cluster(nodes=cluster.nodes, pods=tuple(pods))
+
+
+def _median_decide(cluster: Cluster, pools: list[NodePool], runs: int) -> tuple[float, list[float], object]:
+    times = []
+    plan = None
+    for _ in range(runs):
+        start = time.perf_counter()
+        plan = decide(Snapshot(cluster=cluster), pools, EngineState(), Policy(), now=3600.0)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times, plan
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--running", type=int, default=150_000)
     parser.add_argument("--pending", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--spread", type=float, default=0.0,
+                        help="also time the run with this fraction of the pending pods spread over zones")
     args = parser.parse_args()
     start = time.perf_counter()
     cluster, pools = build(args.nodes, args.running, args.pending, seed=11)
@@ -157,6 +191,18 @@ def main() -> None:
     assert memo_plan == plan, "a memo changed the plan"
     print(f"decide with a memo: first {warm[0]:.3f}s, then median={statistics.median(warm[1:]):.3f}s "
           f"(runs: {', '.join(f'{t:.3f}' for t in warm[1:])}); same plan")
+    if args.spread > 0:
+        spread = with_spread(cluster, args.spread, seed=12)
+        count = sum(1 for p in spread.pods if p.constraints.topology_spread)
+        base, base_times, _ = _median_decide(cluster, pools, args.runs)  # again, next to the spread run
+        spread_median, spread_times, spread_plan = _median_decide(spread, pools, args.runs)
+        assert spread_plan is not None
+        print(f"spread: {count} of {len(spread.pending_pods())} pending pods carry a zone spread; plan: scale_up="
+              f"{[(s.pool, s.nodes) for s in spread_plan.scale_up]} covered={len(spread_plan.covered)} "
+              f"unplaceable={len(spread_plan.unplaceable)}")
+        print(f"decide without spread median={base:.3f}s (runs: {', '.join(f'{t:.3f}' for t in base_times)})")
+        print(f"decide with spread median={spread_median:.3f}s (runs: {', '.join(f'{t:.3f}' for t in spread_times)})"
+              f"; ratio {spread_median / base:.2f}")
 
 
 if __name__ == "__main__":

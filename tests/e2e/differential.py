@@ -41,17 +41,21 @@ POOL = "diff.gpuscale.io/pool"
 TIER = "diff.gpuscale.io/tier"
 GPU_MEM = "diff.gpuscale.io/gpu-mem"  # integers for Gt/Lt, plus one value that is not an integer
 ZONE = "diff.gpuscale.io/zone"
+K8S_ZONE = "topology.kubernetes.io/zone"
 LABEL_VALUES: dict[str, list[str]] = {
     POOL: ["a", "b", "c"],
     TIER: ["gold", "silver"],
     GPU_MEM: ["16", "24", "40", "80", "lots"],
     ZONE: ["z1", "z2", "z3"],
+    K8S_ZONE: ["za", "zb", "zc", "zd"],
 }
 TAINT_KEYS = ["diff.gpuscale.io/dedicated", GPU, "diff.gpuscale.io/spot"]
 TAINT_VALUES = ["", "ml", "batch"]
 EFFECTS = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
 APPS = ["a", "b", "c"]
 APP = "diff.gpuscale.io/app"
+REV = "diff.gpuscale.io/rev"
+SPREAD_KEYS = [K8S_ZONE, K8S_ZONE, HOSTNAME, ZONE, POOL]
 
 
 # --------------------------------------------------------------------------------------------------------- generators
@@ -222,9 +226,37 @@ def _add_host_ports(rng: random.Random, spec: dict[str, Any]) -> None:
             c["ports"] = ports
 
 
+def _spread_constraints(rng: random.Random, app: str) -> list[dict[str, Any]]:
+    """1–2 topology spread constraints over distinct keys (zone labels, hostname, a custom label): mostly
+    `DoNotSchedule`, maxSkew 1–3, a selector of the pod's app (or another, an expression, `{}` or none), sometimes
+    `matchLabelKeys` (the pods' revision label), `minDomains` and either inclusion policy."""
+    constraints = []
+    for key in dict.fromkeys(rng.sample(SPREAD_KEYS, rng.choices([1, 2], weights=[75, 25])[0])):
+        when = rng.choices(["DoNotSchedule", "ScheduleAnyway"], weights=[85, 15])[0]
+        c: dict[str, Any] = {"maxSkew": rng.choice([1, 1, 1, 2, 3]), "topologyKey": key, "whenUnsatisfiable": when}
+        roll = rng.random()
+        if roll < 0.7:
+            c["labelSelector"] = {"matchLabels": {APP: app if rng.random() < 0.8 else rng.choice(APPS)}}
+        elif roll < 0.85:
+            c["labelSelector"] = {"matchExpressions": [{"key": APP, "operator": rng.choice(["In", "NotIn"]),
+                                                        "values": rng.sample(APPS, 2)}]}
+        elif roll < 0.93:
+            c["labelSelector"] = {}
+        if "labelSelector" in c and rng.random() < 0.3:
+            c["matchLabelKeys"] = [REV]
+        if when == "DoNotSchedule" and rng.random() < 0.25:
+            c["minDomains"] = rng.choice([2, 3, 5, 40])
+        if rng.random() < 0.3:
+            c["nodeAffinityPolicy"] = rng.choice(["Honor", "Ignore"])
+        if rng.random() < 0.3:
+            c["nodeTaintsPolicy"] = rng.choice(["Honor", "Ignore"])
+        constraints.append(c)
+    return constraints
+
+
 def random_pod(rng: random.Random, name: str, node_names: Sequence[str]) -> dict[str, Any]:
     """A pod (API dict) with random requests (init containers and sidecars too), tolerations, nodeSelector, required
-    node affinity, sometimes required pod (anti-)affinity, and sometimes host ports."""
+    node affinity, sometimes required pod (anti-)affinity, host ports or topology spread constraints."""
     app = rng.choice(APPS)
     cpu = [None, "100m", "250m", "0.5", "1", "1", "1500m", "2", "4"]
     memory = [None, "256Mi", "500M", "1Gi", "1.5Gi", "2G", "4Gi", "8Gi"]
@@ -264,7 +296,10 @@ def random_pod(rng: random.Random, name: str, node_names: Sequence[str]) -> dict
         spec["affinity"] = affinity
     if rng.random() < 0.3:
         _add_host_ports(rng, spec)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {APP: app}}, "spec": spec}
+    if rng.random() < 0.3:
+        spec["topologySpreadConstraints"] = _spread_constraints(rng, app)
+    labels = {APP: app, REV: rng.choice(["r1", "r2"])}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
 
 
 def categories(pod: Mapping[str, Any]) -> set[str]:
@@ -304,6 +339,13 @@ def categories(pod: Mapping[str, Any]) -> set[str]:
                 found.add(f"node affinity {r['operator']}" + (" hostname" if r["key"] == HOSTNAME else ""))
             for r in t.get("matchFields", []):
                 found.add(f"node affinity matchFields metadata.name {r['operator']}")
+    for c in spec.get("topologySpreadConstraints", []):
+        found.add(f"spread {c['whenUnsatisfiable']} {c['topologyKey']} maxSkew {c['maxSkew']}")
+        selector = c.get("labelSelector")
+        found.add("spread selector " + ("nil" if selector is None else "{}" if not selector else next(iter(selector))))
+        found.update(f"spread {field}" + (f" {c[field]}" if field != "matchLabelKeys" else "")
+                     for field in ("matchLabelKeys", "minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy")
+                     if field in c)
     for kind in ("podAntiAffinity", "podAffinity"):
         for term in affinity.get(kind, {}).get("requiredDuringSchedulingIgnoredDuringExecution", []):
             found.add(f"{kind} {term['topologyKey']}"

@@ -4,7 +4,8 @@ kube-scheduler v1.37.2.
 A seeded generator makes kwok nodes (labels, taints of every effect with and without values, cordons, allocatable
 cpu/memory/pods and extended resources) and then, one at a time, a few hundred pods (requests in several containers,
 init containers and sidecars, extended resources, tolerations of every shape, nodeSelector, required node affinity
-with every operator over several terms, required pod anti-affinity and sometimes affinity). For each pod, the cluster
+with every operator over several terms, required pod anti-affinity and sometimes affinity, host ports, topology
+spread constraints over zone, hostname and custom keys with every option). For each pod, the cluster
 is listed from the API just before the pod is created — the state the scheduler decides on, since nothing else
 changes it meanwhile — and gpuscale explains the pod against that snapshot. Then:
 
@@ -59,7 +60,7 @@ from gpuscale.engine.fit import explain_fit
 from gpuscale.kube.convert import cluster_from_objects
 
 SEED = int(os.environ.get("GPUSCALE_DIFF_SEED", "20261129"))
-PODS = int(os.environ.get("GPUSCALE_DIFF_PODS", "400"))
+PODS = int(os.environ.get("GPUSCALE_DIFF_PODS", "500"))
 BATCHES = {0: 12, PODS // 3: 6, 2 * PODS // 3: 6}
 """Pod index → number of new nodes created just before that pod."""
 DECIDE_TIMEOUT_S = 30
@@ -79,6 +80,8 @@ EXPECTED_REASONS = {
     "Too many pods",
     "node(s) didn't match pod anti-affinity rules",
     "node(s) didn't have free ports for the requested pod ports",
+    "node(s) didn't match pod topology spread constraints",
+    "node(s) didn't match pod topology spread constraints (missing required label)",
 }
 
 

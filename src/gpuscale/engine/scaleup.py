@@ -283,14 +283,22 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
     worked out here (almost every class placed fits under it, so it would cost a pass over every row for nothing).
     """
     result = Placement(table)
-    with_labels = table.topology is not None
+    topology = table.topology
+    with_labels = topology is not None
     classes: dict[tuple[object, ...], _Class | None] = {}
     """Per class of single pods met so far: its kept mask (`_ClassMasks`; `_NO_MASK` without one), or None once no row
     takes it (capacity only shrinks during the pass: no later pod of the class fits either)."""
-    masks = _ClassMasks(single_rows) if table.topology is None else None
+    masks = _ClassMasks(single_rows)
+    # With a topology, a pod that does not depend on placed pods keeps the shortcut while no placed pod has
+    # anti-affinity (InterPodAffinity then reads nothing of it); once one has, every kept mask is dropped.
+    relevant = topology is not None and topology.relevant
     for unit in units:
+        topology = result.table.topology  # (a gang placed commits a fork, topology and all)
+        if topology is not None and not relevant and topology.relevant:
+            relevant, classes, masks = True, {k: v for k, v in classes.items() if v is None}, _ClassMasks(single_rows)
         if unit.group is None:
             pod = unit.pods[0]
+            shortcut = topology is None or not (relevant or depends_on_placed(pod))
             key = _class_key(pod, with_labels)
             if key in classes:
                 entry = classes[key]
@@ -302,8 +310,9 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
                     classes[key] = None
                     result.leftover.append(unit)
                     continue
-                entry = classes[key] = masks.new(result.table, pod) if masks is not None else _NO_MASK
-            if masks is not None:
+                entry = classes[key] = masks.new(result.table, pod) if shortcut else _NO_MASK
+            if shortcut:
+                assert entry is not None
                 mask = masks.feasible(result.table, entry)
             else:
                 mask = result.table.feasible(pod)
@@ -324,27 +333,31 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
             result.table.place(row, pod, gpus)
             result.rows[pod.key] = row
             result.placed.append(unit)
-            if masks is not None:
-                masks.placed(row)
+            masks.placed(row)
             continue
-        trial = result.table.fork()
-        rows: dict[str, int] = {}
-        for pod in unit.pods:
-            found = trial.first_fit(pod)
-            if found is None:
-                break
-            trial.place(found, pod)
-            rows[pod.key] = found
-        if len(rows) == len(unit.pods):
-            result.table = trial
-            result.rows.update(rows)
-            result.placed.append(unit)
-            if masks is not None:
-                for row in rows.values():
-                    masks.placed(row)
-        else:
-            result.leftover.append(unit)
+        _place_gang(result, unit, masks)
     return result
+
+
+def _place_gang(result: Placement, unit: Unit, masks: _ClassMasks) -> None:
+    """A gang, all or nothing: its pods first-fit on a fork, committed (the fork becomes the table) only when every
+    pod has a row."""
+    trial = result.table.fork()
+    rows: dict[str, int] = {}
+    for pod in unit.pods:
+        found = trial.first_fit(pod)
+        if found is None:
+            break
+        trial.place(found, pod)
+        rows[pod.key] = found
+    if len(rows) == len(unit.pods):
+        result.table = trial
+        result.rows.update(rows)
+        result.placed.append(unit)
+        for row in rows.values():
+            masks.placed(row)
+    else:
+        result.leftover.append(unit)
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ already runs there (`engine.whatif.filters` runs them all).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -112,15 +112,17 @@ node affinity and tolerations eligibility honours (None: ignored)."""
 
 class _SpreadCount:
     """PodTopologySpread's PreFilter state for one constraint of one kind of pod: the eligible nodes' domains and the
-    matching pods per domain (every eligible domain present, 0 included). `domain_of` and `nodes_in` are shared with
-    copies and replaced, never changed in place; `counts` is each copy's own."""
+    matching pods per domain (every eligible domain present, 0 included). `domain_of` (the eligible nodes when the
+    count was made) is shared with copies and never changed: nodes that came or went since are in `changed` (None:
+    not eligible); `nodes_in` and `counts` are each copy's own."""
 
-    __slots__ = ("_minimum", "counting", "counts", "domain_of", "key", "nodes_in")
+    __slots__ = ("_minimum", "changed", "counting", "counts", "domain_of", "key", "nodes_in")
 
     def __init__(self, key: _SpreadKey, counting: bool, domain_of: dict[str, str], nodes_in: dict[str, int],
-                 counts: dict[str, int]) -> None:
+                 counts: dict[str, int], changed: dict[str, str | None] | None = None) -> None:
         self.key, self.counting = key, counting
         self.domain_of, self.nodes_in, self.counts = domain_of, nodes_in, counts
+        self.changed: dict[str, str | None] = {} if changed is None else changed
         self._minimum: int | None = None
 
     def eligible(self, node: Node) -> bool:
@@ -138,33 +140,38 @@ class _SpreadCount:
         return (self.counting and not placed.deleting and placed.namespace == self.key[0]
                 and self.key[1].matches(placed.labels))
 
+    def domain(self, node: str) -> str | None:
+        """The eligible node's domain; None: not eligible (or gone)."""
+        changed = self.changed
+        return changed[node] if changed and node in changed else self.domain_of.get(node)
+
     def minimum(self) -> int:
         if self._minimum is None:
             self._minimum = min(self.counts.values(), default=_NO_DOMAIN_MIN)
         return self._minimum
 
     def count(self, node: str, delta: int) -> None:
-        domain = self.domain_of.get(node)
+        domain = self.domain(node)
         if domain is not None:
             self.counts[domain] += delta
             self._minimum = None
 
     def add_node(self, node: Node) -> None:
-        if self.eligible(node):
-            domain = node.labels[self.key[2]]
-            self.domain_of = {**self.domain_of, node.name: domain}
-            self.nodes_in = {**self.nodes_in, domain: self.nodes_in.get(domain, 0) + 1}
-            if domain not in self.counts:
-                self.counts[domain] = 0
-                self._minimum = None
+        if not self.eligible(node):
+            self.changed[node.name] = None
+            return
+        domain = self.changed[node.name] = node.labels[self.key[2]]
+        self.nodes_in[domain] = self.nodes_in.get(domain, 0) + 1
+        if domain not in self.counts:
+            self.counts[domain] = 0
+            self._minimum = None
 
     def remove_node(self, name: str, pods: Iterable[_Placed]) -> None:
-        domain = self.domain_of.get(name)
+        domain = self.domain(name)
         if domain is None:
             return
+        self.changed[name] = None
         self.counts[domain] -= sum(1 for p in pods if self.matches(p))
-        self.domain_of = {n: d for n, d in self.domain_of.items() if n != name}
-        self.nodes_in = dict(self.nodes_in)
         self.nodes_in[domain] -= 1
         if not self.nodes_in[domain]:
             del self.nodes_in[domain]
@@ -172,7 +179,8 @@ class _SpreadCount:
         self._minimum = None
 
     def copy(self) -> _SpreadCount:
-        other = _SpreadCount(self.key, self.counting, self.domain_of, self.nodes_in, dict(self.counts))
+        other = _SpreadCount(self.key, self.counting, self.domain_of, dict(self.nodes_in), dict(self.counts),
+                             dict(self.changed))
         other._minimum = self._minimum
         return other
 
@@ -220,12 +228,27 @@ class Topology:
     def __init__(self, nodes: Iterable[Node], placed: Iterable[Pod]) -> None:
         self._nodes = {n.name: n for n in nodes}
         self._labels = {name: n.labels for name, n in self._nodes.items()}
-        self._placed = [
-            _Placed(p.key, p.namespace, p.labels, p.node_name, p.constraints.pod_anti_affinity, p.deleting)
-            for p in placed
-            if p.node_name is not None and p.node_name in self._labels
-        ]
-        self._with_anti = [p for p in self._placed if p.anti_affinity]
+        self._on: dict[str, list[_Placed]] = {}
+        """The placements per node, in order. Copies share the lists: a list this copy changes is its own first
+        (`_mine`)."""
+        labels = self._labels
+        for p in placed:
+            if p.node_name is not None and p.node_name in labels:
+                self._on.setdefault(p.node_name, []).append(
+                    _Placed(p.key, p.namespace, p.labels, p.node_name, p.constraints.pod_anti_affinity, p.deleting))
+        self._mine: set[str] = set(self._on)
+        self._with_anti = [p for p in self._placements() if p.anti_affinity]
+        self._eligible: dict[tuple[str, tuple[str, ...], NodeAffinity | None, tuple[Toleration, ...] | None],
+                             tuple[dict[str, str], dict[str, int]]] = {}
+        """Per topology key and eligibility (every key, the affinity and tolerations honoured), the eligible nodes'
+        domains and the eligible nodes per domain: shared by the spread counts of every selector (replaced, never
+        changed in place; dropped when a node changes)."""
+        self._index: dict[tuple[str, str, str], list[_Placed]] | None = None
+        """The placements by (namespace, label, value) when it was made (at the first spread count worked out; copies
+        share it: never changed), with those placed since in `_since` and those removed since in `_unplaced`."""
+        self._since: list[_Placed] = []
+        self._unplaced: set[int] = set()
+        """The ids of indexed placements removed since (a removed node's placements need none: it is no domain)."""
         self._domain_cache: dict[tuple[str, PodAffinityTerm, str], frozenset[str]] = {}
         self._affinity_cache: dict[tuple[str, tuple[PodAffinityTerm, ...]], tuple[frozenset[str], ...]] = {}
         self._spread: dict[_SpreadKey, _SpreadCount] = {}
@@ -245,11 +268,29 @@ class Topology:
             self._spread_add_node(self._nodes[node.name])
         placed = _Placed(pod.key, pod.namespace, pod.labels, node.name, pod.constraints.pod_anti_affinity,
                          pod.deleting)
-        self._placed.append(placed)
+        self._own(node.name).append(placed)
+        if self._index is not None:
+            self._since.append(placed)
         if placed.anti_affinity:
             self._with_anti.append(placed)
         self._spread_count(placed, 1)
         self._forget()
+
+    def _own(self, name: str) -> list[_Placed]:
+        """This copy's own list of the placements on node `name` (copied on the first change after a `copy`)."""
+        if name not in self._mine:
+            self._on[name] = list(self._on.get(name, ()))
+            self._mine.add(name)
+        return self._on[name]
+
+    def _placements(self) -> Iterator[_Placed]:
+        for placed in self._on.values():
+            yield from placed
+
+    @property
+    def _placed(self) -> list[_Placed]:
+        """Every placement, node by node (what tests compare)."""
+        return list(self._placements())
 
     def _spread_add_node(self, node: Node) -> None:
         for spread in self._spread.values():
@@ -262,12 +303,14 @@ class Topology:
 
     def remove(self, pod: Pod) -> None:
         """Forget the placement of `pod` (by key) on its `node_name` (it completed, was deleted or preempted); nothing
-        if none is recorded. Cost O(placed pods): a scan from the newest placement."""
-        placed = self._placed
+        if none is recorded. Cost O(pods on its node): a scan from the newest placement."""
+        placed = self._on.get(pod.node_name or "", ())
         for i in range(len(placed) - 1, -1, -1):
             entry = placed[i]
-            if entry.key == pod.key and entry.node == pod.node_name:
-                del placed[i]
+            if entry.key == pod.key:
+                del self._own(entry.node)[i]
+                if self._index is not None:
+                    self._unplaced.add(id(entry))
                 self._spread_count(entry, -1)
                 if entry.anti_affinity:
                     self._with_anti = [p for p in self._with_anti if p is not entry]
@@ -280,6 +323,7 @@ class Topology:
         if node.name not in self._labels:
             self._nodes[node.name], self._labels[node.name] = node, node.labels
             self._dormant.add(node.name)
+            self._eligible = {}
 
     def relabel(self, node: Node) -> None:
         """A known node's labels or taints changed (or a node came): its pods now count in the domains of its new
@@ -289,25 +333,30 @@ class Topology:
         self._nodes[node.name] = node
         if before is None:
             self._labels[node.name] = node.labels
+            self._eligible = {}
             self._spread_add_node(node)
             self._forget()
         elif before.labels is not node.labels and before.labels != node.labels:
             self._labels[node.name] = node.labels
             self._dormant.discard(node.name)
             self._spread.clear()
+            self._eligible = {}
             self._forget()
-        elif self._spread and before.taints != node.taints:
+        elif before.taints != node.taints:
             self._spread.clear()
+            self._eligible = {}
 
     def remove_node(self, name: str) -> None:
-        """The node is gone, and with it every placement recorded on it. Cost O(placed pods)."""
+        """The node is gone, and with it every placement recorded on it. Cost O(pods on it × spread counts kept), and
+        O(pods with anti-affinity)."""
         if self._labels.pop(name, None) is None:
             return
         del self._nodes[name]
         self._dormant.discard(name)
-        gone = [p for p in self._placed if p.node == name]
-        if gone:
-            self._placed = [p for p in self._placed if p.node != name]
+        self._eligible = {}
+        gone = self._on.pop(name, [])
+        self._mine.discard(name)
+        if gone and self._with_anti:
             self._with_anti = [p for p in self._with_anti if p.node != name]
         for spread in self._spread.values():
             spread.remove_node(name, gone)
@@ -324,8 +373,11 @@ class Topology:
         other = Topology((), ())
         other._nodes = dict(self._nodes)
         other._labels = dict(self._labels)
-        other._placed = list(self._placed)
+        other._on = dict(self._on)
+        self._mine, other._mine = set(), set()
         other._with_anti = list(self._with_anti)
+        other._eligible, other._index = dict(self._eligible), self._index
+        other._since, other._unplaced = list(self._since), set(self._unplaced)
         other._spread = {key: spread.copy() for key, spread in self._spread.items()}
         other._dormant = set(self._dormant)
         return other
@@ -350,22 +402,48 @@ class Topology:
         return SpreadCheck(checks, self._dormant)
 
     def _spread_count_of(self, key: _SpreadKey, counting: bool) -> _SpreadCount:
+        """A spread count worked out: the eligible domains (O(nodes), shared by every selector with the same
+        eligibility), then the placements the selector may match (through the label index when it names a label:
+        O(pods with that label); else O(placed pods))."""
         spread = _SpreadCount(key, counting, {}, {}, {})
-        domain_of: dict[str, str] = {}
-        nodes_in: dict[str, int] = {}
-        for name, node in self._nodes.items():
-            if name not in self._dormant and spread.eligible(node):
-                domain = domain_of[name] = node.labels[key[2]]
-                nodes_in[domain] = nodes_in.get(domain, 0) + 1
-        counts = dict.fromkeys(nodes_in, 0)
+        where = (key[2], key[3], key[4], key[5])
+        known = self._eligible.get(where)
+        if known is None:
+            domain_of: dict[str, str] = {}
+            nodes_in: dict[str, int] = {}
+            for name, node in self._nodes.items():
+                if name not in self._dormant and spread.eligible(node):
+                    domain = domain_of[name] = node.labels[key[2]]
+                    nodes_in[domain] = nodes_in.get(domain, 0) + 1
+            known = self._eligible[where] = (domain_of, nodes_in)
+        spread.domain_of, spread.nodes_in = known[0], dict(known[1])
+        counts = spread.counts = dict.fromkeys(known[1], 0)
         if counting:
+            domain_of = known[0]
             namespace, selector = key[0], key[1]
-            for p in self._placed:
+            for p in self._candidates(namespace, selector):
                 if (p.namespace == namespace and (at := domain_of.get(p.node)) is not None and not p.deleting
                         and selector.matches(p.labels)):
                     counts[at] += 1
-        spread.domain_of, spread.nodes_in, spread.counts = domain_of, nodes_in, counts
         return spread
+
+    def _candidates(self, namespace: str, selector: LabelSelector) -> Iterable[_Placed]:
+        """The placements a selector may match: those with its first `matchLabels` pair, by the label index (made
+        once, O(placed pods × labels)); every placement when it names none."""
+        if not selector.match_labels:
+            return self._placements()
+        if self._index is None:
+            index: dict[tuple[str, str, str], list[_Placed]] = {}
+            for p in self._placements():
+                for label, value in p.labels.items():
+                    index.setdefault((p.namespace, label, value), []).append(p)
+            self._index, self._since, self._unplaced = index, [], set()
+        label, value = selector.match_labels[0]
+        indexed = self._index.get((namespace, label, value), ())
+        unplaced = self._unplaced
+        found = [p for p in indexed if id(p) not in unplaced] if unplaced else list(indexed)
+        found.extend(p for p in self._since if p.labels.get(label) == value)
+        return found
 
     def spread_failures(self, pod: Pod, node: Node) -> tuple[FitFailure, ...]:
         """PodTopologySpread's Filter on one node. Cost: `spread`, then O(constraints)."""
@@ -379,7 +457,7 @@ class Topology:
         cached = self._domain_cache.get(key)
         if cached is None:
             found = set()
-            for p in self._placed:
+            for p in self._placements():
                 if term.selects(namespace, p.namespace, p.labels):
                     value = self._labels[p.node].get(term.topology_key)
                     if value is not None:
@@ -392,7 +470,8 @@ class Topology:
         key = (namespace, terms)
         cached = self._affinity_cache.get(key)
         if cached is None:
-            matching = [p for p in self._placed if all(t.selects(namespace, p.namespace, p.labels) for t in terms)]
+            matching = [p for p in self._placements()
+                        if all(t.selects(namespace, p.namespace, p.labels) for t in terms)]
             cached = self._affinity_cache[key] = tuple(
                 frozenset(v for p in matching if (v := self._labels[p.node].get(t.topology_key)) is not None)
                 for t in terms
