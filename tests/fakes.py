@@ -205,9 +205,13 @@ class FakeProvider:
         if name in self.raise_on:
             raise self.raise_on[name]
 
-    def increase(self, pool: str, count: int) -> tuple[str, ...]:
-        self._call("increase", pool, count)
-        if pool in self.stockout_pools:
+    def increase(self, pool: str, count: int, zone: str | None = None) -> tuple[str, ...]:
+        """`NodeProvider.increase`; `stockout_pools` may name a zone of a pool as `pool/zone`."""
+        if zone is None:
+            self._call("increase", pool, count)
+        else:
+            self._call("increase", pool, count, zone)
+        if pool in self.stockout_pools or f"{pool}/{zone}" in self.stockout_pools:
             raise ProviderError(FailureKind.STOCKOUT, f"ZONE_RESOURCE_POOL_EXHAUSTED: no capacity for {pool}")
         if pool in self.quota_pools:
             raise ProviderError(FailureKind.QUOTA, f"QUOTA_EXCEEDED: GPUS_ALL_REGIONS for {pool}")
@@ -217,7 +221,8 @@ class FakeProvider:
         for _ in range(count):
             self._serial += 1
             request_id = f"{pool}-req-{self._serial}"
-            self.requests[request_id] = UpcomingNode(pool=pool, request_id=request_id, requested_s=self.clock.now())
+            self.requests[request_id] = UpcomingNode(pool=pool, request_id=request_id, requested_s=self.clock.now(),
+                                                     zone=zone)
             ids.append(request_id)
         return tuple(ids)
 

@@ -567,3 +567,12 @@ def test_a_zone_spread_deployment_gets_one_node_in_each_zone_of_a_multi_zone_poo
                      for i in range(3))
     plan = run(replicas, nodes=full, pools=(ZONED,))
     assert sorted((s.zone, s.nodes) for s in plan.scale_up) == [("zone-a", 1), ("zone-b", 1), ("zone-c", 1)]
+
+
+def test_a_zone_in_backoff_keeps_its_pods_waiting_while_the_other_zones_scale() -> None:
+    state = record_failure(EngineState(), "cpu-zoned/zone-c", FailureKind.STOCKOUT, NOW - 10, Policy())
+    plan = run((zone_pod("c-0", "zone-c"), zone_pod("a-0", "zone-a")), pools=(ZONED,), state=state)
+    assert [(s.zone, s.pods) for s in plan.scale_up] == [("zone-a", ("default/a-0",))]
+    [stuck] = plan.unplaceable
+    assert stuck.pod == "default/c-0" and ReasonCode.POOL_BACKOFF in {r.code for r in stuck.reasons}
+    assert "cpu-zoned/zone-c: backed off" in stuck.reasons[0].message

@@ -152,6 +152,20 @@ def test_stockout_backs_the_pool_off_and_other_scale_ups_go_on() -> None:
     assert w.events.about("ml/a", ev.TRIGGERED_SCALE_UP) == []
 
 
+def test_a_stockout_in_one_zone_backs_off_that_zone_only() -> None:
+    """A scale-up naming a zone goes to the provider with it; its stockout backs off `pool/zone`, not the pool."""
+    plan = Plan(scale_up=(ScaleUp(pool="cpu-general", zone="zone-c", nodes=1, pods=("web/c",), reasons=R),
+                          ScaleUp(pool="cpu-general", zone="zone-a", nodes=1, pods=("web/a",), reasons=R)))
+    w = world(plan, stockout_pools={"cpu-general/zone-c"})
+    report = w.autoscaler.tick()
+    assert w.autoscaler.state.in_backoff("cpu-general/zone-c", T0 + 1) is not None
+    assert w.autoscaler.state.in_backoff("cpu-general", T0 + 1) is None
+    assert [s.pool for s in report.scaled_up] == ["cpu-general"]
+    assert [u.zone for u in w.provider.requests.values()] == ["zone-a"]
+    [failed] = w.events.about(ev.STATUS_KEY, ev.SCALE_UP_FAILED)
+    assert "in zone zone-c" in failed.message and "zone backs off" in failed.message
+
+
 def test_repeated_stockouts_double_the_backoff() -> None:
     plan = Plan(scale_up=(ScaleUp(pool="gpu-training-a100", nodes=1, pods=(), reasons=R),))
     w = world(plan, stockout_pools={"gpu-training-a100"})

@@ -848,7 +848,7 @@ class ScaleUpCache:
         """The reasons for units no pool takes (`_unplaceable`): the last ones while every input of `_why_unplaceable`
         but the unit is the same (the pools, backoff messages, and each pool's headroom: whether it leaves a node and
         which limit binds; the headroom is not worked out again while the totals and limits are the same)."""
-        messages = tuple(blocked[p.name].message if p.name in blocked else None for p in pools)
+        messages = tuple(blocked[p.key].message if p.key in blocked else None for p in pools)
         raw = (tuple(pools), messages, totals, policy.limits, policy.max_nodes_per_scale_up)
         if raw != self._why_raw or self._why_inputs is None:
             self._why_raw = raw
@@ -1050,7 +1050,7 @@ def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, 
         if dead:  # the gangs' spill reorders what is left: the dead pods go back among the singles it keeps
             remaining = _in_order(remaining, dead, ordered, position)
             dead = []
-        spill = spill_gangs(remaining, table, [p for p in pools if p.name not in blocked_pools], totals, policy,
+        spill = spill_gangs(remaining, table, [p for p in pools if p.key not in blocked_pools], totals, policy,
                             fits)
         scale_ups += spill.scale_ups
         remaining, table, totals = spill.leftover, spill.table, spill.totals
@@ -1101,15 +1101,19 @@ def _scale_up_rounds(remaining: list[Unit], table: WhatIf, pools: Sequence[NodeP
 
 def _backoffs(pools: Sequence[NodePool], state: EngineState, now: float,
               next_at: float | None) -> tuple[dict[str, Reason], float | None]:
-    """The pools in backoff, each with its reason, and `next_at` moved to the first backoff's end."""
+    """The offers in backoff (by `NodePool.key`), each with its reason, and `next_at` moved to the first backoff's
+    end. A pool backs off whole, one zone of a pool listing several after a scale-up in that zone failed (the tick
+    records it under the offer's key): the other zones still take pods."""
     blocked: dict[str, Reason] = {}
     for pool in pools:
         backoff = state.in_backoff(pool.name, now)
+        if backoff is None and pool.zone is not None:
+            backoff = state.in_backoff(pool.key, now)
         if backoff is not None:
             next_at = earliest(next_at, backoff.until_s)
-            blocked[pool.name] = Reason(
+            blocked[pool.key] = Reason(
                 ReasonCode.POOL_BACKOFF,
-                f"{pool.name}: backed off for {backoff.until_s - now:.0f}s after {backoff.kind}"
+                f"{pool.key}: backed off for {backoff.until_s - now:.0f}s after {backoff.kind}"
                 + (f" ({backoff.message})" if backoff.message else ""),
                 {"until_s": backoff.until_s, "failures": backoff.failures})
     return blocked, next_at
@@ -1122,7 +1126,7 @@ def _round_estimates(pools: Sequence[NodePool], remaining: Sequence[Unit], hosts
     the remaining units its new nodes host (`estimate`), within its headroom; pools that host none are skipped."""
     estimates = []
     for pool in pools:
-        if pool.name in blocked or pool.key in used_pools:
+        if pool.key in blocked or pool.key in used_pools:
             continue
         hostable = [u for u in remaining if pool.key in hosts[id(u)]]
         if not hostable:
@@ -1146,7 +1150,7 @@ def _balanced(best: Estimate, ordered: ScaleUp, offers: Sequence[NodePool], host
     if not policy.balance_similar_node_groups or pool.zone is not None or pool.zero_or_max:
         return [(pool, ordered)]
     group = [pool, *(o for o in offers if o.name != pool.name and o.zone is None and not o.zero_or_max
-                     and o.name not in blocked and o.key not in used and similar(o, pool)
+                     and o.key not in blocked and o.key not in used and similar(o, pool)
                      and all(o.key in hosts[id(u)] for u in best.placed))]
     if len(group) == 1:
         return [(pool, ordered)]
@@ -1252,8 +1256,8 @@ def _why_unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str
         if failed:
             parts.append(f"{pool.key}: {'; '.join(sorted(failed))}")
             continue
-        if pool.name in blocked:
-            parts.append(blocked[pool.name].message)
+        if pool.key in blocked:
+            parts.append(blocked[pool.key].message)
             code = ReasonCode.POOL_BACKOFF
             continue
         room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)

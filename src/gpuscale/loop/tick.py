@@ -269,12 +269,16 @@ class Autoscaler:
 
     def _scale_up_failed(self, item: ScaleUp, kind: FailureKind, error: str, message: str, now: float,
                          acts: _Acts) -> None:
-        self.state = record_failure(self.state, item.pool, kind, now, self.policy, message)
-        entry = self.state.backoff[item.pool]
+        # a scale-up that named a zone backs off that zone of the pool (`pool/zone`, `NodePool.key`): its other zones
+        # still take pods, as a per-zone node group's would
+        key = f"{item.pool}/{item.zone}" if item.zone else item.pool
+        self.state = record_failure(self.state, key, kind, now, self.policy, message)
+        entry = self.state.backoff[key]
         acts.errors.append(ActionError(action=Action.SCALE_UP, target=item.pool, error=error, message=message))
         self._emit(acts, ev.STATUS_KIND, ev.STATUS_KEY, EventType.WARNING, ev.SCALE_UP_FAILED,
-                   f"Scale-up of {item.pool} by {item.nodes} node(s) failed ({kind}): {message}; "
-                   f"pool backs off for {entry.until_s - now:.0f}s")
+                   f"Scale-up of {item.pool}{f' in zone {item.zone}' if item.zone else ''} by {item.nodes} node(s) "
+                   f"failed ({kind}): {message}; {'zone' if item.zone else 'pool'} backs off for "
+                   f"{entry.until_s - now:.0f}s")
 
     def _report_unplaceable(self, plan: Plan, now: float, acts: _Acts) -> None:
         verdicts = plan.unplaceable
