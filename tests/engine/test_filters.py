@@ -99,9 +99,9 @@ def test_unsupported_only_where_everything_else_passes() -> None:
 
 def test_filters_in_the_profiles_order() -> None:
     assert [f.name for f in FILTERS] == ["NodeName, NodeUnschedulable, TaintToleration, NodeAffinity",
-                                         "NodePorts", "NodeResourcesFit", "GpuDevices", "PodTopologySpread",
-                                         "InterPodAffinity",
-                                         "Unsupported"]
+                                         "NodePorts", "NodeResourcesFit", "GpuDevices", "VolumeRestrictions",
+                                         "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
+                                         "InterPodAffinity", "Unsupported"]
 
 
 def test_reasons_count_each_rows_explain() -> None:
@@ -309,3 +309,191 @@ def test_spread_pods_placed_in_one_what_if_count_and_templates_join_when_used() 
     assert grown.feasible(host[2]).tolist() == [True, True, False, True]  # t1 judged as joined: its own domain, 0
     assert [f.message for f in grown.explain(host[2], 2)] == [SKEW]
     assert [f.message for f in grown.fork().explain(host[2], 3)] == []
+# ---------------------------------------------------------------------------------------------------------- volumes
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _node_obj(name: str, zone: str | None = "a", cpu: str = "8") -> dict[str, object]:
+    labels = {"kubernetes.io/hostname": name, **({ZONE: zone} if zone else {})}
+    return {"kind": "Node", "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+
+
+def _pod_obj(name: str, *claims: str, node: str | None = None, ephemeral: dict[str, object] | None = None,
+             cpu: str = "1") -> dict[str, object]:
+    volumes: list[dict[str, object]] = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+                                        for i, c in enumerate(claims)]
+    if ephemeral is not None:
+        volumes.append({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": ephemeral}}})
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}], "volumes": volumes,
+                     **({"nodeName": node} if node else {})},
+            **({"status": {"phase": "Running"}} if node else {})}
+
+
+def _pv(name: str, zone: str | None = None, hostname: str | None = None, claim: str | None = None,
+        cls: str = "fast", phase: str = "Available", size: str = "10Gi", driver: str | None = None,
+        modes: tuple[str, ...] = ("ReadWriteOnce",), zone_label: bool = False) -> dict[str, object]:
+    spec: dict[str, object] = {"capacity": {"storage": size}, "accessModes": list(modes), "storageClassName": cls}
+    key, value = (ZONE, zone) if zone else ("kubernetes.io/hostname", hostname)
+    if value:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}]}}
+    if claim:
+        spec["claimRef"] = {"namespace": "default", "name": claim}
+    if driver:
+        spec["csi"] = {"driver": driver, "volumeHandle": f"h-{name}"}
+    labels = {ZONE: zone} if zone and zone_label else {}
+    return {"kind": "PersistentVolume", "metadata": {"name": name, "labels": labels}, "spec": spec,
+            "status": {"phase": phase}}
+
+
+def _pvc(name: str, cls: str | None = "fast", volume: str | None = None, modes: tuple[str, ...] = ("ReadWriteOnce",),
+         size: str = "1Gi") -> dict[str, object]:
+    spec: dict[str, object] = {"accessModes": list(modes), "resources": {"requests": {"storage": size}}}
+    if cls is not None:
+        spec["storageClassName"] = cls
+    annotations = {}
+    if volume:
+        spec["volumeName"] = volume
+        annotations = {"pv.kubernetes.io/bind-completed": "yes"}
+    return {"kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "default",
+                                                         "annotations": annotations}, "spec": spec}
+
+
+def _class(name: str, wffc: bool = True, zones: tuple[str, ...] = (), provisioner: str = "csi.example.com",
+           default: bool = False) -> dict[str, object]:
+    obj: dict[str, object] = {"kind": "StorageClass", "metadata": {"name": name}, "provisioner": provisioner,
+                              "volumeBindingMode": "WaitForFirstConsumer" if wffc else "Immediate"}
+    if zones:
+        obj["allowedTopologies"] = [{"matchLabelExpressions": [{"key": ZONE, "values": list(zones)}]}]
+    if default:
+        obj["metadata"] = {"name": name, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}
+    return obj
+
+
+def _fit(*objects: dict[str, object]) -> tuple[tuple[str, ...], dict[str, int], str]:
+    from gpuscale.engine.fit import explain_fit
+    from gpuscale.kube.convert import cluster_from_objects
+
+    fits = explain_fit(cluster_from_objects(objects))
+    (fit,) = [f for f in fits if f.pod.name == "p"]
+    return fit.fits, dict(fit.reasons), fit.message
+
+
+ZONED = (_node_obj("a1", "a"), _node_obj("b1", "b"), _node_obj("c1", "c", cpu="0"))
+
+
+def test_bound_pv_node_affinity_and_zone() -> None:
+    fits, reasons, _ = _fit(*ZONED, _class("fast"), _pv("pv-b", zone="b", claim="data"), _pvc("data", volume="pv-b"),
+                            _pod_obj("p", "data"))
+    assert fits == ("b1",)
+    assert reasons == {"node(s) had volume node affinity conflict": 1, "Insufficient cpu": 1}
+    # a zone label and no node affinity: VolumeZone words it
+    pv = _pv("pv-b", claim="data", zone="b", zone_label=True)
+    pv["spec"].pop("nodeAffinity")  # type: ignore[attr-defined]
+    fits, reasons, _ = _fit(*ZONED, _class("fast"), pv, _pvc("data", volume="pv-b"), _pod_obj("p", "data"))
+    assert fits == ("b1",) and reasons == {"node(s) had no available volume zone": 1, "Insufficient cpu": 1}
+
+
+def test_prefilter_rejections_fail_every_node_once() -> None:
+    fits, reasons, message = _fit(*ZONED, _pod_obj("p", "nothere"))
+    assert not fits and reasons == {'persistentvolumeclaim "nothere" not found': 3}
+    assert message == '0/3 nodes are available: persistentvolumeclaim "nothere" not found.'
+    _, reasons, message = _fit(*ZONED, _class("slow", wffc=False), _pvc("data", cls="slow"), _pod_obj("p", "data"))
+    assert message == "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    _, reasons, _ = _fit(*ZONED, _pvc("data", cls="missing-class"), _pod_obj("p", "data"))
+    assert reasons == {"pod has unbound immediate PersistentVolumeClaims": 3}
+    _, reasons, _ = _fit(*ZONED, _class("fast"), _pvc("data", volume="gone"), _pod_obj("p", "data"))
+    assert reasons == {'persistentvolume "gone" not found': 3}
+
+
+def test_wait_for_first_consumer_claims() -> None:
+    # dynamic provisioning within the class's allowed zones
+    fits, reasons, _ = _fit(*ZONED, _class("fast", zones=("b", "c")), _pvc("data"), _pod_obj("p", "data"))
+    assert fits == ("b1",)
+    assert reasons == {"node(s) didn't find available persistent volumes to bind": 1, "Insufficient cpu": 1}
+    # no provisioner: only an available PV of the class binds (a local PV pins its node)
+    fits, reasons, _ = _fit(*ZONED, _class("fast", provisioner="kubernetes.io/no-provisioner"),
+                            _pv("local", hostname="a1"), _pvc("data"), _pod_obj("p", "data"))
+    assert fits == ("a1",)
+    assert reasons == {"node(s) didn't find available persistent volumes to bind": 1, "Insufficient cpu": 1}
+    # too small, wrong access mode, not Available: no match
+    for pv in (_pv("local", hostname="a1", size="512Mi"), _pv("local", hostname="a1", modes=("ReadOnlyMany",)),
+               _pv("local", hostname="a1", phase="Pending")):
+        fits, _, _ = _fit(*ZONED, _class("fast", provisioner="kubernetes.io/no-provisioner"), pv, _pvc("data"),
+                          _pod_obj("p", "data"))
+        assert fits == ()
+
+
+def test_generic_ephemeral_volume_is_a_claim_of_its_class() -> None:
+    template = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    fits, _, _ = _fit(*ZONED, _class("fast", zones=("a",), default=True), _pod_obj("p", ephemeral=template))
+    assert fits == ("a1",)
+    fits, _, message = _fit(*ZONED, _class("fast", zones=("a",)), _pod_obj("p", ephemeral=template))
+    assert message == "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    fits, _, _ = _fit(*ZONED, _class("fast", zones=("a",)), _class("any", zones=()),
+                      _pod_obj("p", ephemeral={**template, "storageClassName": "any"}))
+    assert fits == ("a1", "b1")
+
+
+def test_read_write_once_pod_and_many_readers() -> None:
+    objects = (*ZONED, _class("fast"), _pv("pv", claim="data", modes=("ReadWriteOncePod", "ReadWriteMany")),
+               _pod_obj("holder", "data", node="a1"))
+    fits, reasons, _ = _fit(*objects, _pvc("data", volume="pv", modes=("ReadWriteOncePod",)), _pod_obj("p", "data"))
+    assert not fits
+    rwop = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    assert reasons == {rwop: 2, "Insufficient cpu": 1}
+    fits, _, _ = _fit(*objects, _pvc("data", volume="pv", modes=("ReadWriteMany",)), _pod_obj("p", "data"))
+    assert fits == ("a1", "b1")
+
+
+def test_csi_attach_limits_count_volumes_already_there() -> None:
+    csinode = {"kind": "CSINode", "metadata": {"name": "a1"},
+               "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "a1", "allocatable": {"count": 1}}]}}
+    objects = (*ZONED, csinode, _class("fast"), _pv("one", claim="one", driver="csi.example.com"),
+               _pv("two", claim="two", driver="csi.example.com"), _pvc("one", volume="one"), _pvc("two", volume="two"),
+               _pod_obj("holder", "one", node="a1"))
+    fits, reasons, _ = _fit(*objects, _pod_obj("p", "two"))
+    assert fits == ("b1",) and reasons == {"node(s) exceed max volume count": 1, "Insufficient cpu": 1}
+    fits, _, _ = _fit(*objects, _pod_obj("p", "one"))  # the volume already attached there counts once
+    assert fits == ("a1", "b1")
+
+
+def test_placed_pods_claims_in_one_decision() -> None:
+    """A ReadWriteOncePod claim placed in a what-if is in use for the next pod; a provisioned WFFC claim keeps
+    the later pods that share it on its node."""
+    from gpuscale.kube.convert import cluster_from_objects
+
+    cluster = cluster_from_objects([*ZONED[:2], _class("fast"), _pvc("rwop", modes=("ReadWriteOncePod",)),
+                                    _pod_obj("p", "rwop"), _pod_obj("q", "rwop")])
+    table = whatif_of(cluster.nodes, [n.allocatable for n in cluster.nodes], (), {"cpu"}, storage=cluster.storage)
+    p, q = cluster.pods
+    assert table.feasible(q).tolist() == [True, True]
+    table.place(1, p)
+    assert table.feasible(q).tolist() == [False, False]
+    assert [f.message for f in table.explain(q, 0)] == [
+        "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"]
+    table.unplace(1, p)
+    assert table.feasible(q).tolist() == [True, True]
+    shared = cluster_from_objects([*ZONED[:2], _class("fast"), _pvc("data"), _pod_obj("p", "data"),
+                                   _pod_obj("q", "data")])
+    table = whatif_of(shared.nodes, [n.allocatable for n in shared.nodes], (), {"cpu"}, storage=shared.storage)
+    fork = table.fork()
+    fork.place(1, shared.pods[0])
+    assert fork.feasible(shared.pods[1]).tolist() == [False, True]
+    assert table.feasible(shared.pods[1]).tolist() == [True, True]
+
+
+def test_volume_counts_equal_each_rows_why() -> None:
+    from gpuscale.engine.whatif.filters import _count_each
+    from gpuscale.kube.convert import cluster_from_objects
+
+    cluster = cluster_from_objects([*ZONED, _class("fast"), _pv("pv-b", zone="b", claim="data"),
+                                    _pvc("data", volume="pv-b"), _pod_obj("p", "data")])
+    table = whatif_of(cluster.nodes, [n.allocatable for n in cluster.nodes], (), {"cpu"}, storage=cluster.storage)
+    (pod,) = cluster.pods
+    for f in FILTERS:
+        rejected = [i for i in range(len(table)) if f.why(pod, table, i)]
+        assert f.count(pod, table, rejected) == _count_each(f, pod, table, rejected)

@@ -208,9 +208,8 @@ def test_spread_constraints_keep_do_not_schedule_ones_with_match_label_keys_merg
      ()),
     ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]},
      ()),
-    ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]},
-     ("volume topology (persistent volume claims)",)),
-    ({"volumes": [{"name": "scratch", "ephemeral": {}}]}, ("volume topology (persistent volume claims)",)),
+    ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]}, ()),
+    ({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}, ()),
     ({"volumes": [{"name": "cfg", "configMap": {"name": "c"}}]}, ()),
     ({"containers": [k8s_container(ports=[{"containerPort": 80, "hostPort": 8080}])]}, ()),
     ({"containers": [k8s_container(ports=[{"containerPort": 80}])]}, ()),
@@ -509,6 +508,73 @@ def test_bad_budgets_and_groups(obj: dict[str, Any], label: str, field: str) -> 
     with pytest.raises(InputError) as caught:
         cluster_from_objects([obj])
     assert (caught.value.obj, caught.value.field) == (label, field)
+
+
+@pytest.mark.parametrize(("obj", "label", "field"), [
+    ({"kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {"capacity": {"storage": "lots"}}},
+     "PersistentVolume pv", "spec.capacity.storage"),
+    ({"kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {"accessModes": ["ReadWriteSometimes"]}},
+     "PersistentVolume pv", "spec.accessModes[0]"),
+    ({"kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {"nodeAffinity": {"required": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "z", "operator": "Near"}]}]}}}},
+     "PersistentVolume pv", "spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].operator"),
+    ({"kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {"claimRef": {"namespace": "a"}}},
+     "PersistentVolume pv", "spec.claimRef.name"),
+    ({"kind": "PersistentVolumeClaim", "metadata": {"name": "c", "namespace": "ml"},
+      "spec": {"resources": {"requests": {"storage": "-1Gi"}}}},
+     "PersistentVolumeClaim ml/c", "spec.resources.requests.storage"),
+    ({"kind": "PersistentVolumeClaim", "metadata": {"name": "c"}, "spec": {"volumeMode": "Raw"}},
+     "PersistentVolumeClaim c", "spec.volumeMode"),
+    ({"kind": "StorageClass", "metadata": {"name": "s"}, "volumeBindingMode": "Later"},
+     "StorageClass s", "volumeBindingMode"),
+    ({"kind": "StorageClass", "metadata": {"name": "s"}, "allowedTopologies": [{"matchLabelExpressions": [
+        {"key": "zone", "values": []}]}]}, "StorageClass s", "allowedTopologies[0].matchLabelExpressions[0].values"),
+    ({"kind": "CSINode", "metadata": {"name": "n"}, "spec": {"drivers": [{"name": "d", "allocatable": {
+        "count": "two"}}]}}, "CSINode n", "spec.drivers[0].allocatable.count"),
+    ({"kind": "CSINode", "metadata": {"name": "n"}, "spec": {"drivers": [{"allocatable": {"count": 2}}]}},
+     "CSINode n", "spec.drivers[0].name"),
+    (k8s_pod("p", volumes=[{"name": "v", "persistentVolumeClaim": {}}]), "Pod default/p",
+     "spec.volumes[0].persistentVolumeClaim.claimName"),
+    (k8s_pod("p", volumes=[{"name": "v", "ephemeral": {}}]), "Pod default/p",
+     "spec.volumes[0].ephemeral.volumeClaimTemplate"),
+])
+def test_bad_storage_objects(obj: dict[str, Any], label: str, field: str) -> None:
+    with pytest.raises(InputError) as caught:
+        cluster_from_objects([obj])
+    assert (caught.value.obj, caught.value.field) == (label, field)
+
+
+def test_storage_objects_and_pod_claims() -> None:
+    cluster = cluster_from_objects([
+        {"kind": "PersistentVolume", "metadata": {"name": "pv", "labels": {"topology.kubernetes.io/zone": "b"}},
+         "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOncePod"], "storageClassName": "fast",
+                  "claimRef": {"namespace": "ml", "name": "data"}, "csi": {"driver": "d", "volumeHandle": "h"},
+                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                      {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}]}}},
+         "status": {"phase": "Bound"}},
+        {"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "ml",
+                                                       "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+         "spec": {"volumeName": "pv", "storageClassName": "fast", "resources": {"requests": {"storage": "1Gi"}}}},
+        {"kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "d",
+         "volumeBindingMode": "WaitForFirstConsumer",
+         "allowedTopologies": [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": ["b"]}]}]},
+        {"kind": "CSINode", "metadata": {"name": "n"},
+         "spec": {"drivers": [{"name": "d", "allocatable": {"count": 2}}]}},
+        k8s_pod("p", namespace="ml", volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "data"}},
+                                              {"name": "s", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                                                  "storageClassName": "fast"}}}}]),
+    ])
+    storage = cluster.storage
+    pv, claim, cls, csi = storage.volume("pv"), storage.claim("ml/data"), storage.storage_class("fast"), \
+        storage.csi_node("n")
+    assert pv is not None and pv.capacity == 10 * 2**30 and pv.claim == "ml/data" and pv.csi_driver == "d"
+    assert pv.affinity_matches({"topology.kubernetes.io/zone": "b"}) and not pv.affinity_matches({})
+    assert claim is not None and claim.bound and claim.request == 2**30
+    assert cls is not None and cls.wait_for_first_consumer and not cls.topology_allows({})
+    assert csi is not None and csi.limits == {"d": 2}
+    (pod,) = cluster.pods
+    assert [(c.key, c.template is not None) for c in pod.constraints.claims] == [("ml/data", False), ("ml/p-s", True)]
+    assert cluster_from_objects([k8s_pod("p")]).storage == type(storage)()  # dumps without them keep working
 
 
 @pytest.mark.parametrize(("objects", "label", "field"), [

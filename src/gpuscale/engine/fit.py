@@ -18,7 +18,7 @@ from gpuscale.engine.scheduling import FitCode, FitFailure, summarize
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.cluster import Cluster
-from gpuscale.model.pod import Pod, depends_on_placed
+from gpuscale.model.pod import Pod, depends_on_placed, uses_claims
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import EPHEMERAL_STORAGE
 
@@ -42,7 +42,8 @@ def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFi
     nodes = cluster.nodes
     table = whatif_of(nodes, [n.allocatable for n in nodes], [p for p in cluster.pods if p.consumes_capacity()],
                       {r for p in pending for r in p.requests.names()},
-                      with_topology=any(map(depends_on_placed, cluster.pods)))
+                      with_topology=any(map(depends_on_placed, cluster.pods)),
+                      storage=cluster.storage if any(map(uses_claims, cluster.pods)) else None)
     by_class: dict[tuple[object, ...], PodFit] = {}
     results = []
     for pod in pending:

@@ -31,7 +31,7 @@ from gpuscale.engine.whatif.model import WhatIf, node_group_key
 from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, PodGroupRef, PodPhase, depends_on_placed
+from gpuscale.model.pod import Pod, PodGroupRef, PodPhase, depends_on_placed, uses_claims
 from gpuscale.model.pool import NodePool
 
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
@@ -179,8 +179,9 @@ def usable_table(cluster: Cluster, pools: Mapping[str, NodePool], node_pools: Ma
     kept = {n.name for n in nodes}
     names = {r for n in nodes for r in n.allocatable.names()}
     return whatif_of(nodes, [n.allocatable for n in nodes],
-                           [p for p in cluster.pods if p.node_name in kept and p.consumes_capacity()], names,
-                           with_topology=any(map(depends_on_placed, cluster.pods)))
+                     [p for p in cluster.pods if p.node_name in kept and p.consumes_capacity()], names,
+                     with_topology=any(map(depends_on_placed, cluster.pods)),
+                     storage=cluster.storage if any(map(uses_claims, cluster.pods)) else None)
 
 
 def _book(table: WhatIf, pods: Sequence[Pod], group: str) -> tuple[Pod, ...] | None:

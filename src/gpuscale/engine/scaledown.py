@@ -99,6 +99,7 @@ from gpuscale.engine.options import (
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, NodeVerdict, Removal
 from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
+from gpuscale.engine.scheduling import FitCode, FitFailure, is_prefilter_message
 from gpuscale.engine.state import EngineState, Unremovable
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.model.frozen import quick_init
@@ -788,7 +789,7 @@ def _judge(record: NodeRecord, numbers: _Numbers, gpu_pool: bool, pods: Sequence
         if drain.blocked is not None:
             return NodeVerdict(node=node.name, reasons=(drain.blocked, underutilized))
         reason = Reason(ReasonCode.UNDERUTILIZED,
-                        f"{underutilized.message}; {len(drain.move)} pod(s) can move elsewhere",
+                        f"{underutilized.message}; {len(drain.move)} pod(s) to move",
                         {**figures, "pods_to_move": len(drain.move)})
     assert pool is not None and pool_name is not None
     ready = record.phase is NodePhase.USABLE
@@ -1090,7 +1091,7 @@ class _Simulation:
         changed only by rows disabled since (candidates in one decision often lead with pods of one shape). Not with
         inter-pod affinity in the table, where feasibility reads more of the pod than its shape."""
         table = self._work if self._work is not None else self._table
-        if table.topology is not None:
+        if table.topology is not None or (table.volumes is not None and pod.constraints.claims):
             return self.work.feasible(pod)
         shape = (pod.requests, pod.constraints)
         mask = self._masks.get(shape)
@@ -1113,6 +1114,25 @@ class _Simulation:
         else:
             self._work.remove(row)
 
+    def _first(self, pods: Sequence[Pod], row: int | None,
+               volumes: bool) -> tuple[WhatIf | None, npt.NDArray[np.bool_]]:
+        """Where the first pod to move fits: on the running table without the node's row (no fork: a candidate whose
+        first pod fits nowhere, often, costs none), or on the fork the node left (returned too) when placed pods
+        matter: with a topology the node's own pods and domains count until it leaves, and pods using claims release
+        them there (a ReadWriteOncePod claim is free again, its volumes detach)."""
+        with_topology = (self._work if self._work is not None else self._table).topology is not None
+        if not with_topology and not volumes:
+            feasible = self._feasible(pods[0])
+            if row is not None:
+                feasible[row] = False
+            return None, feasible
+        trial = self._fork()
+        if row is not None:
+            trial.remove(row)
+            for pod in pods:
+                trial.unplace_volumes(row, pod)
+        return trial, trial.feasible(pods[0])
+
     def try_remove(self, candidate: _Candidate, row: int | None) -> Reason | None:
         """Accept the node (table row `row`) into the unneeded set if its pods fit elsewhere, else say why not."""
         received = self.received.get(row) if row is not None else None
@@ -1123,33 +1143,26 @@ class _Simulation:
         pods = [*candidate.drain.move, *received] if received else list(candidate.drain.move)
         if len(pods) > 1:  # (one pod, often: no share to work out)
             pods.sort(key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
-        # The first pod's mask on the running table without the node's row is the one on the fork below: a candidate
-        # whose first pod fits nowhere (often) costs no fork.
-        # With a topology, the node's own pods and domains count until it leaves: the mask is the fork's.
-        with_topology = (self._work if self._work is not None else self._table).topology is not None
-        if not with_topology:
-            feasible = self._feasible(pods[0])
-            if row is not None:
-                feasible[row] = False
-            if not np.count_nonzero(feasible):
-                return _nowhere(candidate, pods[0], len(pods))
+        volumes = self._table.volumes is not None and any(p.constraints.claims for p in pods)
+        trial, feasible = self._first(pods, row, volumes)
+        if not np.count_nonzero(feasible):
+            return _nowhere(candidate, pods[0], len(pods), trial if trial is not None else self._work or self._table)
         shape = (pods[0].requests, pods[0].constraints)
-        trial = self._fork()
-        if row is not None:
-            trial.remove(row)
-        if with_topology:
-            feasible = trial.feasible(pods[0])
+        if trial is None:
+            trial = self._fork()
+            if row is not None:
+                trial.remove(row)
         placed: list[tuple[Pod, int]] = []
         destination = -1
         for pod in pods:
             # Placing a pod changes only its destination's row, so pods of one shape share a feasibility mask and keep
             # their destination while it still fits (not with inter-pod affinity in the table, where a placement
             # changes other nodes' verdicts too).
-            if shape != (pod.requests, pod.constraints) or (trial.topology is not None and placed):
+            if shape != (pod.requests, pod.constraints) or (placed and _reads_placed(trial, pod)):
                 feasible, shape, destination = trial.feasible(pod), (pod.requests, pod.constraints), -1
             if destination < 0:
                 if not np.count_nonzero(feasible):
-                    return _nowhere(candidate, pod, len(pods))
+                    return _nowhere(candidate, pod, len(pods), trial)
                 destination, gpus = trial.choose(pod, feasible, self.rank)
             trial.place(destination, pod, gpus)
             placed.append((pod, destination))
@@ -1167,9 +1180,32 @@ class _Simulation:
         return None
 
 
-def _nowhere(candidate: _Candidate, pod: Pod, pods: int) -> Reason:
-    return Reason(ReasonCode.NO_PLACE_TO_MOVE, f"node {candidate.name}: pod {pod.key} fits on no other node",
-                  {"pods_to_move": pods})
+def _reads_placed(table: WhatIf, pod: Pod) -> bool:
+    """Whether the pod's verdicts on other rows change when a pod is placed (inter-pod affinity, claims)."""
+    return table.topology is not None or bool(table.volumes is not None and pod.constraints.claims)
+
+
+def _nowhere(candidate: _Candidate, pod: Pod, pods: int, table: WhatIf) -> Reason:
+    """Why a pod of the candidate fits no other node; for a pod whose volumes use claims, the volume filters' reasons
+    over the rows, naming its claims (a claim bound to a node-local or zonal PV keeps it in place).
+    Cost: O(1), or for a pod with claims one `reasons` pass."""
+    message = f"node {candidate.name}: pod {pod.key} fits on no other node"
+    if pod.constraints.claims and table.volumes is not None:
+        _, counts = table.reasons(pod)
+        others = [m for m, n in counts.items() if n and _is_volume_reason(m)]
+        if others:
+            claims = ", ".join(c.key for c in pod.constraints.claims)
+            message += f": its volume claim(s) {claims}: {'; '.join(sorted(others))}"
+    return Reason(ReasonCode.NO_PLACE_TO_MOVE, message, {"pods_to_move": pods})
+
+
+_VOLUME_REASONS = frozenset(FitFailure(code).message for code in (
+    FitCode.RWOP_CONFLICT, FitCode.MAX_VOLUME_COUNT, FitCode.VOLUME_NODE_CONFLICT, FitCode.VOLUME_BIND_CONFLICT,
+    FitCode.VOLUME_ZONE_CONFLICT, FitCode.VOLUME_PV_MISSING))
+
+
+def _is_volume_reason(message: str) -> bool:
+    return message in _VOLUME_REASONS or is_prefilter_message(message)
 
 
 # -------------------------------------------------------------------------------------------------------- selection

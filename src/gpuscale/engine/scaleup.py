@@ -298,7 +298,8 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
             relevant, classes, masks = True, {k: v for k, v in classes.items() if v is None}, _ClassMasks(single_rows)
         if unit.group is None:
             pod = unit.pods[0]
-            shortcut = topology is None or not (relevant or depends_on_placed(pod))
+            shortcut = (topology is None or not (relevant or depends_on_placed(pod))) and not (
+                pod.constraints.claims and result.table.volumes is not None)  # claims: placements change other rows
             key = _class_key(pod, with_labels)
             if key in classes:
                 entry = classes[key]

@@ -38,6 +38,13 @@ class FitCode(StrEnum):
     SPREAD_LABEL = "PodTopologySpreadLabel"
     SPREAD = "PodTopologySpread"
     GPU_DEVICES = "GpuDevices"
+    VOLUME_PREFILTER = "VolumePreFilter"
+    RWOP_CONFLICT = "VolumeRestrictions"
+    MAX_VOLUME_COUNT = "NodeVolumeLimits"
+    VOLUME_NODE_CONFLICT = "VolumeNodeAffinityConflict"
+    VOLUME_BIND_CONFLICT = "VolumeBindConflict"
+    VOLUME_ZONE_CONFLICT = "VolumeZone"
+    VOLUME_PV_MISSING = "VolumePVNotExist"
     UNSUPPORTED = "Unsupported"
 
 
@@ -70,8 +77,27 @@ _MESSAGES = {
     FitCode.SPREAD_LABEL: "node(s) didn't match pod topology spread constraints (missing required label)",
     FitCode.SPREAD: "node(s) didn't match pod topology spread constraints",
     FitCode.GPU_DEVICES: "node(s) didn't have {detail}",
+    # A volume PreFilter's rejection (VolumeRestrictions, VolumeBinding, VolumeZone) is its whole message, said once
+    # for every node: `0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.`
+    FitCode.VOLUME_PREFILTER: "{detail}",
+    FitCode.RWOP_CONFLICT: ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access "
+                            "mode"),
+    FitCode.MAX_VOLUME_COUNT: "node(s) exceed max volume count",
+    FitCode.VOLUME_NODE_CONFLICT: "node(s) had volume node affinity conflict",
+    FitCode.VOLUME_BIND_CONFLICT: "node(s) didn't find available persistent volumes to bind",
+    FitCode.VOLUME_ZONE_CONFLICT: "node(s) had no available volume zone",
+    FitCode.VOLUME_PV_MISSING: "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)",
     FitCode.UNSUPPORTED: "unsupported constraint: {detail}",
 }
+
+UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+_PREFILTER_STARTS = ('persistentvolumeclaim "', 'persistentvolume "', 'storageclass.storage.k8s.io "',
+                     UNBOUND_IMMEDIATE)
+
+
+def is_prefilter_message(message: str) -> bool:
+    """Whether a failure message is a PreFilter rejection (`FitCode.VOLUME_PREFILTER`): said once, without a count."""
+    return message.startswith(_PREFILTER_STARTS)
 
 
 def static_failures(constraints: SchedulingConstraints, node: Node) -> tuple[FitFailure, ...]:
@@ -621,6 +647,7 @@ def port_failures(pod: Pod, ports: HostPorts | None, node: str) -> tuple[FitFail
 
 def summarize(total_nodes: int, counts: Mapping[str, int]) -> str:
     """The FailedScheduling message: `0/N nodes are available: <count reason>, … .`, sorted as the scheduler sorts."""
-    parts = sorted(f"{count} {reason}" for reason, count in counts.items())
+    parts = sorted(reason if is_prefilter_message(reason) else f"{count} {reason}"
+                   for reason, count in counts.items())
     head = f"0/{total_nodes} nodes are available:"
     return f"{head} {', '.join(parts)}." if parts else head

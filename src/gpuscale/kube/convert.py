@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -45,6 +46,18 @@ from gpuscale.model.selectors import (
     parse_int64,
 )
 from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator
+from gpuscale.model.volumes import (
+    BETA_CLASS_ANNOTATION,
+    BIND_COMPLETED_ANNOTATION,
+    DEFAULT_CLASS_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+    CSINode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    PodClaim,
+    Storage,
+    StorageClass,
+)
 
 GPU_MILLI_ANNOTATION = "gpuscale.io/gpu-milli"
 """Fractional GPU request on one GPU, in thousandths (openb `gpu_milli`); alternative to the extended resource."""
@@ -55,7 +68,8 @@ KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 COSCHEDULING_GROUP_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
 POD_GROUP_KINDS = {"PodGroup"}
-KNOWN_KINDS = {"Pod", "Node", "PodDisruptionBudget", *POD_GROUP_KINDS}
+STORAGE_KINDS = {"PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"}
+KNOWN_KINDS = {"Pod", "Node", "PodDisruptionBudget", *POD_GROUP_KINDS, *STORAGE_KINDS}
 MILLI_RESOURCES = {CPU, GPU_MILLI}
 
 
@@ -472,6 +486,31 @@ def _host_ports(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     return tuple(found)
 
 
+def _claims(ctx: _Ctx, namespace: str, pod_name: str, spec: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    """The claims of the pod's volumes, in volume order: `persistentVolumeClaim.claimName`, and each generic ephemeral
+    volume's claim `<pod>-<volume>` with its template (`spec.volumes[].ephemeral.volumeClaimTemplate`)."""
+    found = []
+    for i, v in enumerate(_objects(ctx, spec, "volumes", at="spec")):
+        where = f"spec.volumes[{i}]"
+        if "persistentVolumeClaim" in v:
+            claim = _get(ctx, v, "persistentVolumeClaim.claimName", str, "", at=where)
+            if not claim:
+                raise ctx.fail(f"{where}.persistentVolumeClaim.claimName", "required")
+            found.append(PodClaim(namespace, claim))
+        elif "ephemeral" in v:
+            volume = _get(ctx, v, "name", str, "", at=where)
+            if not volume:
+                raise ctx.fail(f"{where}.name", "required")
+            template = _get(ctx, v, "ephemeral.volumeClaimTemplate", dict, at=where)
+            if template is None:
+                raise ctx.fail(f"{where}.ephemeral.volumeClaimTemplate", "required")
+            name = f"{pod_name}-{volume}"
+            claim_spec = _get(ctx, template, "spec", dict, {}, at=f"{where}.ephemeral.volumeClaimTemplate")
+            found.append(PodClaim(namespace, name, _claim_spec(ctx, namespace, name, claim_spec, {},
+                                                              f"{where}.ephemeral.volumeClaimTemplate.spec")))
+    return tuple(found)
+
+
 def _local_volumes(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[str, ...]:
     """The pod's node-local volumes (hostPath, or an emptyDir not backed by memory), by name."""
     found = []
@@ -526,6 +565,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
         affinity=_node_affinity(ctx, spec), tolerations=_tolerations(ctx, spec),
         pod_anti_affinity=anti, pod_affinity=pod_aff, topology_spread=_topology_spread(ctx, spec, labels),
         unsupported=_unsupported(ctx, spec), host_ports=_host_ports(ctx, spec),
+        claims=_claims(ctx, namespace, name, spec),
     )
     status = _get(ctx, obj, "status", dict, {})
     phase_text = _get(ctx, status, "phase", str, "Pending", at="status")
@@ -655,12 +695,161 @@ def pod_group_from_k8s(obj: Mapping[str, Any]) -> PodGroupSpec:
     return PodGroupSpec(key=f"{namespace}/{_get(ctx, meta, 'name', str, '', at='metadata')}", min_member=min_member)
 
 
+# ----------------------------------------------------------------------------------------------------------- storage
+
+_ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+_VOLUME_MODES = ("Filesystem", "Block")
+
+
+def _access_modes(ctx: _Ctx, raw: Mapping[str, Any], at: str) -> frozenset[str]:
+    modes = _get(ctx, raw, "accessModes", list, [], at=at)
+    for i, mode in enumerate(modes):
+        if mode not in _ACCESS_MODES:
+            raise ctx.fail(f"{_join(at, 'accessModes')}[{i}]",
+                           f"unknown access mode {excerpt(mode)} (valid: {', '.join(_ACCESS_MODES)})")
+    return frozenset(modes)
+
+
+def _volume_mode(ctx: _Ctx, raw: Mapping[str, Any], at: str) -> str:
+    mode = _get(ctx, raw, "volumeMode", str, "Filesystem", at=at)
+    if mode not in _VOLUME_MODES:
+        raise ctx.fail(_join(at, "volumeMode"), f"unknown volume mode {excerpt(mode)} (valid: Filesystem, Block)")
+    return str(mode)
+
+
+def _storage_amount(ctx: _Ctx, raw: Mapping[str, Any], path: str, at: str) -> int:
+    text = _get(ctx, raw, path, (str, int, float), at=at)
+    if text is None:
+        return 0
+    try:
+        amount = to_units(text)
+    except QuantityError as err:
+        raise ctx.fail(_join(at, path), str(err)) from None
+    if amount < 0:
+        raise ctx.fail(_join(at, path), f"must be greater than or equal to 0, got {excerpt(text)}")
+    return amount
+
+
+def _claim_spec(ctx: _Ctx, namespace: str, name: str, spec: Mapping[str, Any], annotations: Mapping[str, str],
+                at: str) -> PersistentVolumeClaim:
+    """A claim's spec (of a PVC, or of an ephemeral volume's template)."""
+    selector = _get(ctx, spec, "selector", dict, at=at)
+    return PersistentVolumeClaim(
+        namespace=namespace, name=name,
+        storage_class=annotations.get(BETA_CLASS_ANNOTATION) or _get(ctx, spec, "storageClassName", str, "", at=at),
+        volume_name=_get(ctx, spec, "volumeName", str, "", at=at), access_modes=_access_modes(ctx, spec, at),
+        request=_storage_amount(ctx, spec, "resources.requests.storage", at), volume_mode=_volume_mode(ctx, spec, at),
+        selector=None if selector is None else _label_selector(ctx, selector, _join(at, "selector")),
+        bind_completed=BIND_COMPLETED_ANNOTATION in annotations,
+        selected_node=annotations.get(SELECTED_NODE_ANNOTATION))
+
+
+def pvc_from_k8s(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
+    ctx = _Ctx("PersistentVolumeClaim", obj)
+    meta = _get(ctx, obj, "metadata", dict, {})
+    name = _get(ctx, meta, "name", str, "", at="metadata")
+    if not name:
+        raise ctx.fail("metadata.name", "required")
+    namespace = _get(ctx, meta, "namespace", str, "default", at="metadata")
+    annotations = _str_map(ctx, meta, "annotations", at="metadata")
+    claim = _claim_spec(ctx, namespace, name, _get(ctx, obj, "spec", dict, {}), annotations, "spec")
+    return replace(claim, phase=_get(ctx, obj, "status.phase", str, "Pending"),
+                   deleting=_get(ctx, meta, "deletionTimestamp", (str, datetime), at="metadata") is not None)
+
+
+def pv_from_k8s(obj: Mapping[str, Any]) -> PersistentVolume:
+    ctx = _Ctx("PersistentVolume", obj)
+    meta = _get(ctx, obj, "metadata", dict, {})
+    name = _get(ctx, meta, "name", str, "", at="metadata")
+    if not name:
+        raise ctx.fail("metadata.name", "required")
+    spec = _get(ctx, obj, "spec", dict, {})
+    annotations = _str_map(ctx, meta, "annotations", at="metadata")
+    terms = None
+    required = _get(ctx, spec, "nodeAffinity.required", dict, at="spec")
+    if required is not None:
+        path = "spec.nodeAffinity.required.nodeSelectorTerms"
+        terms = tuple(NodeSelectorTerm(
+            match_expressions=_requirements(ctx, t.get("matchExpressions"), f"{path}[{i}].matchExpressions", True),
+            match_fields=_fields(ctx, t.get("matchFields"), f"{path}[{i}].matchFields"))
+            for i, t in enumerate(_objects(ctx, required, "nodeSelectorTerms", at="spec.nodeAffinity.required")))
+    claim_ref = _get(ctx, spec, "claimRef", dict, at="spec")
+    claim = None
+    if claim_ref is not None:
+        ref_name = _get(ctx, claim_ref, "name", str, "", at="spec.claimRef")
+        if not ref_name:
+            raise ctx.fail("spec.claimRef.name", "required")
+        claim = f"{_get(ctx, claim_ref, 'namespace', str, 'default', at='spec.claimRef')}/{ref_name}"
+    csi = _get(ctx, spec, "csi", dict, at="spec")
+    return PersistentVolume(
+        name=name, capacity=_storage_amount(ctx, spec, "capacity.storage", "spec"),
+        access_modes=_access_modes(ctx, spec, "spec"), node_affinity=terms,
+        storage_class=(annotations.get(BETA_CLASS_ANNOTATION)
+                       or _get(ctx, spec, "storageClassName", str, "", at="spec")),
+        claim=claim, phase=_get(ctx, obj, "status.phase", str, "Pending"),
+        csi_driver=None if csi is None else _get(ctx, csi, "driver", str, "", at="spec.csi") or None,
+        csi_handle=None if csi is None else _get(ctx, csi, "volumeHandle", str, "", at="spec.csi") or None,
+        volume_mode=_volume_mode(ctx, spec, "spec"), labels=_labels(ctx, meta),
+        deleting=_get(ctx, meta, "deletionTimestamp", (str, datetime), at="metadata") is not None)
+
+
+def storage_class_from_k8s(obj: Mapping[str, Any]) -> StorageClass:
+    ctx = _Ctx("StorageClass", obj)
+    meta = _get(ctx, obj, "metadata", dict, {})
+    name = _get(ctx, meta, "name", str, "", at="metadata")
+    if not name:
+        raise ctx.fail("metadata.name", "required")
+    mode = _get(ctx, obj, "volumeBindingMode", str, "Immediate")
+    if mode not in ("Immediate", "WaitForFirstConsumer"):
+        raise ctx.fail("volumeBindingMode", f"unknown binding mode {excerpt(mode)} (valid: Immediate, "
+                                            "WaitForFirstConsumer)")
+    terms = []
+    for i, term in enumerate(_objects(ctx, obj, "allowedTopologies")):
+        exprs = []
+        for j, e in enumerate(_objects(ctx, term, "matchLabelExpressions", at=f"allowedTopologies[{i}]")):
+            where = f"allowedTopologies[{i}].matchLabelExpressions[{j}]"
+            key = _get(ctx, e, "key", str, "", at=where)
+            values = _get(ctx, e, "values", list, [], at=where)
+            if not key:
+                raise ctx.fail(f"{where}.key", "required")
+            if not values or not all(isinstance(v, str) for v in values):
+                raise ctx.fail(f"{where}.values", "expected a non-empty list of strings")
+            exprs.append((key, frozenset(values)))
+        terms.append(tuple(exprs))
+    annotations = _str_map(ctx, meta, "annotations", at="metadata")
+    return StorageClass(name=name, provisioner=_get(ctx, obj, "provisioner", str, ""),
+                        wait_for_first_consumer=mode == "WaitForFirstConsumer", allowed_topologies=tuple(terms),
+                        default=annotations.get(DEFAULT_CLASS_ANNOTATION) == "true",
+                        created_s=_timestamp(ctx, meta, "creationTimestamp", at="metadata") or 0.0)
+
+
+def csi_node_from_k8s(obj: Mapping[str, Any]) -> CSINode:
+    ctx = _Ctx("CSINode", obj)
+    meta = _get(ctx, obj, "metadata", dict, {})
+    name = _get(ctx, meta, "name", str, "", at="metadata")
+    if not name:
+        raise ctx.fail("metadata.name", "required")
+    limits = {}
+    for i, d in enumerate(_objects(ctx, obj, "spec.drivers")):
+        where = f"spec.drivers[{i}]"
+        driver = _get(ctx, d, "name", str, "", at=where)
+        if not driver:
+            raise ctx.fail(f"{where}.name", "required")
+        count = _get(ctx, d, "allocatable.count", int, at=where)
+        if count is not None:
+            if count < 0:
+                raise ctx.fail(f"{where}.allocatable.count", f"must be greater than or equal to 0, got {count}")
+            limits[driver] = count
+    return CSINode(name=name, limits=limits)
+
+
 def cluster_from_objects(objects: Iterable[Any], source: str = "input") -> Cluster:
     """Convert a flat sequence of objects (items of a `v1 List`, or YAML documents) into a `Cluster`."""
     nodes: list[Node] = []
     pods: list[Pod] = []
     pdbs: list[PodDisruptionBudget] = []
     groups: list[PodGroupSpec] = []
+    storage: dict[str, list[Any]] = {kind: [] for kind in STORAGE_KINDS}
     other: dict[str, int] = {}
     for i, obj in enumerate(objects):
         if obj is None:
@@ -674,6 +863,10 @@ def cluster_from_objects(objects: Iterable[Any], source: str = "input") -> Clust
             pods += nested.pods
             pdbs += nested.pdbs
             groups += nested.pod_groups
+            for kind_name, nested_items in (("PersistentVolume", nested.storage.volumes),
+                                     ("PersistentVolumeClaim", nested.storage.claims),
+                                     ("StorageClass", nested.storage.classes), ("CSINode", nested.storage.csi_nodes)):
+                storage[kind_name] += nested_items
             for k, n in nested.other_kinds.items():
                 other[k] = other.get(k, 0) + n
         elif kind == "Pod":
@@ -684,12 +877,23 @@ def cluster_from_objects(objects: Iterable[Any], source: str = "input") -> Clust
             pdbs.append(pdb_from_k8s(obj))
         elif kind in POD_GROUP_KINDS:
             groups.append(pod_group_from_k8s(obj))
+        elif kind in STORAGE_KINDS:
+            storage[kind].append(_STORAGE_CONVERT[kind](obj))
         else:
             other[kind] = other.get(kind, 0) + 1
     _check_unique("Node", [n.name for n in nodes])
     _check_unique("Pod", [p.key for p in pods])
+    for kind, items in storage.items():
+        _check_unique(kind, [o.key if isinstance(o, PersistentVolumeClaim) else o.name for o in items])
     return Cluster(nodes=tuple(nodes), pods=tuple(pods), pdbs=tuple(pdbs), pod_groups=tuple(groups),
+                   storage=Storage(volumes=tuple(storage["PersistentVolume"]),
+                                   claims=tuple(storage["PersistentVolumeClaim"]),
+                                   classes=tuple(storage["StorageClass"]), csi_nodes=tuple(storage["CSINode"])),
                    other_kinds=other)
+
+
+_STORAGE_CONVERT: dict[str, Any] = {"PersistentVolume": pv_from_k8s, "PersistentVolumeClaim": pvc_from_k8s,
+                                    "StorageClass": storage_class_from_k8s, "CSINode": csi_node_from_k8s}
 
 
 def _items(obj: Mapping[str, Any], source: str) -> list[Any]:

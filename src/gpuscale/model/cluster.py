@@ -10,6 +10,7 @@ from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import TERMINAL_PHASES, Pod, depends_on_placed
 from gpuscale.model.resources import Resources
+from gpuscale.model.volumes import Storage
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +31,8 @@ class PodIndex:
     """`placed` per node name; a node with no such pod has no entry (read it with `.get(name, ())`)."""
     depends_on_placed: bool = False
     """Some pod (of any phase) `depends_on_placed` (inter-pod affinity or anti-affinity terms)."""
+    uses_claims: bool = False
+    """Some pod (of any phase) `uses_claims` (PersistentVolumeClaims): the what-if then keeps the volume state."""
     group_members: Mapping[str, int] = field(default_factory=dict)
     """Pods of each pod group (by `PodGroupRef.key`) that have not finished: pending, bound or being deleted."""
 
@@ -74,6 +77,8 @@ class Cluster:
     pods: tuple[Pod, ...] = ()
     pdbs: tuple[PodDisruptionBudget, ...] = ()
     pod_groups: tuple[PodGroupSpec, ...] = ()
+    storage: Storage = field(default_factory=Storage)
+    """PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes (the volume filters read them)."""
     other_kinds: Mapping[str, int] = field(default_factory=dict)
     """Objects of kinds gpuscale does not read, counted by kind: kept visible, never silently dropped."""
     changes: Changes | None = field(default=None, compare=False, repr=False)
@@ -85,10 +90,12 @@ class Cluster:
         pending: list[Pod] = []
         placed: list[Pod] = []
         groups: dict[str, int] = {}
-        affinity = False
+        affinity = claims = False
         for pod in self.pods:  # the one pass over every pod of a decision: kept tight
             if not affinity and depends_on_placed(pod):
                 affinity = True
+            if not claims and pod.constraints.claims:
+                claims = True
             slot = index_slot(pod)
             if slot == PLACED:
                 placed.append(pod)
@@ -102,7 +109,7 @@ class Cluster:
             if pod.group is not None and (group := group_member(pod)) is not None:
                 groups[group] = groups.get(group, 0) + 1
         return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node, depends_on_placed=affinity,
-                        group_members=groups)
+                        uses_claims=claims, group_members=groups)
 
     def pods_by_node(self) -> dict[str, list[Pod]]:
         """Pods that hold capacity, per node name (bound and not Succeeded/Failed); a node without any has no entry."""

@@ -17,6 +17,7 @@ from gpuscale.model.frozen import quick_init
 from gpuscale.model.resources import Resources
 from gpuscale.model.selectors import LabelSelector, NodeAffinity, PodAffinityTerm
 from gpuscale.model.taints import Toleration
+from gpuscale.model.volumes import PodClaim
 
 
 class PodPhase(StrEnum):
@@ -123,6 +124,9 @@ class SchedulingConstraints:
     """Constraints gpuscale does not model, by description; a pod carrying any is never reported as fitting."""
     host_ports: tuple[HostPort, ...] = ()
     """The host ports of the pod's containers and sidecar (restartable init) containers (NodePorts filter)."""
+    claims: tuple[PodClaim, ...] = ()
+    """The PersistentVolumeClaims its volumes use (named, and generic ephemeral volumes' claims), in volume order
+    (the volume filters: VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone)."""
     _hash: int = field(default=-1, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -131,7 +135,7 @@ class SchedulingConstraints:
         if self._hash == -1:
             object.__setattr__(self, "_hash", hash((self.node_name, self.affinity, self.tolerations,
                                                     self.pod_anti_affinity, self.pod_affinity, self.topology_spread,
-                                                    self.unsupported, self.host_ports)))
+                                                    self.unsupported, self.host_ports, self.claims)))
         return self._hash
 
     def __reduce__(self) -> tuple[Callable[[], SchedulingConstraints], tuple[()]]:
@@ -139,7 +143,7 @@ class SchedulingConstraints:
         return partial(SchedulingConstraints, node_name=self.node_name, affinity=self.affinity,
                        tolerations=self.tolerations, pod_anti_affinity=self.pod_anti_affinity,
                        pod_affinity=self.pod_affinity, topology_spread=self.topology_spread,
-                       unsupported=self.unsupported, host_ports=self.host_ports), ()
+                       unsupported=self.unsupported, host_ports=self.host_ports, claims=self.claims), ()
 
 
 @quick_init
@@ -211,3 +215,9 @@ def depends_on_placed(pod: Pod) -> bool:
     per-pod path."""
     c = pod.constraints
     return bool(c.pod_affinity or c.pod_anti_affinity or c.topology_spread)
+
+
+def uses_claims(pod: Pod) -> bool:
+    """Whether the pod's volumes use PersistentVolumeClaims: the volume filters then read the claims, and the claims
+    of the pods placed (ReadWriteOncePod users, volumes attached per node)."""
+    return bool(pod.constraints.claims)

@@ -965,6 +965,9 @@ class _Rows:
 
     __slots__ = ("_s", "devices", "free", "free_pods", "ports", "topology")
 
+    volumes: None = None
+    """The twin's workloads use no claims: no volume state."""
+
     def __init__(self, scheduler: SimScheduler, free: IntArray, free_pods: IntArray, devices: GpuDevices | None,
                  topology: Topology | None, ports: HostPorts) -> None:
         self._s = scheduler

@@ -4,8 +4,9 @@
 Order, as the framework runs them: NodeName → NodeUnschedulable → TaintToleration → NodeAffinity (the node-only
 filters: they read the node's name, cordon, taints and labels, so their mask is cached per constraints and node group,
 `Rows.static_mask`) → NodePorts (host ports in use, `Rows.ports`) → NodeResourcesFit (pod slots and every requested
-resource) → GPU devices (per-device accounting, `engine.placement.devices`) → PodTopologySpread → InterPodAffinity →
-Unsupported (constraints gpuscale does not model: never a silent "fits").
+resource) → GPU devices (per-device accounting, `engine.placement.devices`) → VolumeRestrictions → NodeVolumeLimits →
+VolumeBinding → VolumeZone (`whatif.volumes`; their PreFilter rejections fail every row at once, `prefilter`) →
+PodTopologySpread → InterPodAffinity → Unsupported (constraints gpuscale does not model: never a silent "fits").
 
 Each filter has three operations:
 - `mask(pod, rows, mask)`: narrow the boolean candidate mask over the rows in place, vectorised where it can be;
@@ -24,7 +25,7 @@ Adding a filter: write its class here (its operations, its wording as a `FitCode
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import numpy as np
@@ -40,6 +41,7 @@ from gpuscale.engine.scheduling import (
     static_failures,
     unsupported_failures,
 )
+from gpuscale.engine.whatif.volumes import PodVolumes, VolumeState
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
 from gpuscale.model.resources import Resources
@@ -105,6 +107,12 @@ class Rows(Protocol):
 
     def row_index(self) -> Mapping[str, int]:
         """Node name → row, for every row. O(1)."""
+        ...
+
+    @property
+    def volumes(self) -> VolumeState | None:
+        """The volume filters' state (claims in use, volumes attached per row, the storage objects); None when no pod
+        uses claims."""
         ...
 
     @property
@@ -321,6 +329,135 @@ class InterPodAffinity:
         return _count_each(self, pod, rows, rejected)
 
 
+def _volumes(pod: Pod, rows: Rows) -> tuple[VolumeState, PodVolumes] | None:
+    """The rows' volume state and the pod's resolved claims, when the pod uses claims and passes the PreFilters."""
+    state = rows.volumes
+    if state is None or not pod.constraints.claims:
+        return None
+    volumes = state.volumes_of(pod)
+    return None if volumes.prefilter is not None else (state, volumes)
+
+
+def prefilter(pod: Pod, rows: Rows) -> FitFailure | None:
+    """A volume PreFilter's rejection of the pod (VolumeRestrictions, VolumeBinding, VolumeZone: a claim or PV that
+    does not exist, an unbound immediate claim, …): every row fails with it, whatever the other filters say. O(1)
+    once the pod's claims are resolved."""
+    state = rows.volumes
+    if state is None or not pod.constraints.claims:
+        return None
+    message = state.volumes_of(pod).prefilter
+    return FitFailure(FitCode.VOLUME_PREFILTER, message) if message is not None else None
+
+
+def _by_group(rows: Rows, mask: BoolArray, passes: Callable[[int], bool], per_row: bool) -> None:
+    """Narrow `mask` to the candidates where `passes(row)` holds, asked once per node group among them (the verdict
+    reads only the node's labels but its hostname) unless `per_row`. O(candidates) vectorised + O(groups) checks."""
+    candidates = mask.nonzero()[0]
+    if not len(candidates):
+        return
+    if per_row:
+        for i in candidates.tolist():
+            if not passes(i):
+                mask[i] = False
+        return
+    groups = np.asarray(rows.group_of, dtype=np.int64)[candidates]
+    distinct, first = np.unique(groups, return_index=True)
+    failing = [g for g, i in zip(distinct.tolist(), candidates[first].tolist(), strict=True) if not passes(i)]
+    if failing:
+        mask[candidates[np.isin(groups, failing)]] = False
+
+
+class VolumeRestrictions:
+    """A ReadWriteOncePod claim already in use by a placed pod fails every row (the PreFilter's count, checked per
+    node). O(claims) per pod."""
+
+    name = "VolumeRestrictions"
+
+    def mask(self, pod: Pod, rows: Rows, mask: BoolArray) -> None:
+        if (found := _volumes(pod, rows)) is not None and not found[0].restrictions(found[1]):
+            mask[:] = False
+
+    def why(self, pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:
+        if (found := _volumes(pod, rows)) is not None and not found[0].restrictions(found[1]):
+            return (FitFailure(FitCode.RWOP_CONFLICT),)
+        return ()
+
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        return Counter({FitFailure(FitCode.RWOP_CONFLICT).message: len(rejected)} if rejected else {})
+
+
+class NodeVolumeLimits:
+    """CSINode attach limits per driver: the row's attached volumes plus the pod's new ones. Rows with a limit only:
+    O(candidates with limits × claims)."""
+
+    name = "NodeVolumeLimits"
+
+    def mask(self, pod: Pod, rows: Rows, mask: BoolArray) -> None:
+        found = _volumes(pod, rows)
+        if found is None or not found[1].attach:
+            return
+        state, volumes = found
+        limits = state.limits
+        for i in mask.nonzero()[0].tolist():
+            if i < len(limits) and limits[i] is not None and not state.within_limits(volumes, i):
+                mask[i] = False
+
+    def why(self, pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:
+        found = _volumes(pod, rows)
+        if found is None or found[0].within_limits(found[1], row):
+            return ()
+        return (FitFailure(FitCode.MAX_VOLUME_COUNT),)
+
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        return _count_each(self, pod, rows, rejected)
+
+
+class VolumeBinding:
+    """Bound PVs' node affinity; unbound WaitForFirstConsumer claims bound to an available PV there or provisioned
+    (`VolumeState.binding`). Once per node group among the candidates unless a volume names hostnames (local PVs) or
+    a claim was assumed onto a row in this what-if: O(groups × claims × PVs of the class)."""
+
+    name = "VolumeBinding"
+
+    def mask(self, pod: Pod, rows: Rows, mask: BoolArray) -> None:
+        found = _volumes(pod, rows)
+        if found is None or not (found[1].bound or found[1].delayed or found[1].missing_pv):
+            return
+        state, volumes = found
+        nodes = rows.nodes
+        _by_group(rows, mask, lambda i: not state.binding(volumes, i, nodes[i]), state.per_row(volumes))
+
+    def why(self, pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:
+        found = _volumes(pod, rows)
+        return () if found is None else found[0].binding(found[1], row, rows.nodes[row])
+
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        return _count_each(self, pod, rows, rejected)
+
+
+class VolumeZone:
+    """Bound PVs' zone and region labels against the node's. Once per node group among the candidates:
+    O(groups × zone labels)."""
+
+    name = "VolumeZone"
+
+    def mask(self, pod: Pod, rows: Rows, mask: BoolArray) -> None:
+        found = _volumes(pod, rows)
+        if found is None or not found[1].zones:
+            return
+        volumes, nodes = found[1], rows.nodes
+        _by_group(rows, mask, lambda i: VolumeState.zone(volumes, nodes[i]), False)
+
+    def why(self, pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:
+        found = _volumes(pod, rows)
+        if found is None or VolumeState.zone(found[1], rows.nodes[row]):
+            return ()
+        return (FitFailure(FitCode.VOLUME_ZONE_CONFLICT),)
+
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        return _count_each(self, pod, rows, rejected)
+
+
 class Unsupported:
     """Constraints gpuscale does not model: they fail every row that passes the rest. O(1) / O(rows)."""
 
@@ -337,7 +474,8 @@ class Unsupported:
         return Counter({f.message: len(rejected) for f in unsupported_failures(pod.constraints)} if rejected else {})
 
 
-FILTERS: tuple[Filter, ...] = (NodeOnly(), NodePorts(), NodeResourcesFit(), GpuDevicesFit(), PodTopologySpread(),
+FILTERS: tuple[Filter, ...] = (NodeOnly(), NodePorts(), NodeResourcesFit(), GpuDevicesFit(), VolumeRestrictions(),
+                               NodeVolumeLimits(), VolumeBinding(), VolumeZone(), PodTopologySpread(),
                                InterPodAffinity(), Unsupported())
 """The filters in the default profile's order."""
 
@@ -350,6 +488,8 @@ def feasible(pod: Pod, rows: Rows, enabled: BoolArray) -> BoolArray:
     """The `enabled` rows where the pod passes every filter (a new mask): the node-only filters' cached mask starts
     it (`FILTERS[0]`), the others narrow it in order. Cost: the filters' masks, O(rows × asked columns) vectorised
     plus devices and inter-pod affinity on the candidates."""
+    if pod.constraints.claims and prefilter(pod, rows) is not None:
+        return np.zeros(len(enabled), dtype=bool)
     mask = enabled & rows.static_mask(pod.constraints)
     for narrow in _NARROW:
         narrow(pod, rows, mask)
@@ -362,6 +502,10 @@ def reasons(pod: Pod, rows: Rows) -> tuple[BoolArray, Counter[str]]:
     each filter's `count` over the rows it rejects). Cost: `feasible` plus each filter's `count`."""
     mask = np.ones(len(rows.nodes), dtype=bool)
     counts: Counter[str] = Counter()
+    if (rejected_all := prefilter(pod, rows)) is not None:
+        mask[:] = False
+        counts[rejected_all.message] = len(mask)
+        return mask, counts
     for f in FILTERS:
         before = mask.copy()
         f.mask(pod, rows, mask)
@@ -374,6 +518,8 @@ def reasons(pod: Pod, rows: Rows) -> tuple[BoolArray, Counter[str]]:
 def explain(pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:
     """Why `row` cannot take the pod, in kube-scheduler's words (first failing filter); empty: it can. Whether the row
     is enabled is not a filter and is not asked. Cost: the filters' `why` up to the first failing one."""
+    if (rejected_all := prefilter(pod, rows)) is not None:
+        return (rejected_all,)
     for f in FILTERS:
         failures = f.why(pod, rows, row)
         if failures:

@@ -40,6 +40,7 @@ from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import FitFailure, HostPorts, Topology, static_failures
 from gpuscale.engine.whatif import filters
 from gpuscale.engine.whatif.filters import names_nodes_individually
+from gpuscale.engine.whatif.volumes import VolumeState
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, PODS, Resources
@@ -214,11 +215,12 @@ def _add_to_groups(keys: Iterable[GroupKey], start: int, groups: dict[GroupKey, 
 class WhatIf:
     """Free capacity of a set of nodes (real, upcoming or hypothetical), for what-if placement."""
 
-    __slots__ = ("_s", "devices", "enabled", "free", "free_pods", "ports", "topology", "version")
+    __slots__ = ("_s", "devices", "enabled", "free", "free_pods", "ports", "topology", "version", "volumes")
 
     def __init__(self, shared: _Shared, free: IntArray, free_pods: IntArray, enabled: BoolArray,
                  topology: Topology | None, devices: GpuDevices | None = None,
-                 version: IntArray | None = None, ports: HostPorts | None = None) -> None:
+                 version: IntArray | None = None, ports: HostPorts | None = None,
+                 volumes: VolumeState | None = None) -> None:
         self._s = shared
         self.ports = ports
         """The host ports in use per node name (NodePorts); None: none in use. Kept by `place` and `unplace`."""
@@ -230,6 +232,8 @@ class WhatIf:
         """Per-GPU free milli of rows with `gpuscale.io/gpu-milli`; None when no row has any."""
         self.version = np.zeros(len(free), dtype=np.int64) if version is None else version
         """Bumped (to a fresh value of the shared clock) whenever a row's free capacity changes."""
+        self.volumes = volumes
+        """The volume filters' state (`whatif.volumes.VolumeState`); None when no pod uses claims."""
 
     # ------------------------------------------------------------------------------------------------ structure
     @property
@@ -271,8 +275,9 @@ class WhatIf:
     def fork(self) -> WhatIf:
         topology = self.topology.copy() if self.topology is not None else None
         return WhatIf(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology,
-                         self.devices.copy() if self.devices is not None else None, self.version.copy(),
-                         self.ports.copy() if self.ports is not None else None)
+                      self.devices.copy() if self.devices is not None else None, self.version.copy(),
+                      self.ports.copy() if self.ports is not None else None,
+                      self.volumes.copy() if self.volumes is not None else None)
 
     def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources],
                group_keys: Sequence[GroupKey] | None = None) -> WhatIf:
@@ -305,9 +310,10 @@ class WhatIf:
                    else GpuDevices.of([*([Resources()] * start), *capacity]))
         return WhatIf(shared, np.vstack([self.free, extra_free]), np.concatenate([self.free_pods, extra_pods]),
                          np.concatenate([self.enabled, np.ones(len(nodes), dtype=bool)]), topology,
-                         devices if devices else None,
-                         np.concatenate([self.version, np.zeros(len(nodes), dtype=np.int64)]),
-                         self.ports.copy() if self.ports is not None else None)
+                      devices if devices else None,
+                      np.concatenate([self.version, np.zeros(len(nodes), dtype=np.int64)]),
+                      self.ports.copy() if self.ports is not None else None,
+                      self.volumes.extended(len(nodes)) if self.volumes is not None else None)
 
     # ----------------------------------------------------------------------------------------------- feasibility
     def request_vector(self, requests: Resources) -> IntArray | None:
@@ -475,6 +481,8 @@ class WhatIf:
             if self.ports is None:
                 self.ports = HostPorts()
             self.ports.add(pod, self._s.nodes[index].name)
+        if self.volumes is not None and pod.constraints.claims:
+            self.volumes.add(pod, index, self._s.nodes[index])
 
     def unplace(self, index: int, pod: Pod) -> None:
         """Give back a pod's requests (a pod leaving a node in a drain what-if). Its devices are those of its
@@ -494,6 +502,14 @@ class WhatIf:
                 self.devices.give(index, need, held)
         if pod.constraints.host_ports and self.ports is not None:
             self.ports.remove(pod, self._s.nodes[index].name)
+        if self.volumes is not None and pod.constraints.claims:
+            self.volumes.remove(pod, index)
+
+    def unplace_volumes(self, index: int, pod: Pod) -> None:
+        """The pod's claims leave row `index` (a pod evicted in a drain what-if, its requests still counted there:
+        the row is disabled). O(claims)."""
+        if self.volumes is not None and pod.constraints.claims:
+            self.volumes.remove(pod, index)
 
     def disable(self, index: int) -> None:
         """Take a node out of consideration (it is being removed in this what-if)."""

@@ -36,16 +36,19 @@ from gpuscale.engine.whatif.model import (
     _Shared,
     node_group_key,
 )
+from gpuscale.engine.whatif.volumes import VolumeState
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import PODS, Resources
+from gpuscale.model.volumes import Storage
 
 
 def whatif_of(nodes: Sequence[Node], capacity: Sequence[Resources], placed: Iterable[Pod],
               extra_names: Iterable[str] = (), with_topology: bool = False, placement: str | None = None,
-              workload: Iterable[Pod] = ()) -> WhatIf:
+              workload: Iterable[Pod] = (), storage: Storage | None = None) -> WhatIf:
     """The what-if of `nodes` computed from scratch (the reference store's): `RowCache().table(...)`, which see."""
-    return RowCache().table(nodes, capacity, placed, extra_names, with_topology, placement, workload)
+    return RowCache().table(nodes, capacity, placed, extra_names, with_topology, placement, workload,
+                            storage=storage)
 
 
 MASKS_KEPT = 1024
@@ -319,7 +322,7 @@ class RowCache:
               by_node: Mapping[str, Sequence[Pod]] | None = None,
               moved: tuple[int, frozenset[str] | None] | None = None,
               names: Sequence[str] | None = None, node_edits: NodeEdits | None = None,
-              row_moves: RowMoves | None = None) -> WhatIf:
+              row_moves: RowMoves | None = None, storage: Storage | None = None) -> WhatIf:
         """Nodes with their usable capacity (`capacity[i]`, e.g. a template's for a GPU node still initialising),
         minus the requests of `placed` pods bound to them. `extra_names` adds columns (the pending pods' requests).
         `placement` makes `choose` fragmentation-aware; `workload` (pending pods) joins the bound GPU pods as the
@@ -328,7 +331,9 @@ class RowCache:
         (same what-if, less work), and `moved` says which nodes' entries in `by_node` may differ from the last
         build's (`engine.arrange.Arranged`: its generation and `moved`); `names[i]` is `nodes[i].name`, if the
         caller has them already; `node_edits` is kept for the what-if's readers (`WhatIf.rows_changed_since`), and
-        `row_moves` (with it) says where rows came and went (`RowMoves`)."""
+        `row_moves` (with it) says where rows came and went (`RowMoves`). `storage`: the snapshot's storage objects
+        when some pod uses claims; the table then keeps the volume state of the placed pods
+        (`whatif.volumes.VolumeState`, O(nodes + placed pods) per build)."""
         if by_node is None or with_topology:
             placed = list(placed)
         if by_node is None:
@@ -342,6 +347,8 @@ class RowCache:
                            names, node_edits, row_moves)
         if with_topology:
             table.topology = Topology(nodes, placed)
+        if storage is not None:
+            table.volumes = VolumeState.of(storage, nodes, by_node)
         return table
 
     def build(self, nodes: Sequence[Node], capacity: Sequence[Resources], by_node: Mapping[str, Sequence[Pod]],

@@ -48,6 +48,7 @@ from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
+from gpuscale.model.volumes import Storage
 
 _WORLDS = count()
 """Numbers of the worlds (`IncrementalStore.world_edits`), unique across stores."""
@@ -98,10 +99,12 @@ class Store(ABC):
     def table(self, nodes: list[Node], capacity: list[Resources], pods_placed: Sequence[Pod],
               pending_names: set[str], *, with_topology: bool, placement: str | None, workload: Sequence[Pod],
               group_keys: list[GroupKey], by_node: Mapping[str, Sequence[Pod]], names: list[str],
-              arranged: Arranged, templates: list[Node], held: frozenset[str]) -> WhatIf:
+              arranged: Arranged, templates: list[Node], held: frozenset[str],
+              storage: Storage | None = None) -> WhatIf:
         """The what-if of these rows (`rows.RowCache.table`, which see). `templates`: the upcoming rows' template
         nodes (the last rows); `held`: the nodes whose row capacity is not their facts' (a Ready node that lost its
-        GPUs under its pods, a node in an operator's set-up cordon)."""
+        GPUs under its pods, a node in an operator's set-up cordon); `storage`: the snapshot's storage objects when
+        some pod uses claims (the table then keeps the volume state)."""
 
 
 class ReferenceStore(Store):
@@ -141,10 +144,11 @@ class ReferenceStore(Store):
     def table(self, nodes: list[Node], capacity: list[Resources], pods_placed: Sequence[Pod],
               pending_names: set[str], *, with_topology: bool, placement: str | None, workload: Sequence[Pod],
               group_keys: list[GroupKey], by_node: Mapping[str, Sequence[Pod]], names: list[str],
-              arranged: Arranged, templates: list[Node], held: frozenset[str]) -> WhatIf:
+              arranged: Arranged, templates: list[Node], held: frozenset[str],
+              storage: Storage | None = None) -> WhatIf:
         return RowCache().table(nodes, capacity, pods_placed, pending_names, with_topology=with_topology,
                                 placement=placement, workload=workload, group_keys=group_keys, by_node=by_node,
-                                names=names)
+                                names=names, storage=storage)
 
 
 class IncrementalStore(Store):
@@ -480,7 +484,8 @@ class IncrementalStore(Store):
     def table(self, nodes: list[Node], capacity: list[Resources], pods_placed: Sequence[Pod],
               pending_names: set[str], *, with_topology: bool, placement: str | None, workload: Sequence[Pod],
               group_keys: list[GroupKey], by_node: Mapping[str, Sequence[Pod]], names: list[str],
-              arranged: Arranged, templates: list[Node], held: frozenset[str]) -> WhatIf:
+              arranged: Arranged, templates: list[Node], held: frozenset[str],
+              storage: Storage | None = None) -> WhatIf:
         """The rows carried from the last what-if (`RowCache`), told which rows may differ: those the node rows
         redid, came or went (`_world_edits`), every row when a held node is in this what-if or the last."""
         edits = self._world_edits(templates)
@@ -490,7 +495,7 @@ class IncrementalStore(Store):
         moved = (arranged.generation, arranged.moved)
         table = self._rows.table(nodes, capacity, pods_placed, pending_names, with_topology=with_topology,
                                  placement=placement, workload=workload, group_keys=group_keys, by_node=by_node,
-                                 moved=moved, names=names, node_edits=edits, row_moves=row_moves)
+                                 moved=moved, names=names, node_edits=edits, row_moves=row_moves, storage=storage)
         table._s.changes = Changes(pods_moved=moved, facts_changed=self._facts_change)
         table._s.kept = self._kept
         return table

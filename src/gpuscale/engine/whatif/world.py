@@ -93,7 +93,8 @@ def build_world(store: Store, arranged: Arranged, upcoming: Sequence[UpcomingNod
     table = store.table(nodes, capacity, pods.placed, store.pending_names(pods.pending),
                         with_topology=pods.depends_on_placed, placement=gpu_placement, workload=pods.pending,
                         group_keys=group_keys, by_node=pods.by_node, names=names, arranged=arranged,
-                        templates=templates, held=excluded.held | excluded.setting_up)
+                        templates=templates, held=excluded.held | excluded.setting_up,
+                        storage=cluster.storage if pods.uses_claims else None)
     return World(table=table, rows=tuple(nodes), row_pool=(*base.row_pool, *(pool.name for pool in extra)),
                  upcoming_rows=upcoming_rows, totals=store.totals(base.counted, extra),
                  free_pods_before=table.free_pods.copy(), gpu_capacity=gpus)
