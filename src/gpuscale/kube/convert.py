@@ -448,8 +448,6 @@ def _topology_spread(ctx: _Ctx, spec: Mapping[str, Any],
 
 def _unsupported(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[str, ...]:
     found = []
-    if any("persistentVolumeClaim" in v or "ephemeral" in v for v in _objects(ctx, spec, "volumes", at="spec")):
-        found.append("volume topology (persistent volume claims)")
     if spec.get("resourceClaims"):
         found.append("dynamic resource allocation (resourceClaims)")
     return tuple(found)
