@@ -10,6 +10,10 @@ zones (`topology.kubernetes.io/zone`). Prints the median `decide` time over 5 ru
 
 `--spread 0.2`: the same run again with 20 % of the pending pods carrying a zone spread (`DoNotSchedule`, maxSkew 1,
 over the pods of their Deployment: 20 Deployments), and the ratio of the two medians.
+
+`--pvc-share 0.2`: the same run again in the same process with that share of the pending pods using a PVC, bound to
+a PV whose node affinity holds on its pool's nodes only (VolumeBinding on every row), and both timings with their
+ratio.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ from gpuscale.model.node import ZONE_LABEL, Node
 from gpuscale.model.pod import OwnerRef, Pod, PodPhase, SchedulingConstraints, TopologySpreadConstraint
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources
-from gpuscale.model.selectors import LabelSelector, NodeAffinity
+from gpuscale.model.selectors import LabelSelector, NodeAffinity, NodeSelectorTerm, Requirement, SelectorOperator
 from gpuscale.model.taints import Taint, TaintEffect, Toleration, TolerationOperator
+from gpuscale.model.volumes import PersistentVolume, PersistentVolumeClaim, PodClaim, Storage, StorageClass
 from gpuscale.sim.openb import OpenbNode, bundled, read_nodes, read_pods, to_model_pod
 
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect=TaintEffect.NO_SCHEDULE)
@@ -143,6 +148,32 @@ def with_spread(cluster: Cluster, fraction: float, seed: int) -> Cluster:
     return Cluster(nodes=cluster.nodes, pods=tuple(pods))
 
 
+def with_claims(cluster: Cluster, share: float, seed: int) -> Cluster:
+    """`share` of the pending pods each using its own PVC, bound to a PV whose node affinity holds on the nodes of
+    the pool the pod's shape goes to (GPU pods: a GPU pool; others: `cpu`)."""
+    rng = random.Random(seed)
+    pvs: list[PersistentVolume] = []
+    claims: list[PersistentVolumeClaim] = []
+    pods = list(cluster.pods)
+    gpu_pools = ["gpu-g2", "gpu-t4", "gpu-v100"]
+    for i, pod in enumerate(pods):
+        if pod.node_name is not None or rng.random() >= share:
+            continue
+        pool = rng.choice(gpu_pools) if pod.requests.gpu_count() else "cpu"
+        name = f"data-{pod.name}"
+        affinity = (NodeSelectorTerm(match_expressions=(
+            Requirement(key="gpuscale.io/pool", operator=SelectorOperator.IN, values=(pool,)),)),)
+        pvs.append(PersistentVolume(name=name, capacity=2**34, access_modes=frozenset({"ReadWriteOnce"}),
+                                    node_affinity=affinity, storage_class="zonal", claim=f"{pod.namespace}/{name}",
+                                    phase="Bound", csi_driver="csi.example.com", csi_handle=name))
+        claims.append(PersistentVolumeClaim(namespace=pod.namespace, name=name, storage_class="zonal",
+                                            volume_name=name, bind_completed=True, request=2**30, phase="Bound"))
+        pods[i] = replace(pod, constraints=replace(pod.constraints, claims=(PodClaim(pod.namespace, name),)))
+    storage = Storage(volumes=tuple(pvs), claims=tuple(claims), classes=(StorageClass(
+        name="zonal", provisioner="csi.example.com", wait_for_first_consumer=True),))
+    return replace(cluster, pods=tuple(pods), storage=storage)
+
+
 def _median_decide(cluster: Cluster, pools: list[NodePool], runs: int) -> tuple[float, list[float], object]:
     times = []
     plan = None
@@ -161,6 +192,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--spread", type=float, default=0.0,
                         help="also time the run with this fraction of the pending pods spread over zones")
+    parser.add_argument("--pvc-share", type=float, default=0.0,
+                        help="also time the run with this share of the pending pods using a bound PVC")
     args = parser.parse_args()
     start = time.perf_counter()
     cluster, pools = build(args.nodes, args.running, args.pending, seed=11)
@@ -203,6 +236,14 @@ def main() -> None:
         print(f"decide without spread median={base:.3f}s (runs: {', '.join(f'{t:.3f}' for t in base_times)})")
         print(f"decide with spread median={spread_median:.3f}s (runs: {', '.join(f'{t:.3f}' for t in spread_times)})"
               f"; ratio {spread_median / base:.2f}")
+    if args.pvc_share:
+        claimed = with_claims(cluster, args.pvc_share, seed=12)
+        users = sum(1 for p in claimed.pods if p.constraints.claims)
+        base, _, _ = _median_decide(cluster, pools, args.runs)
+        with_pvc, times_pvc, plan_pvc = _median_decide(claimed, pools, args.runs)
+        print(f"PVCs: {users} pending pods with a bound PVC; decide median without={base:.3f}s with={with_pvc:.3f}s "
+              f"ratio={with_pvc / base:.2f} (runs: {', '.join(f'{t:.3f}' for t in times_pvc)}); plan: "
+              f"scale_up={[(s.pool, s.nodes) for s in plan_pvc.scale_up]}")  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

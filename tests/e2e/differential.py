@@ -24,6 +24,7 @@ from gpuscale.engine.decide import decide
 from gpuscale.engine.fit import PodFit, explain_fit
 from gpuscale.engine.plan import Snapshot
 from gpuscale.engine.policy import Policy
+from gpuscale.engine.scheduling import is_prefilter_message
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.store import ReferenceStore
@@ -364,13 +365,104 @@ def node_categories(node: client.V1Node) -> set[str]:
 
 # ----------------------------------------------------------------------------------------------------------- snapshot
 
-def list_objects(core_v1: client.CoreV1Api) -> list[dict[str, Any]]:
-    """Every node and every pod (all namespaces) as the API returns them (JSON, as `kubectl get -o json`)."""
+def list_objects(core_v1: client.CoreV1Api, storage: bool = False) -> list[dict[str, Any]]:
+    """Every node and every pod (all namespaces) as the API returns them (JSON, as `kubectl get -o json`); with
+    `storage`, the PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes too."""
     objects: list[dict[str, Any]] = []
-    for call, kind in ((core_v1.list_node, "Node"), (core_v1.list_pod_for_all_namespaces, "Pod")):
+    calls: list[tuple[Any, str]] = [(core_v1.list_node, "Node"), (core_v1.list_pod_for_all_namespaces, "Pod")]
+    if storage:
+        storage_v1 = client.StorageV1Api(core_v1.api_client)
+        calls += [(core_v1.list_persistent_volume, "PersistentVolume"),
+                  (core_v1.list_persistent_volume_claim_for_all_namespaces, "PersistentVolumeClaim"),
+                  (storage_v1.list_storage_class, "StorageClass"), (storage_v1.list_csi_node, "CSINode")]
+    for call, kind in calls:
         items = json.loads(call(_preload_content=False).data)["items"]
         objects.extend({**item, "kind": kind} for item in items)
     return objects
+
+
+# ------------------------------------------------------------------------------------------------- volume cases
+
+VOLUME_ZONE = "topology.kubernetes.io/zone"
+DRIVER = "csi.diff.gpuscale.io"
+
+
+def volume_storage(rng: random.Random, nodes: Sequence[str], namespace: str,
+                   run: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """StorageClasses, PVs and PVCs (API dicts) for the volume cases, and the claim names pods pick from: claims
+    pre-bound to PVs with zone node affinity, zone labels only, or a hostname (local PV), CSI volumes for the attach
+    limit, a ReadWriteOncePod claim, unbound WaitForFirstConsumer claims that bind a local PV or find none, an unbound
+    Immediate claim, and a claim name that does not exist. Nothing needs a provisioner to run: a pod kube-scheduler
+    binds never waits on one."""
+    classes = [
+        {"metadata": {"name": f"static-{run}"}, "provisioner": "kubernetes.io/no-provisioner",
+         "volumeBindingMode": "WaitForFirstConsumer"},
+        {"metadata": {"name": f"nowhere-{run}"}, "provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer",
+         "allowedTopologies": [{"matchLabelExpressions": [{"key": VOLUME_ZONE, "values": ["nowhere"]}]}]},
+        {"metadata": {"name": f"imm-{run}"}, "provisioner": DRIVER, "volumeBindingMode": "Immediate"},
+    ]
+    pvs: list[dict[str, Any]] = []
+    pvcs: list[dict[str, Any]] = []
+    claims: list[str] = [f"missing-{run}"]
+
+    def pv(name: str, cls: str, claim: str | None, affinity: tuple[str, str] | None = None,
+           labels: dict[str, str] | None = None, csi: bool = False,
+           modes: tuple[str, ...] = ("ReadWriteOnce",)) -> None:
+        spec: dict[str, Any] = {"capacity": {"storage": "10Gi"}, "accessModes": list(modes), "storageClassName": cls,
+                                "persistentVolumeReclaimPolicy": "Retain"}
+        spec["csi" if csi else "hostPath"] = {"driver": DRIVER, "volumeHandle": name} if csi else {"path": "/tmp"}
+        if affinity is not None:
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": affinity[0], "operator": "In", "values": [affinity[1]]}]}]}}
+            if affinity[0] == HOSTNAME:
+                spec.pop("hostPath")
+                spec["local"] = {"path": "/mnt/disk"}
+        if claim is not None:
+            spec["claimRef"] = {"namespace": namespace, "name": claim}
+        pvs.append({"metadata": {"name": name, "labels": labels or {}}, "spec": spec})
+
+    def pvc(name: str, cls: str, volume: str | None = None, modes: tuple[str, ...] = ("ReadWriteOnce",)) -> None:
+        spec: dict[str, Any] = {"accessModes": list(modes), "storageClassName": cls,
+                                "resources": {"requests": {"storage": "1Gi"}}}
+        if volume is not None:
+            spec["volumeName"] = volume
+        pvcs.append({"metadata": {"name": name}, "spec": spec})
+        claims.append(name)
+
+    static = f"static-{run}"
+    for zone in ("a", "b", "c"):
+        pv(f"zonal-{zone}-{run}", static, f"zonal-{zone}-{run}", affinity=(VOLUME_ZONE, zone))
+        pvc(f"zonal-{zone}-{run}", static, f"zonal-{zone}-{run}")
+        pv(f"labelled-{zone}-{run}", static, f"labelled-{zone}-{run}", labels={VOLUME_ZONE: zone})
+        pvc(f"labelled-{zone}-{run}", static, f"labelled-{zone}-{run}")
+    for i in range(3):
+        pv(f"csi-{i}-{run}", static, f"csi-{i}-{run}", csi=True)
+        pvc(f"csi-{i}-{run}", static, f"csi-{i}-{run}")
+    pv(f"rwop-{run}", static, f"rwop-{run}", modes=("ReadWriteOncePod",))
+    pvc(f"rwop-{run}", static, f"rwop-{run}", modes=("ReadWriteOncePod",))
+    pv(f"shared-{run}", static, f"shared-{run}", modes=("ReadWriteMany",))
+    pvc(f"shared-{run}", static, f"shared-{run}", modes=("ReadWriteMany",))
+    for node in rng.sample(list(nodes), 3):  # local PVs for unbound claims to bind
+        pv(f"local-{node}", static, None, affinity=(HOSTNAME, node))
+    for i in range(4):
+        pvc(f"wait-{i}-{run}", static)
+    pvc(f"nowhere-{run}", f"nowhere-{run}")
+    pvc(f"imm-{run}", f"imm-{run}")
+    return classes, pvs, pvcs, claims
+
+
+def random_volume_pod(rng: random.Random, name: str, claims: Sequence[str], zones: Sequence[str]) -> dict[str, Any]:
+    """A pod using one or two of the claims, with a CPU request and sometimes a zone nodeSelector."""
+    chosen = rng.sample(list(claims), rng.choices([1, 2], weights=[75, 25])[0])
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "registry.example/app:1",
+                        "resources": {"requests": {"cpu": rng.choice(["100m", "1", "2", "6"])}}}],
+        "volumes": [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(chosen)],
+    }
+    if rng.random() < 0.2:
+        spec["nodeSelector"] = {VOLUME_ZONE: rng.choice(list(zones))}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
 def gpuscale_fit(objects: Sequence[Mapping[str, Any]], pod: Mapping[str, Any]) -> tuple[Cluster, PodFit]:
@@ -405,7 +497,9 @@ def decide_feasible(cluster: Cluster, pod: Pod) -> tuple[set[str], set[str]]:
 
 # -------------------------------------------------------------------------------------------- the scheduler's verdict
 
-_MESSAGE = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: preemption: .*)?", re.S)
+_MESSAGE = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: preemption: .*| not found)?", re.S)
+"""The tail is the PostFilter's (preemption) message; after a missing claim's PreFilter rejection kube-scheduler
+v1.37.2 words it ` not found` (observed: `… persistentvolumeclaim "x" not found. not found`)."""
 _PART = re.compile(r"(\d+) (.+)")
 
 
@@ -418,6 +512,9 @@ def parse_scheduler_message(message: str) -> tuple[int, dict[str, int]]:
     reasons: Counter[str] = Counter()
     for part in m.group(2).split(", "):
         pm = _PART.fullmatch(part)
+        if pm is None and is_prefilter_message(part):  # a PreFilter's rejection: said once, for every node
+            reasons[part] += int(m.group(1))
+            continue
         if pm is None:
             raise AssertionError(f"unexpected reason {part!r} in FailedScheduling message {message!r}")
         reasons[pm.group(2)] += int(pm.group(1))

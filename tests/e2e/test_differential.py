@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 from differential import (
+    HOSTNAME,
     Disagreement,
     Tally,
     categories,
@@ -53,7 +54,7 @@ from differential import (
     random_pod,
     scheduler_outcome,
 )
-from harness import ignore_status, wait_for
+from harness import ignore_status, kwok_node_body, wait_for
 from kubernetes import client
 
 from gpuscale.engine.fit import explain_fit
@@ -258,3 +259,99 @@ def test_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace
     assert tally.bound >= PODS // 5 and tally.unschedulable >= PODS // 5, f"outcomes too one-sided:\n{summary}"
     missing = EXPECTED_REASONS - set(tally.reasons)
     assert not missing, f"the scheduler never gave {sorted(missing)} — the generator no longer covers them:\n{summary}"
+
+
+VOLUME_PODS = int(os.environ.get("GPUSCALE_DIFF_VOLUME_PODS", "80"))
+VOLUME_REASONS = {
+    "node(s) didn't match PersistentVolume's node affinity",
+    "node(s) had no available volume zone",
+    "node(s) didn't find available persistent volumes to bind",
+    "pod has unbound immediate PersistentVolumeClaims",
+}
+
+
+def test_volume_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace: str) -> None:
+    """Random pods using PersistentVolumeClaims (bound to zonal, zone-labelled, local and CSI PVs; ReadWriteOncePod
+    and ReadWriteMany; unbound WaitForFirstConsumer claims binding local PVs or finding none; an unbound Immediate
+    claim; a missing claim) on kwok nodes in three zones, one with a CSINode attach limit of 1: gpuscale's verdict
+    (with the storage objects listed from the API) against kube-scheduler's, pod by pod, as the main test does.
+    kube-controller-manager's PV controller completes the pre-bound claims and the bindings the scheduler makes."""
+    from differential import DRIVER, VOLUME_ZONE, random_volume_pod, volume_storage
+
+    rng = random.Random(SEED + 1)
+    run = uuid.uuid4().hex[:6]
+    storage_v1 = client.StorageV1Api(core_v1.api_client)
+    zones = {f"vol-{run}-{i}": z for i, z in enumerate(["a", "a", "b", "b", "c", None])}
+    names = list(zones)
+    classes, pvs, pvcs, claims = volume_storage(rng, names, namespace, run)
+    tally = Tally()
+    disagreements: list[Disagreement] = []
+    whatif_disagreements: list[str] = []
+    try:
+        for name, zone in zones.items():
+            body = kwok_node_body(name, labels={HOSTNAME: name, **({VOLUME_ZONE: zone} if zone else {})},
+                                  annotations={"gpuscale.io/ready-after": "0s"})
+            body.status.allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+            body.status.capacity = dict(body.status.allocatable)
+            core_v1.create_node(body)
+        storage_v1.create_csi_node({"metadata": {"name": names[0]}, "spec": {"drivers": [
+            {"name": DRIVER, "nodeID": names[0], "allocatable": {"count": 1}}]}})
+        for cls in classes:
+            storage_v1.create_storage_class(cls)
+        for pv in pvs:
+            core_v1.create_persistent_volume(pv)
+        for pvc in pvcs:
+            core_v1.create_namespaced_persistent_volume_claim(namespace, pvc)
+        prebound = {p["metadata"]["name"] for p in pvcs if "volumeName" in p["spec"]}
+        wait_for(lambda: all(c.status.phase == "Bound" for c in core_v1.list_namespaced_persistent_volume_claim(
+            namespace).items if c.metadata.name in prebound), 60, interval_s=0.1, desc="pre-bound claims Bound")
+        wait_for(lambda: all(_is_ready(core_v1.read_node(n)) for n in names), 60, interval_s=0.05,
+                 desc="volume nodes Ready")
+        _wait_scheduler_in_sync(core_v1, namespace, f"vol-{run}")
+        for i in range(VOLUME_PODS):
+            body = random_volume_pod(rng, f"v{i:03d}", claims, ["a", "b", "c"])
+            objects = list_objects(core_v1, storage=True)
+            created = json.loads(core_v1.create_namespaced_pod(namespace, body, _preload_content=False).data)
+            pod_name = created["metadata"]["name"]
+            outcome = wait_for(lambda n=pod_name: scheduler_outcome(_read_pod(core_v1, n, namespace)),
+                               DECIDE_TIMEOUT_S, interval_s=POLL_S, desc=f"kube-scheduler's verdict on {pod_name}")
+            cluster, fit = gpuscale_fit(objects, created)
+            disagreement = compare(i, body, outcome, cluster, fit)
+            if disagreement is not None:
+                disagreements.append(disagreement)
+            rows, feasible = decide_feasible(cluster, fit.pod)
+            placeable = set(fit.fits) & rows
+            if feasible != placeable:
+                whatif_disagreements.append(f"pod {i}: decide's what-if fits {sorted(feasible)}, "
+                                            f"fit {sorted(placeable)}")
+            tally.record(bound=outcome.node is not None)
+            tally.categories.update(f"claim {c['persistentVolumeClaim']['claimName'].rsplit('-', 1)[0]}"
+                                    for c in body["spec"]["volumes"])
+            if outcome.node is None:
+                tally.reasons.update(parse_scheduler_message(outcome.message)[1].keys())
+                _delete_pod(core_v1, pod_name, namespace)
+            else:  # the claims it bound are bound before the next pod is listed
+                wait_for(lambda: all(c.status.phase == "Bound" or c.spec.volume_name is None
+                                     for c in core_v1.list_namespaced_persistent_volume_claim(namespace).items),
+                         30, interval_s=0.05, desc="claims the scheduler bound completed")
+    finally:
+        try:
+            core_v1.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+            core_v1.delete_collection_namespaced_persistent_volume_claim(namespace)
+        finally:
+            for pv in pvs:
+                ignore_status(404, core_v1.delete_persistent_volume, pv["metadata"]["name"])
+            for cls in classes:
+                ignore_status(404, storage_v1.delete_storage_class, cls["metadata"]["name"])
+            ignore_status(404, storage_v1.delete_csi_node, names[0])
+            for name in names:
+                ignore_status(404, core_v1.delete_node, name)
+    summary = tally.summary()
+    print("\n" + summary)
+    assert not disagreements, (
+        f"gpuscale disagrees with kube-scheduler on {len(disagreements)} of {tally.pods} volume pods:\n"
+        + "\n".join(d.render(SEED + 1) for d in disagreements[:SHOWN]) + f"\n{summary}")
+    assert not whatif_disagreements, "\n".join(whatif_disagreements[:SHOWN])
+    missing = VOLUME_REASONS - set(tally.reasons)
+    assert not missing, f"the scheduler never gave {sorted(missing)}:\n{summary}"
+    assert tally.bound >= VOLUME_PODS // 5, summary

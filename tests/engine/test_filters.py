@@ -10,6 +10,7 @@ from gpuscale.engine.scheduling import Topology
 from gpuscale.engine.whatif.filters import FILTERS
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.rows import whatif_of
+from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import ZONE_LABEL, Node
 from gpuscale.model.pod import HostPort, Pod, depends_on_placed
 from gpuscale.model.resources import GPU_MILLI, Resources
@@ -377,9 +378,23 @@ def _fit(*objects: dict[str, object]) -> tuple[tuple[str, ...], dict[str, int], 
     from gpuscale.engine.fit import explain_fit
     from gpuscale.kube.convert import cluster_from_objects
 
-    fits = explain_fit(cluster_from_objects(objects))
+    cluster = cluster_from_objects(objects)
+    fits = explain_fit(cluster)
     (fit,) = [f for f in fits if f.pod.name == "p"]
+    _agrees_with_oracle(cluster, fit.pod)
     return fit.fits, dict(fit.reasons), fit.message
+
+
+def _agrees_with_oracle(cluster: Cluster, pod: Pod) -> None:
+    """Each node's `explain` equals the plain per-node oracle's (tests/engine/oracle.py) with the storage objects."""
+    placed = tuple(p for p in cluster.pods if p.consumes_capacity())
+    table = whatif_of(cluster.nodes, [n.allocatable for n in cluster.nodes], placed, pod.requests.names(),
+                      storage=cluster.storage)
+    for row, node in enumerate(cluster.nodes):
+        here = [p for p in placed if p.node_name == node.name]
+        used = sum((p.requests for p in here), Resources())
+        assert table.explain(pod, row) == node_failures(pod, node, used, len(here), None, here,
+                                                        (cluster.nodes, placed), cluster.storage), node.name
 
 
 ZONED = (_node_obj("a1", "a"), _node_obj("b1", "b"), _node_obj("c1", "c", cpu="0"))
@@ -389,7 +404,7 @@ def test_bound_pv_node_affinity_and_zone() -> None:
     fits, reasons, _ = _fit(*ZONED, _class("fast"), _pv("pv-b", zone="b", claim="data"), _pvc("data", volume="pv-b"),
                             _pod_obj("p", "data"))
     assert fits == ("b1",)
-    assert reasons == {"node(s) had volume node affinity conflict": 1, "Insufficient cpu": 1}
+    assert reasons == {"node(s) didn't match PersistentVolume's node affinity": 1, "Insufficient cpu": 1}
     # a zone label and no node affinity: VolumeZone words it
     pv = _pv("pv-b", claim="data", zone="b", zone_label=True)
     pv["spec"].pop("nodeAffinity")  # type: ignore[attr-defined]

@@ -28,8 +28,9 @@ from gpuscale.model.node import Node
 from gpuscale.model.pod import HostPort, Pod, PodPhase, TopologySpreadConstraint
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import GPU_MILLI, NVIDIA_GPU, Resources
-from gpuscale.model.selectors import LabelSelector, PodAffinityTerm
+from gpuscale.model.selectors import LabelSelector, NodeSelectorTerm, PodAffinityTerm, Requirement, SelectorOperator
 from gpuscale.model.taints import Taint, TaintEffect
+from gpuscale.model.volumes import CSINode, PersistentVolume, PersistentVolumeClaim, PodClaim, Storage, StorageClass
 from gpuscale.sim.run import simulate
 from gpuscale.sim.scenario import load_scenario, policy_named
 from tests.builders import make_pod
@@ -86,10 +87,39 @@ SPREAD_HOST = TopologySpreadConstraint(max_skew=1, topology_key="kubernetes.io/h
                                       node_taints_policy="Honor")
 
 
+CLAIM_NAMES = ("zone-0", "zone-1", "rwop", "wait")
+
+
+def storage_of(version: int) -> Storage:
+    """The storage objects: claims bound to a PV in zone z0 and z1, a ReadWriteOncePod one, an unbound
+    WaitForFirstConsumer one; `version` odd: the zone-1 claim not bound yet (an Immediate class: the PreFilter)."""
+    def zone_pv(name: str, zone: str) -> PersistentVolume:
+        return PersistentVolume(name=name, capacity=2**30, access_modes=frozenset({"ReadWriteOnce"}),
+                                node_affinity=(NodeSelectorTerm(match_expressions=(Requirement(
+                                    key="topology.kubernetes.io/zone", operator=SelectorOperator.IN,
+                                    values=(zone,)),)),), storage_class="fast", claim=f"default/{name}",
+                                phase="Bound", csi_driver="d", csi_handle=name)
+    bound = {name: PersistentVolumeClaim(namespace="default", name=name, storage_class="fast", volume_name=name,
+                                         bind_completed=True, access_modes=frozenset({"ReadWriteOnce"}))
+             for name in ("zone-0", "zone-1")}
+    if version % 2:
+        bound["zone-1"] = replace(bound["zone-1"], volume_name="", bind_completed=False, storage_class="slow")
+    rwop = PersistentVolumeClaim(namespace="default", name="rwop", storage_class="fast", volume_name="rwop",
+                                 bind_completed=True, access_modes=frozenset({"ReadWriteOncePod"}))
+    wait = PersistentVolumeClaim(namespace="default", name="wait", storage_class="fast")
+    rwop_pv = replace(zone_pv("rwop", "z0"), node_affinity=None, access_modes=frozenset({"ReadWriteOncePod"}))
+    return Storage(volumes=(zone_pv("zone-0", "z0"), zone_pv("zone-1", "z1"), rwop_pv),
+                   claims=(*bound.values(), rwop, wait),
+                   classes=(StorageClass(name="fast", provisioner="d", wait_for_first_consumer=True),
+                            StorageClass(name="slow", provisioner="d")),
+                   csi_nodes=(CSINode(name=NAMES[0], limits={"d": 1}),))
+
+
 def pod(i: int, kind: int, where: str | None, phase: int) -> Pod:
     """`kind`: 0 CPU, 1 a GPU fraction, 2 a whole GPU, 3 a resource no node offers, 4 anti-affinity to its own kind
     per node, 5 affinity to those per zone, 6 host port 8080 (on any IP, or on one, by `i`), 7 spread with its kind
-    over zones (DoNotSchedule), 8 also over nodes (three domains at least, taints honoured)."""
+    over zones (DoNotSchedule), 8 also over nodes (three domains at least, taints honoured), 9 a PVC (`CLAIMS`: bound to
+    a zone's PV, ReadWriteOncePod, or an unbound WaitForFirstConsumer claim, by `i`)."""
     gpu = {1: {GPU_MILLI: 500}, 2: {NVIDIA_GPU: 1}, 3: {"example.com/fpga": 1}}.get(kind, {})
     p = make_pod(f"p{i % 30}", cpu="500m", memory="1Gi", extra=gpu, node=where)
     if kind == 4:
@@ -99,6 +129,8 @@ def pod(i: int, kind: int, where: str | None, phase: int) -> Pod:
     elif kind == 6:
         port = HostPort(8080, host_ip=("0.0.0.0", "10.0.0.1", "10.0.0.2")[i % 3])
         p = replace(p, constraints=replace(p.constraints, host_ports=(port,)))
+    elif kind == 9:
+        p = replace(p, constraints=replace(p.constraints, claims=(PodClaim("default", CLAIM_NAMES[i % 4]),)))
     elif kind in (7, 8):
         p = replace(p, labels={"app": "spread"}, constraints=replace(
             p.constraints, topology_spread=(SPREAD_ZONE, SPREAD_HOST)[: kind - 6]))
@@ -186,8 +218,8 @@ def assert_stores_agree(store: RecordingIncremental, snapshot: Snapshot, pools: 
 
 
 steps = st.lists(st.tuples(st.sampled_from(["flip", "flip", "node", "drop", "pod", "pod", "delete", "answer", "ask",
-                                            "swap", "registered", "pools", "decide", "decide", "decide"]),
-                           st.integers(0, 100), st.integers(0, 6), st.integers(0, 8), st.integers(0, 2)),
+                                            "swap", "registered", "pools", "claims", "decide", "decide", "decide"]),
+                           st.integers(0, 100), st.integers(0, 6), st.integers(0, 9), st.integers(0, 2)),
                  min_size=1, max_size=50)
 
 LIMITS = [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0},
@@ -222,13 +254,14 @@ def test_the_incremental_store_decides_as_the_reference(limits: dict[str, float]
     serial = 0
     policy = Policy(buffers=(Buffer(pool="gpu", free_gpus=1, free_gpus_ratio=0.5),), **limits)
     threaded = EngineState()
+    storage = storage_of(0)
 
     def check() -> None:
         nonlocal threaded
         node_list, pod_list = list(nodes.values()), list(pods.values())
         shuffle.shuffle(node_list)
         shuffle.shuffle(pod_list)
-        snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list)),
+        snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list), storage=storage),
                             upcoming=tuple(upcoming.values()), node_pools=dict(answers))
         threaded = assert_stores_agree(store, snapshot, pools, threaded, policy, now).state
 
@@ -247,6 +280,8 @@ def test_the_incremental_store_decides_as_the_reference(limits: dict[str, float]
         elif op == "pod":
             p = pod(i, kind, name if state % 2 and name in nodes else None, phase)
             pods[p.key] = p
+        elif op == "claims":  # the storage objects listed again: equal, or a claim bound or unbound since
+            storage = storage_of(kind)
         elif op == "delete" and pods:
             del pods[sorted(pods)[i % len(pods)]]
         elif op == "answer" and name in nodes:  # the provider names the node's pool (or another one)

@@ -83,7 +83,7 @@ _MESSAGES = {
     FitCode.RWOP_CONFLICT: ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access "
                             "mode"),
     FitCode.MAX_VOLUME_COUNT: "node(s) exceed max volume count",
-    FitCode.VOLUME_NODE_CONFLICT: "node(s) had volume node affinity conflict",
+    FitCode.VOLUME_NODE_CONFLICT: "node(s) didn't match PersistentVolume's node affinity",
     FitCode.VOLUME_BIND_CONFLICT: "node(s) didn't find available persistent volumes to bind",
     FitCode.VOLUME_ZONE_CONFLICT: "node(s) had no available volume zone",
     FitCode.VOLUME_PV_MISSING: "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)",
