@@ -298,8 +298,7 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
             relevant, classes, masks = True, {k: v for k, v in classes.items() if v is None}, _ClassMasks(single_rows)
         if unit.group is None:
             pod = unit.pods[0]
-            shortcut = (topology is None or not (relevant or depends_on_placed(pod))) and not (
-                pod.constraints.claims and result.table.volumes is not None)  # claims: placements change other rows
+            shortcut = _keeps_class_mask(result.table, pod, relevant)
             key = _class_key(pod, with_labels)
             if key in classes:
                 entry = classes[key]
@@ -338,6 +337,16 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
             continue
         _place_gang(result, unit, masks)
     return result
+
+
+def _keeps_class_mask(table: WhatIf, pod: Pod, relevant: bool) -> bool:
+    """Whether the pod's class may keep its mask (`_ClassMasks`) across placements: placements change only the rows
+    placed on for it — not with inter-pod affinity or spread read from placed pods, nor with claims (a
+    ReadWriteOncePod claim in use, a claim assumed onto a node)."""
+    topology = table.topology
+    if topology is not None and (relevant or depends_on_placed(pod)):
+        return False
+    return not (pod.constraints.claims and table.volumes is not None)
 
 
 def _place_gang(result: Placement, unit: Unit, masks: _ClassMasks) -> None:
