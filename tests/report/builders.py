@@ -36,7 +36,8 @@ def make_result(**overrides: Any) -> SimResult:
     values: dict[str, Any] = {
         "scenario": "unit", "policy": "default", "seed": 7, "duration_s": 120.0, "cost_usd": 12.5,
         "cost_by_pool": {"gpu-a100": 12.5}, "gpu_hours_provisioned": 10.0, "gpu_hours_allocated": 6.0,
-        "gpu_hours_by_pool": {"gpu-a100": {"provisioned": 10.0, "allocated": 6.0, "idle": 4.0,
+        "gpu_hours_useful": 5.0,
+        "gpu_hours_by_pool": {"gpu-a100": {"provisioned": 10.0, "allocated": 6.0, "useful": 5.0, "idle": 4.0,
                                            "hindsight_bound": 8.0}},
         "gpu_hours_hindsight_bound": 8.0,
         "pods": (make_pod(),), "evictions": 0, "lost_gpu_hours": 0.0, "scale_ups": 1, "scale_downs": 0,

@@ -35,12 +35,15 @@ REQUIRED_KEYS = {
 def test_json_has_the_documented_keys_and_totals() -> None:
     doc = result_json(make_result())
     assert set(doc) >= REQUIRED_KEYS
-    assert doc["gpu_hours"] == {"provisioned": 10.0, "allocated": 6.0, "idle": 4.0, "hindsight_bound": 8.0,
-                                "efficiency": 0.6, "hindsight_efficiency": 0.75,
-                                "by_pool": {"gpu-a100": {"provisioned": 10.0, "allocated": 6.0, "idle": 4.0,
-                                                         "hindsight_bound": 8.0}}}
-    assert list(doc["gpu_hours"]) == ["provisioned", "allocated", "idle", "hindsight_bound", "efficiency",
-                                      "hindsight_efficiency", "by_pool"]
+    assert doc["gpu_hours"] == {"provisioned": 10.0, "allocated": 6.0, "useful": 5.0, "idle": 4.0,
+                                "hindsight_bound": 8.0, "efficiency": 0.6, "useful_efficiency": 0.5,
+                                "hindsight_efficiency": 0.75,
+                                "by_pool": {"gpu-a100": {"provisioned": 10.0, "allocated": 6.0, "useful": 5.0,
+                                                         "idle": 4.0, "hindsight_bound": 8.0}}}
+    assert list(doc["gpu_hours"]) == ["provisioned", "allocated", "useful", "idle", "hindsight_bound", "efficiency",
+                                      "useful_efficiency", "hindsight_efficiency", "by_pool"]
+    assert list(doc["gpu_hours"]["by_pool"]["gpu-a100"]) == ["provisioned", "allocated", "useful", "idle",
+                                                             "hindsight_bound"]
     assert (doc["scenario"], doc["policy"], doc["seed"], doc["cost_usd"]) == ("unit", "default", 7, 12.5)
     assert "queue_wait_by_team" not in doc
 

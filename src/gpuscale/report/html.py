@@ -154,15 +154,18 @@ def _details(results: Sequence[SimResult]) -> str:
                        for w in twin.workload_rows(r))
         pools = "".join(f"<tr><td>{_esc(p.pool)}</td><td>{p.scale_ups:,}</td><td>{twin.format_usd(p.cost_usd)}</td>"
                         f"<td>{twin.format_hours(p.provisioned_gpu_h)}</td><td>{twin.format_hours(p.allocated_gpu_h)}"
-                        f"</td><td>{twin.format_hours(p.idle_gpu_h)}</td><td>{twin.format_hours(p.bound_gpu_h)}</td>"
+                        f"</td><td>{twin.format_hours(p.useful_gpu_h)}</td><td>{twin.format_hours(p.idle_gpu_h)}</td>"
+                        f"<td>{twin.format_hours(p.bound_gpu_h)}</td>"
                         "</tr>" for p in twin.pool_rows(r))
         parts.append(
             f'<figure><figcaption><h3>{_esc(r.policy)}: pods by workload</h3><p class="sub">pending→running of the '
             f'pods that ran</p></figcaption><table><tr><th>workload</th>'
             f"<th>pods</th><th>p50</th><th>p95</th><th>never ran</th></tr>{work}</table></figure>"
-            f'<figure><figcaption><h3>{_esc(r.policy)}: pools</h3><p class="sub">GPU-hours; bound: '
-            f'the hindsight bound, nodes exactly when needed</p></figcaption><table>'
-            f"<tr><th>pool</th><th>scale-ups</th><th>cost</th><th>provisioned</th><th>allocated</th><th>idle</th>"
+            f'<figure class="wide"><figcaption><h3>{_esc(r.policy)}: pools</h3><p class="sub">GPU-hours; '
+            f'allocated: from bind; useful: while every pod of the job runs; bound: the hindsight bound, nodes '
+            f'exactly when needed</p></figcaption><table>'
+            f"<tr><th>pool</th><th>scale-ups</th><th>cost</th><th>provisioned</th><th>allocated</th><th>useful</th>"
+            f"<th>idle</th>"
             f"<th>bound</th></tr>{pools}</table></figure>")
     return f'<div class="grid">{"".join(parts)}</div>'
 

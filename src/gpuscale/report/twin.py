@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscale.lifecycle.phases import Phase, percentile
-from gpuscale.sim.result import Notable, PodRecord, SimResult
+from gpuscale.sim.result import REQUEUED, Notable, PodRecord, SimResult, never_ran
 
 DECIMALS = 3
 TOP_PHASES = 5
@@ -51,10 +51,12 @@ def waits(pods: Iterable[PodRecord]) -> list[float]:
 
 
 def phase_names(pods: Sequence[PodRecord]) -> list[str]:
-    """Every `Phase` in lifecycle order, then any other name the records carry, sorted."""
+    """`requeued` when a record has it (it comes first), every `Phase` in lifecycle order, then any other name the
+    records carry, sorted."""
+    names = {name for pod in pods for name in pod.phases}
     known = [str(p) for p in Phase]
-    extra = sorted({name for pod in pods for name in pod.phases} - set(known))
-    return known + extra
+    extra = sorted(names - set(known) - {REQUEUED})
+    return ([REQUEUED] if REQUEUED in names else []) + known + extra
 
 
 def phase_stats(pods: Sequence[PodRecord]) -> dict[str, dict[str, float | None]]:
@@ -74,8 +76,8 @@ def _sorted_floats(mapping: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _gpu_hours(hours: Mapping[str, float]) -> dict[str, float | None]:
-    """`provisioned`, `allocated`, `idle` in that order (as at the top level), then any other key, sorted."""
-    main = [k for k in ("provisioned", "allocated", "idle") if k in hours]
+    """`provisioned`, `allocated`, `useful`, `idle` in that order (as at the top level), then any other key, sorted."""
+    main = [k for k in ("provisioned", "allocated", "useful", "idle") if k in hours]
     return {k: rounded(hours[k]) for k in main + sorted(set(hours) - set(main))}
 
 
@@ -96,9 +98,11 @@ def result_json(result: SimResult, include_wall: bool = True) -> dict[str, Any]:
         "cost_by_pool": _sorted_floats(result.cost_by_pool),
         "gpu_hours": {"provisioned": rounded(result.gpu_hours_provisioned),
                       "allocated": rounded(result.gpu_hours_allocated),
+                      "useful": rounded(result.gpu_hours_useful),
                       "idle": rounded(result.gpu_hours_idle),
                       "hindsight_bound": rounded(result.gpu_hours_hindsight_bound),
                       "efficiency": rounded(result.efficiency),
+                      "useful_efficiency": rounded(result.useful_efficiency),
                       "hindsight_efficiency": rounded(result.hindsight_efficiency),
                       "by_pool": {pool: _gpu_hours(hours) for pool, hours in sorted(result.gpu_hours_by_pool.items())}},
         "pods": len(result.pods),
@@ -157,6 +161,7 @@ class WorkloadRow:
     p50_s: float | None
     p95_s: float | None
     never_ran: int
+    """Jobs (over all their pod attempts) and other pods that never ran (`sim.result.never_ran`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,6 +189,8 @@ class PoolRow:
     provisioned_gpu_h: float
     allocated_gpu_h: float
     idle_gpu_h: float
+    useful_gpu_h: float | None = None
+    """GPU-hours while every pod of a job ran (`SimResult.gpu_hours_useful`), when the result has them."""
     bound_gpu_h: float | None = None
     """The pool's hindsight bound (`SimResult.gpu_hours_hindsight_bound`), when the result has one."""
 
@@ -196,7 +203,7 @@ def workload_rows(result: SimResult) -> list[WorkloadRow]:
         ran = waits(pods)
         rows.append(WorkloadRow(workload=kind, pods=len(pods), p50_s=percentile(ran, 50) if ran else None,
                                 p95_s=percentile(ran, 95) if ran else None,
-                                never_ran=sum(1 for p in pods if p.running_s is None)))
+                                never_ran=never_ran(pods)))
     return rows
 
 
@@ -228,6 +235,7 @@ def pool_rows(result: SimResult) -> list[PoolRow]:
         rows.append(PoolRow(pool=name, scale_ups=result.scale_ups_by_pool.get(name, 0),
                             cost_usd=result.cost_by_pool.get(name, 0.0), provisioned_gpu_h=provisioned,
                             allocated_gpu_h=allocated, idle_gpu_h=hours.get("idle", provisioned - allocated),
+                            useful_gpu_h=hours.get("useful"),
                             bound_gpu_h=hours.get("hindsight_bound")))
     return rows
 
@@ -269,6 +277,8 @@ def comparison_rows(results: Sequence[SimResult]) -> list[ComparisonRow]:
         row("Cost", (r.cost_usd for r in results), format_usd),
         row("Idle GPU-hours", (r.gpu_hours_idle for r in results), format_hours),
         row("Allocated GPU-hours", (r.gpu_hours_allocated for r in results), format_hours, Better.HIGHER),
+        row("Useful GPU-hours", (r.gpu_hours_useful for r in results), format_hours,
+            Better.HIGHER),
         row("Efficiency (allocated / provisioned)", (r.efficiency for r in results), format_share, Better.HIGHER),
         row("Hindsight bound's efficiency", (r.hindsight_efficiency for r in results), format_share, Better.HIGHER),
         row("p50 pending→running", (stat(r, 50) for r in results), format_duration),
@@ -345,7 +355,8 @@ def print_summary(result: SimResult, console: Console) -> None:
         (format_share(result.hindsight_efficiency), "bold"), " (nodes exactly when needed)"))
     console.print(Text(f"scale-ups {result.scale_ups} · scale-downs {result.scale_downs} · evictions "
                        f"{result.evictions} · stockouts {result.stockouts} · backoffs {result.backoffs} · "
-                       f"never ran {result.never_ran} of {len(result.pods)} pods", style="dim"))
+                       f"never ran {result.never_ran} (jobs and other pods) of {len(result.pods)} pods",
+                       style="dim"))
     console.print()
 
     pods = Table(title="Pods by workload", title_justify="left", expand=False)
@@ -358,11 +369,12 @@ def print_summary(result: SimResult, console: Console) -> None:
     console.print()
 
     pools = Table(title="Pools (GPU-hours)", title_justify="left")
-    for name in ("pool", "scale-ups", "cost", "provisioned", "allocated", "idle", "bound"):
+    for name in ("pool", "scale-ups", "cost", "provisioned", "allocated", "useful", "idle", "bound"):
         pools.add_column(name, justify="left" if name == "pool" else "right")
     for p in pool_rows(result):
         pools.add_row(p.pool, format_count(p.scale_ups), format_usd(p.cost_usd), format_hours(p.provisioned_gpu_h),
-                      format_hours(p.allocated_gpu_h), format_hours(p.idle_gpu_h), format_hours(p.bound_gpu_h))
+                      format_hours(p.allocated_gpu_h), format_hours(p.useful_gpu_h), format_hours(p.idle_gpu_h),
+                      format_hours(p.bound_gpu_h))
     console.print(pools)
     console.print()
     _print_teams(result, console)

@@ -31,7 +31,8 @@ NOT_READY_TAINT = Taint(key="node.kubernetes.io/not-ready", effect=TaintEffect.N
 """What the node lifecycle controller puts on a registered node until it is Ready, as on a real cluster."""
 PULL_MB_PER_S = LogNormal.from_p90(45.0, 85.0)
 """Cold image pull throughput, extraction included (TWIN-DEFAULTS §2)."""
-CONTAINER_START_S = LogNormal.from_p90(5.0, 20.0)
+CONTAINER_START_S = LogNormal.from_p90(5.0, 20.0, cap=60.0)
+"""A plain container's start → Ready (TWIN-DEFAULTS §5, cpu row), capped at 60 s (an assumption: a minute)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,7 +47,14 @@ class StartupProfile:
     pull_s: LogNormal | None = None
     """A cold pull's duration, when measured as such (`gpuscale calibrate`); replaces size / `pull_mb_per_s`."""
     start_s: LogNormal = CONTAINER_START_S
-    """Container start → Ready (model load for inference, NCCL/restore for training)."""
+    """Container start → Ready (model load for inference, NCCL/restore for training) after a cold pull."""
+    warm_start_s: LogNormal | None = None
+    """Container start → Ready when the pod's image was already on the node at bind (the pull skipped: the files
+    are local); `None`: as `start_s`."""
+
+    def start(self, warm: bool) -> LogNormal:
+        """The container start a pod meets: `warm_start_s` when its image was on the node already."""
+        return self.warm_start_s if warm and self.warm_start_s is not None else self.start_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

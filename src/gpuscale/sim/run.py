@@ -34,7 +34,7 @@ from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Handle, Priority, Simulation, VirtualClock
 from gpuscale.sim.queue_config import QueueSpec
 from gpuscale.sim.queueing import QueueManager
-from gpuscale.sim.result import Notable, PodRecord, Series, SimResult
+from gpuscale.sim.result import Notable, PodRecord, Series, SimResult, never_ran
 from gpuscale.sim.scheduler import Scoring, SimScheduler
 from gpuscale.sim.workloads import Job, JobSpec, Pause, PauseSpec, Service, ServiceSpec
 from gpuscale.sim.world import World
@@ -292,15 +292,13 @@ def _result(setup: TwinSetup, policy: TwinPolicy, world: World, cloud: SimCloud,
         if pod.node_name is not None:
             world._account(pod)  # allocated time up to the end of the run
     records: list[PodRecord] = list(world.metrics.records)
-    never_ran = sum(1 for r in records if r.running_s is None and not _withdrawn(world, r))
-    for record, pending in world.open_records():
-        records.append(record)
-        if pending:
-            never_ran += 1
+    records += [record for record, _pending in world.open_records()]
     cost, gpu_seconds = cloud.cost_so_far(end)
     allocated = world.metrics.allocated_gpu_seconds
+    useful = world.metrics.useful_gpu_seconds
     bound = world.metrics.hindsight.gpu_seconds(world.now)
     by_pool = {pool: {"provisioned": gpu_seconds.get(pool, 0.0) / 3600, "allocated": allocated.get(pool, 0.0) / 3600,
+                      "useful": useful.get(pool, 0.0) / 3600,
                       "idle": (gpu_seconds.get(pool, 0.0) - allocated.get(pool, 0.0)) / 3600,
                       "hindsight_bound": bound.get(pool, 0.0) / 3600}
                for pool in sorted(set(gpu_seconds) | set(allocated))}
@@ -311,11 +309,13 @@ def _result(setup: TwinSetup, policy: TwinPolicy, world: World, cloud: SimCloud,
     return SimResult(
         scenario=setup.name, policy=policy.name, seed=setup.seed, duration_s=end, cost_usd=sum(cost.values()),
         cost_by_pool=dict(sorted(cost.items())), gpu_hours_provisioned=sum(gpu_seconds.values()) / 3600,
-        gpu_hours_allocated=sum(allocated.values()) / 3600, gpu_hours_hindsight_bound=sum(bound.values()) / 3600,
+        gpu_hours_allocated=sum(allocated.values()) / 3600, gpu_hours_useful=sum(useful.values()) / 3600,
+        gpu_hours_hindsight_bound=sum(bound.values()) / 3600,
         gpu_hours_by_pool=by_pool,
         pods=tuple(sorted(records, key=lambda r: (r.created_s, r.key))), evictions=world.metrics.evictions,
         lost_gpu_hours=world.metrics.lost_gpu_seconds / 3600, scale_ups=loop.scale_ups, scale_downs=loop.scale_downs,
-        stockouts=len(stockouts), backoffs=loop.backoffs, never_ran=never_ran, sim_events=events, wall_s=wall_s,
+        stockouts=len(stockouts), backoffs=loop.backoffs, never_ran=never_ran(records), sim_events=events,
+        wall_s=wall_s,
         series=Series(t_s=tuple(sampler.t), nodes_by_pool={k: tuple(v) for k, v in sampler.nodes.items()},
                       pending_pods=tuple(sampler.pending), cost_usd=tuple(sampler.cost),
                       gpus_provisioned=tuple(sampler.provisioned), gpus_allocated=tuple(sampler.allocated)),
@@ -323,7 +323,3 @@ def _result(setup: TwinSetup, policy: TwinPolicy, world: World, cloud: SimCloud,
         scale_ups_by_pool=dict(sorted(loop.scale_ups_by_pool.items())),
         teams=world.queues.result() if world.queues is not None else {},
     )
-
-
-def _withdrawn(world: World, record: PodRecord) -> bool:
-    return record.key in world.withdrawn

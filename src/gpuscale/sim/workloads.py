@@ -103,6 +103,8 @@ class Job:
         self.started_at: float | None = None
         self.finish: Handle | None = None
         self.done = False
+        self.waiting_since: float | None = None
+        """When the job began waiting: its first submission, or its last interruption after it had run."""
         self.constraints = spec.constraints
         """The spec's, plus the node labels of the flavor Kueue admitted the job to (if queued)."""
         world.sim.at(spec.submit_s, Priority.WORKLOAD, self._submit)
@@ -116,6 +118,8 @@ class Job:
             return  # suspended until Kueue admits it (`admit`)
         self.attempt += 1
         spec = self.spec
+        if self.waiting_since is None:
+            self.waiting_since = self.world.now
         group = PodGroupRef(key=f"{spec.team}/{spec.name}-{self.attempt}", source="kueue", min_member=spec.pods) \
             if spec.pods > 1 else None
         owner = OwnerRef(kind="Job", name=spec.name)
@@ -130,12 +134,13 @@ class Job:
                       annotations=annotations,
                       created_s=self.world.now, image_bytes=spec.image_bytes)
             self.pods.add(pod.key)
-            self.world.create_pod(pod, self)
+            self.world.create_pod(pod, self, job=f"{spec.team}/{spec.name}", waiting_since=self.waiting_since)
 
     def on_running(self, pod: Pod) -> None:
         self.running.add(pod.key)
         if len(self.running) == self.spec.pods and self.started_at is None:
             self.started_at = self.world.now
+            self.world.useful(sorted(self.running))
             remaining = max(self.spec.duration_s - self.progress_s, 0.0)
             self.finish = self.world.sim.after(remaining, Priority.WORKLOAD, self._finished)
             if self.world.queues is not None:
@@ -174,6 +179,7 @@ class Job:
             self.world.metrics.lost_gpu_seconds += (total - saved) * self.gpus
             self.progress_s = saved
             self.started_at = None
+            self.waiting_since = self.world.now  # it ran: its next wait begins at this interruption
             if self.finish is not None:
                 self.finish.cancel()
         self.world.metrics.evictions += 1
@@ -257,7 +263,7 @@ class Service:
         self.world.create_pod(pod, self)
 
     def on_running(self, pod: Pod) -> None:
-        pass
+        self.world.useful((pod.key,))
 
     def on_terminated(self, pod: Pod, why: Termination) -> None:
         if pod.key in self.pods:

@@ -2,13 +2,14 @@
 
 Pods go created → (scheduler attempt, maybe Unschedulable) → bound → image pulled → running, with the pull time from
 the image size and the node's sampled pull throughput (an image already on the node, or being pulled there, is not
-pulled twice) and the container start time from the node's pool profile. The `Metrics` object records each pod's
+pulled twice) and the container start time from the node's pool profile (its warm start when the image was on the
+node already at bind). The `Metrics` object records each pod's
 milestones so its pending→running time splits into the phases of `gpuscale.lifecycle.phases`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import is_
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from gpuscale.sim.cloud import NodeTimeline, SimCloud
 from gpuscale.sim.cluster import SimCluster, Termination, pod_gpus
 from gpuscale.sim.core import Priority, Simulation, replaced
 from gpuscale.sim.hindsight import HindsightBound
-from gpuscale.sim.result import PodRecord
+from gpuscale.sim.result import REQUEUED, PodRecord
 from gpuscale.sim.scheduler import SimScheduler
 from gpuscale.sim.workloads import Workload
 
@@ -46,6 +47,13 @@ class _PodTrack:
     withdrawn: bool = False
     held: tuple[str, float] | None = None
     """Pool and GPUs the pod counts in `allocated` (and the hindsight bound) since it was bound."""
+    job: str = ""
+    """`team/name` of the Job the pod belongs to; empty for pods of other workloads."""
+    waiting_since: float | None = None
+    """When the pod's Job began waiting: its first submission, or its last interruption after it had run; `None`:
+    the pod's creation."""
+    useful_since: float | None = None
+    """Since when the pod counts in `useful`: every pod of its Job (or the pod itself, for a service) Running."""
 
 
 class Metrics:
@@ -55,6 +63,7 @@ class Metrics:
         self.evictions = 0
         self.lost_gpu_seconds = 0.0
         self.allocated_gpu_seconds: dict[str, float] = {}
+        self.useful_gpu_seconds: dict[str, float] = {}
         self.hindsight = HindsightBound(gpus_per_node or {})
         self.stockouts = 0
         self.created_count = 0
@@ -64,9 +73,10 @@ class Metrics:
         """The unplaceable verdicts `block_waiting` last walked (held, so their ids stay theirs) and `created_count`
         then."""
 
-    def created(self, pod: Pod, now: float) -> None:
+    def created(self, pod: Pod, now: float, job: str = "", waiting_since: float | None = None) -> None:
         workload = pod.labels.get("gpuscale.io/workload", "other")
-        self.tracks[pod.key] = _PodTrack(pod, workload, pod.namespace, {Milestone.CREATED: now})
+        self.tracks[pod.key] = _PodTrack(pod, workload, pod.namespace, {Milestone.CREATED: now}, job=job,
+                                         waiting_since=waiting_since)
         self.created_count += 1
 
     def block_waiting(self, plan: Plan, now: float) -> None:
@@ -119,8 +129,6 @@ class World:
         self.owners: dict[str, Workload] = {}
         self._images: dict[str, dict[int, float]] = {}
         """node → image size → time the image is (or will be) on the node."""
-        self.withdrawn: set[str] = set()
-        """Pods their owner deleted on purpose before they ran (scale-in, requeue): not counted as never run."""
         self.queues: QueueManager | None = None
         """The Kueue-like queueing layer, when the scenario has one (`sim.queueing`)."""
         cluster.on_terminated = self._terminated
@@ -131,10 +139,19 @@ class World:
         return self.sim.now
 
     # ------------------------------------------------------------------------------------------------ pods
-    def create_pod(self, pod: Pod, owner: Workload) -> None:
+    def create_pod(self, pod: Pod, owner: Workload, *, job: str = "", waiting_since: float | None = None) -> None:
+        """`job` and `waiting_since` for a Job's pods: the Job's `team/name` and when it began waiting."""
         self.owners[pod.key] = owner
-        self.metrics.created(pod, self.now)
+        self.metrics.created(pod, self.now, job, waiting_since)
         self.cluster.put_pod(pod)
+
+    def useful(self, keys: Iterable[str]) -> None:
+        """These pods count in `useful` GPU-hours from now until they leave: every pod of their job is Running."""
+        tracks = self.metrics.tracks
+        for key in keys:
+            track = tracks.get(key)
+            if track is not None and track.useful_since is None:
+                track.useful_since = self.now
 
     def withdraw_pod(self, key: str) -> None:
         """The owner deletes its pod (scale-in, job requeue): not an eviction."""
@@ -144,8 +161,6 @@ class World:
         track = self.metrics.tracks.get(key)
         if track is not None:
             track.withdrawn = True
-            if Milestone.STARTED not in track.times:
-                self.withdrawn.add(key)
             self._finish_record(key)
         self.owners.pop(key, None)
 
@@ -166,10 +181,12 @@ class World:
             self._hold(track, timeline.pool if timeline is not None else "unknown", pod_gpus(pod.requests))
         profile = self.cloud.pools[timeline.pool].profile if timeline is not None else None
         image_ready = self.now
+        warm = False
         measured = profile.pull_s if profile is not None else None
         if pod.image_bytes or measured is not None:
             images = self._images.setdefault(node.name, {})
             if pod.image_bytes in images:
+                warm = images[pod.image_bytes] <= self.now
                 image_ready = max(images[pod.image_bytes], self.now)
             else:
                 if measured is not None and timeline is not None:
@@ -180,7 +197,8 @@ class World:
                                             pod.image_bytes) if profile and timeline else 45.0)
                     image_ready = self.now + pod.image_bytes / 1e6 / max(rate, 1.0)
                 images[pod.image_bytes] = image_ready
-        start = self.cloud.draw(profile.start_s, "start", pod.key) if profile else 5.0
+        # One key for the cold and the warm start: a pod meets the same luck (quantile) whichever it is.
+        start = self.cloud.draw(profile.start(warm), "start", pod.key) if profile else 5.0
         self.sim.at(image_ready, Priority.WORKLOAD, lambda: self._pulled(pod.key, node.name, start))
 
     def _pulled(self, key: str, node: str, start_s: float) -> None:
@@ -217,14 +235,20 @@ class World:
         self._images.pop(name, None)
 
     def _account(self, pod: Pod) -> None:
-        """Allocated GPU-seconds: from binding until the pod leaves, on the pool of its node."""
+        """Allocated GPU-seconds: from binding until the pod leaves, on the pool of its node; useful ones from when
+        every pod of its job ran (`useful`)."""
         track = self.metrics.tracks.get(pod.key)
         if track is None or Milestone.BOUND not in track.times or track.node is None:
             return
         timeline = self.cloud.timeline_of(track.node)
         pool = timeline.pool if timeline is not None else "unknown"
-        seconds = (self.now - track.times[Milestone.BOUND]) * pod_gpus(pod.requests)
+        gpus = pod_gpus(pod.requests)
+        seconds = (self.now - track.times[Milestone.BOUND]) * gpus
         self.metrics.allocated_gpu_seconds[pool] = self.metrics.allocated_gpu_seconds.get(pool, 0.0) + seconds
+        if track.useful_since is not None:
+            useful = self.metrics.useful_gpu_seconds
+            useful[pool] = useful.get(pool, 0.0) + (self.now - track.useful_since) * gpus
+            track.useful_since = None
         track.times.setdefault(Milestone.CREATED, self.now)
         track.node = None
         self._hold(track, None, 0.0)
@@ -271,9 +295,16 @@ class World:
         trace = build_trace(pod=track.pod.key, source="twin", times=times, new_node=new_node, pool=pool,
                             node=node_name if started is not None else None, blocked_s=blocked,
                             reason=track.blocked_reason if blocked > 0 else None)
+        created = times[Milestone.CREATED]
+        since = track.waiting_since if track.waiting_since is not None else created
+        # A requeued job's pod waits from when the job began waiting: its earlier attempts are one phase before the
+        # pod's own, so the phases still sum to pending→running.
+        phases = {REQUEUED: created - since, **trace.phases} if since < created and trace.phases else trace.phases
         return PodRecord(key=track.pod.key, workload=track.workload, team=track.team, pool=pool,
-                         gpus=pod_gpus(track.pod.requests), created_s=times[Milestone.CREATED],
-                         running_s=started, new_node=new_node, phases=trace.phases, trace=trace)
+                         gpus=pod_gpus(track.pod.requests), created_s=created, running_s=started,
+                         waiting_since_s=since if since < created else None,
+                         bound_s=times.get(Milestone.BOUND), new_node=new_node, phases=phases, trace=trace,
+                         job=track.job, withdrawn=track.withdrawn and started is None)
 
     def open_records(self) -> list[tuple[PodRecord, bool]]:
         """Records of pods still alive at the end of the run, with whether they are pending."""

@@ -1,0 +1,95 @@
+"""What the twin's GPU-hours and waits mean: container starts capped and short on a node that has the image, useful
+GPU-hours (every pod of the job running) apart from allocated ones (from bind), `never_ran` per job, and a requeued
+job's wait counted from when it began waiting, with the phases still summing to it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from gpuscale.engine.policy import Policy
+from gpuscale.sim.cloud import CloudPool
+from gpuscale.sim.distributions import Keyed
+from gpuscale.sim.profiles import PROFILES
+from gpuscale.sim.result import REQUEUED, SimResult
+from gpuscale.sim.run import TwinPolicy, TwinSetup, simulate
+from tests.sim.test_twin import CPU_POOL, a100_pool, training
+
+POLICY = TwinPolicy(name="gpuscale", policy=Policy())
+
+
+def _run(jobs: tuple, *, max_nodes: int = 2, hours: float = 4, seed: int = 3) -> SimResult:
+    pools = (CloudPool(pool=CPU_POOL, profile=PROFILES["cpu"]),
+             CloudPool(pool=replace(a100_pool("a100", "zone-a"), max_size=max_nodes), profile=PROFILES["gpu-large"]))
+    return simulate(TwinSetup(name="realism", pools=pools, jobs=jobs, duration_s=hours * 3600, seed=seed), POLICY)
+
+
+def test_container_starts_are_capped_and_a_warm_start_is_drawn_at_the_same_quantile() -> None:
+    keyed = Keyed(np.random.default_rng(0))
+    for name, profile in PROFILES.items():
+        cold, warm = profile.start(warm=False), profile.start(warm=True)
+        draws = [keyed.lognormal(cold, "start", i) for i in range(5000)]
+        assert max(draws) <= cold.cap < math.inf, name
+        assert max(keyed.lognormal(warm, "start", i) for i in range(5000)) <= warm.cap < math.inf, name
+        if name != "cpu":  # the model's files already on the node: a shorter median and a lower cap
+            assert warm.median < cold.median and warm.cap <= cold.cap, name
+
+
+def test_a_pod_whose_image_is_on_the_node_starts_warm() -> None:
+    # one node: the second job waits for the first to end, then takes its node, which has the image
+    first, second = training("first", 0.0, duration_s=600), training("second", 300.0, duration_s=600)
+    result = _run((first, second), max_nodes=1)
+    by_job = {p.job: p for p in result.pods}
+    late = by_job["default/second"]
+    assert not late.new_node and late.phases["image_pull"] == 0.0
+    assert 0 < late.phases["container_start"] <= PROFILES["gpu-large"].start(warm=True).cap
+    early = by_job["default/first"]
+    assert early.new_node and early.phases["image_pull"] > 60  # 12 GB at tens of MB/s
+
+
+def test_useful_gpu_hours_count_only_while_every_pod_of_the_gang_runs() -> None:
+    result = _run((training("gang", 0.0, pods=2, duration_s=1800),), max_nodes=2)
+    pods = [p for p in result.pods if p.job == "default/gang"]
+    assert len(pods) == 2 and all(p.running_s is not None for p in pods)
+    together = max(p.running_s or 0.0 for p in pods)
+    assert math.isclose(result.gpu_hours_useful, 16 * 1800 / 3600, rel_tol=1e-9)
+    bound = sum((together + 1800 - (p.bound_s or 0.0)) * 8 for p in pods) / 3600
+    assert math.isclose(result.gpu_hours_allocated, bound, rel_tol=1e-9)
+    assert result.gpu_hours_allocated > result.gpu_hours_useful
+    assert result.gpu_hours_by_pool["a100"]["useful"] == result.gpu_hours_useful
+
+
+def test_never_ran_counts_a_gang_that_cannot_run_once_not_per_pod() -> None:
+    result = _run((training("big", 0.0, pods=3, duration_s=600),), max_nodes=2, hours=1)
+    pods = [p for p in result.pods if p.job == "default/big"]
+    assert len(pods) == 3 and all(p.running_s is None for p in pods)
+    assert result.never_ran == 1
+
+
+def test_a_job_preempted_before_it_ran_waits_from_its_first_submission() -> None:
+    low = replace(training("low", 0.0, duration_s=7200), priority=0)
+    alone = _run((low,), max_nodes=1)
+    bound_s = next(p.bound_s for p in alone.pods if p.job == "default/low")
+    assert bound_s is not None
+    high = replace(training("high", bound_s + 20.0, duration_s=600), priority=100)  # low is still pulling its image
+    result = _run((low, high), max_nodes=1)
+    attempts = sorted((p for p in result.pods if p.job == "default/low"), key=lambda p: p.created_s)
+    assert len(attempts) >= 2 and attempts[0].running_s is None
+    last = attempts[-1]
+    assert last.running_s is not None and last.waiting_since_s == 0.0
+    assert last.pending_to_running_s == last.running_s  # from the first submission at 0
+    assert math.isclose(last.phases[REQUEUED], last.created_s)
+    assert math.isclose(sum(last.phases.values()), last.pending_to_running_s or 0.0, abs_tol=1e-6)
+    assert result.never_ran == 0 and result.evictions >= 1
+
+
+def test_phases_sum_to_the_wait_for_every_pod_that_ran() -> None:
+    jobs = tuple(training(f"j{i}", 300.0 * i, pods=1 + i % 2, duration_s=900) for i in range(8))
+    result = _run(jobs, max_nodes=3)
+    ran = [p for p in result.pods if p.running_s is not None]
+    assert ran
+    for pod in ran:
+        assert math.isclose(sum(pod.phases.values()), pod.pending_to_running_s or 0.0, abs_tol=1e-6), pod.key
+        assert pod.pending_to_bound_s is not None and pod.pending_to_bound_s <= (pod.pending_to_running_s or 0.0)
