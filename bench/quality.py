@@ -167,7 +167,7 @@ def run_case(case: Case) -> list[dict[str, Any]]:
         result = simulate(setup, policy_named(name, config))
         gpu_pods = [p for p in result.pods if p.gpus > 0]
         running = [w for p in gpu_pods if (w := p.pending_to_running_s) is not None]
-        bound = [b for p in gpu_pods if p.trace is not None and (b := p.trace.milestones.get("pod_bound")) is not None]
+        bound = [b for p in gpu_pods if (b := p.pending_to_bound_s) is not None]
         rows.append({
             "curve": curve.name, "policy": name, "seed": case.seed, "start_minute": case.start_minute,
             "jobs": len(jobs), "gpu_jobs": sum(1 for j in jobs if j.requests.gpu_count()),
@@ -177,7 +177,7 @@ def run_case(case: Case) -> list[dict[str, Any]]:
             "efficiency": result.efficiency, "hindsight_efficiency": result.hindsight_efficiency,
             "p50_bound_s": _pct(bound, 50), "p95_bound_s": _pct(bound, 95),
             "p50_running_s": _pct(running, 50), "p95_running_s": _pct(running, 95),
-            "gpu_hours_useful": getattr(result, "gpu_hours_useful", None), "never_ran": result.never_ran,
+            "gpu_hours_useful": result.gpu_hours_useful, "never_ran": result.never_ran,
             "evictions": result.evictions, "lost_gpu_hours": result.lost_gpu_hours,
             "scale_ups": result.scale_ups, "scale_downs": result.scale_downs, "pods": len(result.pods),
             "wall_s": time.perf_counter() - started,

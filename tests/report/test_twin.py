@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -179,3 +180,29 @@ def test_comparison_lists_every_policy_and_row_and_marks_the_best() -> None:
     assert "$20.00" in text and "$12.50" in text
     for label in ("Cost", "Idle GPU-hours", "p99 pending→running", "Lost GPU-hours", "Never ran"):
         assert label in text
+
+
+def test_capacity_wait_is_pending_to_bound_beside_pending_to_running() -> None:
+    pods = [replace(make_pod(f"p{i}", created_s=100.0, running_s=100.0 + 10 * i, new_node=i > 5), bound_s=100.0 + i)
+            for i in range(1, 11)]
+    pods.append(replace(make_pod("pulling", created_s=50.0, running_s=None), bound_s=80.0))  # bound, not running
+    pods.append(make_pod("waiting", running_s=None))
+    # a requeued job's pod: its wait, bound and running, counts from when the job began waiting
+    pods.append(replace(make_pod("again", created_s=500.0, running_s=560.0), bound_s=520.0, waiting_since_s=0.0))
+    doc = result_json(make_result(pods=tuple(pods)))
+    bound = doc["pending_to_bound_s"]
+    assert (bound["count"], bound["max"], bound["p50"]) == (12, 520.0, 6.0)
+    assert bound["new_node"]["count"] == 5 and bound["new_node"]["max"] == 10.0
+    assert doc["pending_to_running_s"]["max"] == 560.0 and doc["pending_to_running_s"]["count"] == 11
+    assert doc["pending_to_running_by_workload"]["batch"]["capacity_wait_p95"] == 520.0
+    labels = [row.label for row in comparison_rows([make_result(pods=tuple(pods))])]
+    assert labels.index("p95 capacity wait (pending→bound)") < labels.index("p95 pending→running")
+
+
+def test_never_ran_counts_jobs_once_and_skips_withdrawn_pods() -> None:
+    pods = (replace(make_pod("a-1-0", running_s=None), job="t/a"),
+            replace(make_pod("a-2-0", running_s=None), job="t/a"),
+            replace(make_pod("b-1-0", running_s=None), job="t/b"), replace(make_pod("b-2-0"), job="t/b"),
+            make_pod("svc-1", running_s=None), replace(make_pod("svc-2", running_s=None), withdrawn=True))
+    doc = result_json(make_result(pods=pods, never_ran=2))
+    assert doc["pending_to_running_by_workload"]["batch"]["never_ran"] == 2  # job a and svc-1

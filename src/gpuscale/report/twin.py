@@ -50,6 +50,11 @@ def waits(pods: Iterable[PodRecord]) -> list[float]:
     return [w for w in (p.pending_to_running_s for p in pods) if w is not None]
 
 
+def capacity_waits(pods: Iterable[PodRecord]) -> list[float]:
+    """Pending→bound seconds (the capacity wait, the autoscaler's share) of the pods that were bound, in order."""
+    return [w for w in (p.pending_to_bound_s for p in pods) if w is not None]
+
+
 def phase_names(pods: Sequence[PodRecord]) -> list[str]:
     """`requeued` when a record has it (it comes first), every `Phase` in lifecycle order, then any other name the
     records carry, sorted."""
@@ -108,9 +113,12 @@ def result_json(result: SimResult, include_wall: bool = True) -> dict[str, Any]:
         "pods": len(result.pods),
         "pending_to_running_s": {**latency_stats(waits(result.pods)),
                                  **{path: latency_stats(waits(pods)) for path, pods in by_path.items()}},
+        "pending_to_bound_s": {**latency_stats(capacity_waits(result.pods)),
+                               **{path: latency_stats(capacity_waits(pods)) for path, pods in by_path.items()}},
         "pending_to_running_by_workload": {
             row.workload: {**latency_stats(waits(p for p in result.pods if p.workload == row.workload)),
-                           "pods": row.pods, "never_ran": row.never_ran}
+                           "pods": row.pods, "never_ran": row.never_ran,
+                           "capacity_wait_p95": rounded(row.capacity_p95_s)}
             for row in workload_rows(result)},
         "phases_s": phase_stats(result.pods),
         "evictions": result.evictions,
@@ -161,6 +169,9 @@ class WorkloadRow:
     p50_s: float | None
     p95_s: float | None
     never_ran: int
+    capacity_p50_s: float | None = None
+    """Pending→bound (the capacity wait) over the kind's pods that were bound."""
+    capacity_p95_s: float | None = None
     """Jobs (over all their pod attempts) and other pods that never ran (`sim.result.never_ran`)."""
 
 
@@ -200,10 +211,11 @@ def workload_rows(result: SimResult) -> list[WorkloadRow]:
     rows = []
     for kind in sorted({p.workload for p in result.pods}):
         pods = [p for p in result.pods if p.workload == kind]
-        ran = waits(pods)
+        ran, bound = waits(pods), capacity_waits(pods)
         rows.append(WorkloadRow(workload=kind, pods=len(pods), p50_s=percentile(ran, 50) if ran else None,
-                                p95_s=percentile(ran, 95) if ran else None,
-                                never_ran=never_ran(pods)))
+                                p95_s=percentile(ran, 95) if ran else None, never_ran=never_ran(pods),
+                                capacity_p50_s=percentile(bound, 50) if bound else None,
+                                capacity_p95_s=percentile(bound, 95) if bound else None))
     return rows
 
 
@@ -269,6 +281,10 @@ def comparison_rows(results: Sequence[SimResult]) -> list[ComparisonRow]:
         ran = waits(r.pods)
         return percentile(ran, q) if ran else None
 
+    def capacity(r: SimResult, q: float) -> float | None:
+        bound = capacity_waits(r.pods)
+        return percentile(bound, q) if bound else None
+
     def row(label: str, values: Iterable[float | None], fmt: Callable[[float | None], str],
             better: Better = Better.LOWER) -> ComparisonRow:
         return ComparisonRow(label=label, values=tuple(values), better=better, format=fmt)
@@ -281,6 +297,8 @@ def comparison_rows(results: Sequence[SimResult]) -> list[ComparisonRow]:
             Better.HIGHER),
         row("Efficiency (allocated / provisioned)", (r.efficiency for r in results), format_share, Better.HIGHER),
         row("Hindsight bound's efficiency", (r.hindsight_efficiency for r in results), format_share, Better.HIGHER),
+        row("p50 capacity wait (pending→bound)", (capacity(r, 50) for r in results), format_duration),
+        row("p95 capacity wait (pending→bound)", (capacity(r, 95) for r in results), format_duration),
         row("p50 pending→running", (stat(r, 50) for r in results), format_duration),
         row("p95 pending→running", (stat(r, 95) for r in results), format_duration),
         row("p99 pending→running", (stat(r, 99) for r in results), format_duration),
@@ -341,7 +359,7 @@ def format_count(value: float | None) -> str:
 def print_summary(result: SimResult, console: Console) -> None:
     """One run as a person reads it: the headline, pods per workload kind, pools, the slowest phases of the long
     path (new-node pods) and the notable events. Fits a 100-column terminal."""
-    ran = waits(result.pods)
+    ran, bound = waits(result.pods), capacity_waits(result.pods)
     idle_share = result.gpu_hours_idle / result.gpu_hours_provisioned if result.gpu_hours_provisioned else 0.0
     console.print(Text.assemble((f"{result.scenario}", "bold"), f" · policy {result.policy} · seed {result.seed} · ",
                                 format_duration(result.duration_s), " simulated"))
@@ -349,6 +367,10 @@ def print_summary(result: SimResult, console: Console) -> None:
         "Cost ", (format_usd(result.cost_usd), "bold"),
         " · idle ", (f"{format_hours(result.gpu_hours_idle)} GPU-h", "bold"), f" ({idle_share:.0%} of provisioned)",
         " · p95 pending→running ", (format_duration(percentile(ran, 95) if ran else None), "bold")))
+    console.print(Text.assemble(
+        "Capacity wait (pending→bound, the autoscaler's share) p50 ",
+        (format_duration(percentile(bound, 50) if bound else None), "bold"),
+        " · p95 ", (format_duration(percentile(bound, 95) if bound else None), "bold")))
     console.print(Text.assemble(
         "Efficiency ", (format_share(result.efficiency), "bold"), " of provisioned · hindsight bound ",
         (f"{format_hours(result.gpu_hours_hindsight_bound)} GPU-h", "bold"), ": ",
@@ -360,11 +382,11 @@ def print_summary(result: SimResult, console: Console) -> None:
     console.print()
 
     pods = Table(title="Pods by workload", title_justify="left", expand=False)
-    for name in ("workload", "pods", "p50 pending→running", "p95 pending→running", "never ran"):
+    for name in ("workload", "pods", "p95 capacity wait", "p50 pending→running", "p95 pending→running", "never ran"):
         pods.add_column(name, justify="left" if name == "workload" else "right")
     for w in workload_rows(result):
-        pods.add_row(w.workload, format_count(w.pods), format_duration(w.p50_s), format_duration(w.p95_s),
-                     Text(format_count(w.never_ran), style="red" if w.never_ran else ""))
+        pods.add_row(w.workload, format_count(w.pods), format_duration(w.capacity_p95_s), format_duration(w.p50_s),
+                     format_duration(w.p95_s), Text(format_count(w.never_ran), style="red" if w.never_ran else ""))
     console.print(pods)
     console.print()
 
