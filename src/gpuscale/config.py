@@ -312,11 +312,20 @@ _PRESETS: Mapping[str, Mapping[str, Any]] = {
                     "unremovable_node_recheck_timeout_s": 300.0},
 }
 
-def preset_policy(name: str, limits: Limits | None = None, buffers: tuple[Buffer, ...] = ()) -> Policy:
-    """A preset's policy (`gpuscale`, `ca-defaults`), keeping the given limits and warm buffers."""
+def preset_policy(name: str, limits: Limits | None = None, buffers: tuple[Buffer, ...] = (),
+                  options: Mapping[str, Any] | None = None) -> Policy:
+    """A preset's policy (`gpuscale`, `ca-defaults`), keeping the given limits and warm buffers, and the `options`
+    (`Policy` field → value, as `Config.options`) the preset does not name: a scenario's own settings stay."""
     if name not in _PRESETS:
         raise ConfigError(f"preset {name!r}", f"unknown (presets: {', '.join(_PRESETS)})")
-    return Policy(**_PRESETS[name], limits=limits or Limits(), buffers=buffers)
+    preset = _PRESETS[name]
+    kept = {k: v for k, v in (options or {}).items() if k not in preset}
+    return Policy(**{**kept, **preset}, limits=limits or Limits(), buffers=buffers)
+
+
+def preset_names(name: str) -> frozenset[str]:
+    """The `Policy` fields a preset sets (what it changes whatever a configuration says)."""
+    return frozenset(_PRESETS[name])
 
 
 _POLICY_NAMES: Mapping[str, str] = {
@@ -459,6 +468,9 @@ class Config:
     """How often the loop runs (CA `--scan-interval`); read by the twin and the controller, not by the engine."""
     max_graceful_termination_s: float = 600.0
     """How long a drain may take before it is given up (CA `--max-graceful-termination-sec`)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The `Policy` fields the file set itself (after its preset), field → value: what a preset applied to this
+    configuration keeps unless it names the field (`preset_policy`)."""
 
 
 class _SettingError(Exception):
@@ -643,8 +655,9 @@ def _buffers(items: Sequence[WarmCapacityConfig], pools: Sequence[NodePool]) -> 
                         free_gpus_ratio=b.free_gpus_ratio) for b in items)
 
 
-def _policy(parsed: ConfigFile, pools: Sequence[NodePool]) -> Policy:
-    options: dict[str, Any] = dict(_PRESETS[parsed.preset])
+def _options(parsed: ConfigFile) -> dict[str, Any]:
+    """The `Policy` fields the file sets itself, one to one or by CA's fallback for GPU-specific options."""
+    options: dict[str, Any] = {}
     for name, attribute in _POLICY_NAMES.items():
         value = getattr(parsed, name)
         if value is not None:
@@ -657,11 +670,17 @@ def _policy(parsed: ConfigFile, pools: Sequence[NodePool]) -> Policy:
     priorities = _priorities(parsed.priorities or {})
     if parsed.expander is not None:
         options["expanders"] = _expanders(parsed.expander, bool(priorities))
-    startup = DEFAULT_STARTUP_TAINTS.merged(StartupTaints(
+    if priorities:
+        options["priorities"] = priorities
+    options["startup_taints"] = DEFAULT_STARTUP_TAINTS.merged(StartupTaints(
         keys=frozenset(parsed.startup_taints), prefixes=parsed.startup_taint_prefixes,
         status_keys=frozenset(parsed.status_taints), status_prefixes=parsed.status_taint_prefixes))
-    policy = Policy(**options, priorities=priorities, limits=_limits(parsed, pools),
-                    buffers=_buffers(parsed.warm_capacity, pools), startup_taints=startup)
+    return options
+
+
+def _policy(parsed: ConfigFile, pools: Sequence[NodePool]) -> Policy:
+    options: dict[str, Any] = dict(_PRESETS[parsed.preset]) | _options(parsed)
+    policy = Policy(**options, limits=_limits(parsed, pools), buffers=_buffers(parsed.warm_capacity, pools))
     if policy.backoff_initial_s > policy.backoff_max_s:
         raise _SettingError("initial_node_group_backoff_duration",
                             f"{policy.backoff_initial_s:g}s is above max_node_group_backoff_duration "
@@ -706,7 +725,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "config") -> Config:
         policy = _policy(parsed, pools)
     except _SettingError as err:
         raise ConfigError(f"{source}: {err.where}", err.problem) from None
-    return Config(pools=with_policy_taints(pools, policy.startup_taints), policy=policy,
+    return Config(pools=with_policy_taints(pools, policy.startup_taints), policy=policy, options=_options(parsed),
                   scan_interval_s=parsed.scan_interval if parsed.scan_interval is not None else 10.0,
                   max_graceful_termination_s=(parsed.max_graceful_termination_sec
                                               if parsed.max_graceful_termination_sec is not None else 600.0))

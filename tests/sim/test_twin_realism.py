@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from importlib import resources
 
 import numpy as np
+import yaml
 
 from gpuscale.engine.policy import Policy
 from gpuscale.sim.cloud import CloudPool
@@ -15,6 +17,7 @@ from gpuscale.sim.distributions import Keyed
 from gpuscale.sim.profiles import PROFILES
 from gpuscale.sim.result import REQUEUED, SimResult
 from gpuscale.sim.run import TwinPolicy, TwinSetup, simulate
+from gpuscale.sim.scenario import parse_scenario, policy_named
 from tests.sim.test_twin import CPU_POOL, a100_pool, training
 
 POLICY = TwinPolicy(name="gpuscale", policy=Policy())
@@ -93,3 +96,19 @@ def test_phases_sum_to_the_wait_for_every_pod_that_ran() -> None:
     for pod in ran:
         assert math.isclose(sum(pod.phases.values()), pod.pending_to_running_s or 0.0, abs_tol=1e-6), pod.key
         assert pod.pending_to_bound_s is not None and pod.pending_to_bound_s <= (pod.pending_to_running_s or 0.0)
+
+
+def test_presets_keep_the_scenarios_own_options_unless_they_name_them_and_list_what_they_changed() -> None:
+    raw = yaml.safe_load(resources.files("gpuscale.data").joinpath("scenarios", "default.yaml").read_text())
+    raw["config"] |= {"scale_down_unneeded_time": "2m", "new_pod_scale_up_delay": "5s", "scan_interval": "20s"}
+    _setup, config = parse_scenario(raw, "test")
+    ca, ours = policy_named("ca-defaults", config), policy_named("gpuscale", config)
+    assert ca.policy.scale_down_unneeded_time_s == ours.policy.scale_down_unneeded_time_s == 120.0
+    assert ca.settings.scan_interval_s == ours.settings.scan_interval_s == 20.0
+    assert ca.policy.new_pod_delay_s == 2.0 and ours.policy.new_pod_delay_s == 5.0  # ca-defaults names it
+    assert ours.policy.scale_down_gpu_unneeded_time_s is None  # CA's option set alone covers GPU nodes too
+    assert "new_pod_delay_s: 5 → 2" in ca.changes and "protect_gpu_jobs: True → False" in ca.changes
+    assert not any(c.startswith("scale_down_unneeded_time_s") for c in ca.changes + ours.changes)
+    assert ours.changes == ("scheduler scoring: least-allocated → gpu-binpack",
+                            "scheduler GPU placement: none → gpuscale")
+    assert policy_named("scenario", config).changes == ()

@@ -128,9 +128,11 @@ def _header(results: Sequence[SimResult], title: str, colours: Sequence[str]) ->
                         for k, v in kpis)
         rows.append(f'<div class="kpi-row"><div class="policy">{_dot(colour)}{_esc(r.policy)}</div>'
                     f"{cells}</div>")
+    changes = "".join(f'<p class="note">Preset {_esc(r.policy)} changed against the scenario: '
+                      f'{_esc("; ".join(r.policy_changes))}</p>' for r in results if r.policy_changes)
     return (f"<header><h1>{_esc(title)}</h1><p class=\"sub\">Scenario {_esc(scenarios)} · seed {_esc(seeds)} · "
             f"{_esc(twin.format_duration(duration))} simulated · {pods:,} pods</p>"
-            f'<div class="kpis">{"".join(rows)}</div></header>')
+            f'<div class="kpis">{"".join(rows)}</div>{changes}</header>')
 
 
 def _comparison_table(results: Sequence[SimResult], colours: Sequence[str]) -> str:

@@ -131,6 +131,7 @@ def result_json(result: SimResult, include_wall: bool = True) -> dict[str, Any]:
         "never_ran": result.never_ran,
         "sim_events": result.sim_events,
         "notable": [{"t_s": rounded(n.t_s), "kind": n.kind, "message": n.message} for n in notable_events(result)],
+        "policy_changes": list(result.policy_changes),
     }
     if result.queue_wait_by_team:
         doc["queue_wait_by_team"] = _sorted_floats(result.queue_wait_by_team)
@@ -375,6 +376,8 @@ def print_summary(result: SimResult, console: Console) -> None:
         "Efficiency ", (format_share(result.efficiency), "bold"), " of provisioned · hindsight bound ",
         (f"{format_hours(result.gpu_hours_hindsight_bound)} GPU-h", "bold"), ": ",
         (format_share(result.hindsight_efficiency), "bold"), " (nodes exactly when needed)"))
+    if result.policy_changes:
+        console.print(Text(f"preset {result.policy} changed: " + "; ".join(result.policy_changes), style="dim"))
     console.print(Text(f"scale-ups {result.scale_ups} · scale-downs {result.scale_downs} · evictions "
                        f"{result.evictions} · stockouts {result.stockouts} · backoffs {result.backoffs} · "
                        f"never ran {result.never_ran} (jobs and other pods) of {len(result.pods)} pods",

@@ -146,6 +146,8 @@ class SimResult:
     queue_wait_by_team: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     teams: Mapping[str, TeamStats] = field(default_factory=dict)
     """Per team, when the scenario has a queueing layer; empty otherwise."""
+    policy_changes: tuple[str, ...] = ()
+    """What the preset changed against the scenario's own config (`TwinPolicy.changes`); empty for `scenario`."""
     gpu_hours_useful: float = 0.0
     """GPU-hours of pods while every pod of their job ran (a service's pod: while it ran); pause pods none."""
     gpu_hours_hindsight_bound: float = 0.0

@@ -71,6 +71,8 @@ class TwinPolicy:
     scoring: Scoring = Scoring.LEAST_ALLOCATED
     gpu_placement: str | None = None
     """Fragmentation-aware placement of GPU pods in the scheduler (`gpuscale`, `fgd`; None: `scoring` only)."""
+    changes: tuple[str, ...] = ()
+    """What a preset changed against the scenario's own config, one `field: before → after` each (the report's)."""
 
 
 class EventLog:
@@ -322,4 +324,5 @@ def _result(setup: TwinSetup, policy: TwinPolicy, world: World, cloud: SimCloud,
         notable=tuple(sorted(notable, key=lambda n: (n.t_s, n.kind, n.message))),
         scale_ups_by_pool=dict(sorted(loop.scale_ups_by_pool.items())),
         teams=world.queues.result() if world.queues is not None else {},
+        policy_changes=policy.changes,
     )

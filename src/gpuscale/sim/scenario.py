@@ -9,6 +9,8 @@ path of a gpuscale config file whose autoscaling options replace the scenario's.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
+from enum import StrEnum
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,6 +27,7 @@ from gpuscale.config import (
     parse_config,
     preset_policy,
 )
+from gpuscale.engine.policy import Policy
 from gpuscale.inputs.files import excerpt
 from gpuscale.inputs.strict import StrictModel
 from gpuscale.loop.tick import LoopSettings
@@ -314,6 +317,30 @@ def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup
 
 
 # ------------------------------------------------------------------------------------------------------- presets
+def _shown(value: object) -> str:
+    if isinstance(value, StrEnum):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple) and not value:
+        return "none"
+    if isinstance(value, tuple):
+        return ", ".join(_shown(v) for v in value)
+    return "unset" if value is None else str(value)
+
+
+def preset_changes(scenario: Policy, preset: Policy, scoring: Scoring, placement: str | None) -> tuple[str, ...]:
+    """`field: scenario's → preset's` for every `Policy` field the preset changed, then the twin's scheduler profile
+    (the scenario runs kube's default scoring without fragmentation-aware placement). O(fields)."""
+    out = [f"{f.name}: {_shown(getattr(scenario, f.name))} → {_shown(getattr(preset, f.name))}"
+           for f in fields(Policy) if getattr(scenario, f.name) != getattr(preset, f.name)]
+    if scoring is not Scoring.LEAST_ALLOCATED:
+        out.append(f"scheduler scoring: {Scoring.LEAST_ALLOCATED} → {scoring}")
+    if placement is not None:
+        out.append(f"scheduler GPU placement: none → {placement}")
+    return tuple(out)
+
+
 PRESET_SCORING = {"ca-defaults": Scoring.LEAST_ALLOCATED, "gpuscale": Scoring.GPU_BINPACK}
 """The scheduler scoring each preset runs the twin's cluster with: kube-scheduler's default for `ca-defaults`, and the
 GPU bin-packing profile gpuscale recommends (docs/twin.md) for `gpuscale`."""
@@ -322,17 +349,19 @@ PRESET_GPU_PLACEMENT = {"ca-defaults": None, "gpuscale": "gpuscale"}
 
 
 def policy_named(name: str, config: Config) -> TwinPolicy:
-    """A preset, `scenario` (the scenario's own config), or a config file's autoscaling section."""
+    """A preset, `scenario` (the scenario's own config), or a config file's autoscaling section.
+
+    A preset keeps the scenario's limits and its own settings (`Config.options`: `scale_down_unneeded_time`, …) except
+    those the preset names; `gpuscale` keeps the warm buffers, `ca-defaults` drops them (CA has none). What it changed
+    against the scenario's `config` is listed in `TwinPolicy.changes`, for the report."""
     settings = LoopSettings(scan_interval_s=config.scan_interval_s,
                             max_graceful_termination_s=config.max_graceful_termination_s)
-    if name == "ca-defaults":
-        # CA as users run it: its defaults, no warm buffer, the scenario's limits.
-        return TwinPolicy(name=name, policy=preset_policy(name, config.policy.limits), settings=LoopSettings(),
-                          scoring=PRESET_SCORING[name], gpu_placement=PRESET_GPU_PLACEMENT[name])
-    if name == "gpuscale":
-        return TwinPolicy(name=name, policy=preset_policy(name, config.policy.limits, config.policy.buffers),
-                          settings=settings, scoring=PRESET_SCORING[name],
-                          gpu_placement=PRESET_GPU_PLACEMENT[name])
+    if name in PRESET_SCORING:
+        buffers = config.policy.buffers if name == "gpuscale" else ()
+        policy = preset_policy(name, config.policy.limits, buffers, config.options)
+        scoring, placement = PRESET_SCORING[name], PRESET_GPU_PLACEMENT[name]
+        return TwinPolicy(name=name, policy=policy, settings=settings, scoring=scoring, gpu_placement=placement,
+                          changes=preset_changes(config.policy, policy, scoring, placement))
     if name == "scenario":
         return TwinPolicy(name=name, policy=config.policy, settings=settings)
     path = Path(name)
