@@ -7,13 +7,18 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
+from typer.testing import CliRunner
 
+from gpuscale.cli import app
 from gpuscale.engine.policy import Policy
+from gpuscale.model.errors import ConfigError
 from gpuscale.sim.cloud import CloudPool
-from gpuscale.sim.distributions import Keyed
+from gpuscale.sim.distributions import Empirical, Keyed
 from gpuscale.sim.profiles import PROFILES
 from gpuscale.sim.result import REQUEUED, SimResult
 from gpuscale.sim.run import TwinPolicy, TwinSetup, simulate
@@ -112,3 +117,45 @@ def test_presets_keep_the_scenarios_own_options_unless_they_name_them_and_list_w
     assert ours.changes == ("scheduler scoring: least-allocated → gpu-binpack",
                             "scheduler GPU placement: none → gpuscale")
     assert policy_named("scenario", config).changes == ()
+
+
+def test_measured_samples_are_drawn_as_they_came_with_common_random_numbers() -> None:
+    samples = Empirical.of([30.0, 10.0, 20.0, 40.0])
+    assert samples.values == (10.0, 20.0, 30.0, 40.0) and samples.median == 20.0 and samples.cap == 40.0
+    assert [samples.quantile(u) for u in (0.0, 0.25, 0.26, 0.75, 0.99, 1.0)] == [10.0, 10.0, 20.0, 30.0, 40.0, 40.0]
+    one, two = Keyed(np.random.default_rng(9)), Keyed(np.random.default_rng(9))
+    draws = [one.lognormal(samples, "start", i) for i in range(400)]
+    assert draws == [two.lognormal(samples, "start", i) for i in range(400)]  # keyed: the same run, the same luck
+    assert set(draws) == set(samples.values)
+    counts = [draws.count(v) for v in samples.values]
+    assert min(counts) > 60  # each sample about a quarter of the draws
+    assert Keyed(np.random.default_rng(9)).lognormal(Empirical.of([7.0]), "x") == 7.0
+
+
+def test_a_scenario_gives_start_up_steps_as_samples_and_bad_samples_are_one_clear_line() -> None:
+    raw = yaml.safe_load(resources.files("gpuscale.data").joinpath("scenarios", "default.yaml").read_text())
+    pool = raw["config"]["pools"][0]["name"]
+    raw["startup_samples"] = {pool: {"boot_s": [50, 55.5, 61], "start_s": [3]}}
+    setup, _config = parse_scenario(raw, "test")
+    profile = next(p.profile for p in setup.pools if p.pool.name == pool)
+    assert profile.boot_s == Empirical((50.0, 55.5, 61.0)) and profile.start_s == Empirical((3.0,))
+    for bad, where in (({pool: {"boot_s": []}}, f"startup_samples.{pool}.boot_s"),
+                       ({pool: {"boot_s": [1, -2]}}, f"startup_samples.{pool}.boot_s"),
+                       ({pool: {"boot_s": [1, True]}}, f"startup_samples.{pool}.boot_s"),
+                       ({pool: {"boot_s": "60"}}, f"startup_samples.{pool}.boot_s"),
+                       ({pool: {"bot_s": [1]}}, f"startup_samples.{pool}.bot_s"),
+                       ({"nope": {"boot_s": [1]}}, "startup_samples.nope")):
+        with pytest.raises(ConfigError) as err:
+            parse_scenario({**raw, "startup_samples": bad}, "test")
+        assert f"test: {where}" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_bad_samples_exit_2_with_one_line(tmp_path: Path) -> None:
+    raw = yaml.safe_load(resources.files("gpuscale.data").joinpath("scenarios", "default.yaml").read_text())
+    raw["startup_samples"] = {raw["config"]["pools"][0]["name"]: {"start_s": [1, float("nan")]}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    result = CliRunner().invoke(app, ["simulate", str(path), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "startup_samples" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -25,7 +25,7 @@ from gpuscale.model.resources import Resources, is_gpu_resource
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Handle, Priority, Simulation
-from gpuscale.sim.distributions import Keyed, LogNormal
+from gpuscale.sim.distributions import Duration, Keyed, LogNormal
 
 NOT_READY_TAINT = Taint(key="node.kubernetes.io/not-ready", effect=TaintEffect.NO_SCHEDULE)
 """What the node lifecycle controller puts on a registered node until it is Ready, as on a real cluster."""
@@ -37,22 +37,22 @@ CONTAINER_START_S = LogNormal.from_p90(5.0, 20.0, cap=60.0)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartupProfile:
-    acquire_s: LogNormal
-    boot_s: LogNormal
-    register_s: LogNormal
-    ready_s: LogNormal
-    gpu_s: LogNormal | None
+    acquire_s: Duration
+    boot_s: Duration
+    register_s: Duration
+    ready_s: Duration
+    gpu_s: Duration | None
     """Ready → GPUs in allocatable (driver + device plugin); `None` for pools without GPUs."""
     pull_mb_per_s: LogNormal = PULL_MB_PER_S
-    pull_s: LogNormal | None = None
+    pull_s: Duration | None = None
     """A cold pull's duration, when measured as such (`gpuscale calibrate`); replaces size / `pull_mb_per_s`."""
-    start_s: LogNormal = CONTAINER_START_S
+    start_s: Duration = CONTAINER_START_S
     """Container start → Ready (model load for inference, NCCL/restore for training) after a cold pull."""
-    warm_start_s: LogNormal | None = None
+    warm_start_s: Duration | None = None
     """Container start → Ready when the pod's image was already on the node at bind (the pull skipped: the files
     are local); `None`: as `start_s`."""
 
-    def start(self, warm: bool) -> LogNormal:
+    def start(self, warm: bool) -> Duration:
         """The container start a pod meets: `warm_start_s` when its image was on the node already."""
         return self.warm_start_s if warm and self.warm_start_s is not None else self.start_s
 
@@ -232,12 +232,12 @@ class SimCloud:
         self._ordinal[pool] = self._ordinal.get(pool, 0) + 1
         return self._ordinal[pool]
 
-    def draw(self, distribution: LogNormal, *key: object) -> float:
+    def draw(self, distribution: Duration, *key: object) -> float:
         """A keyed draw (common random numbers, `distributions.Keyed`), for the world's per-node and per-pod steps."""
         return self._keyed.lognormal(distribution, *key)
 
     # ------------------------------------------------------------------------------------------- start-up chain
-    def _step(self, timeline: NodeTimeline, duration: LogNormal, then: Callable[[NodeTimeline], None]) -> None:
+    def _step(self, timeline: NodeTimeline, duration: Duration, then: Callable[[NodeTimeline], None]) -> None:
         delay = self._keyed.lognormal(duration, "step", timeline.pool, timeline.ordinal, then.__name__)
         handle = self._sim.after(delay, Priority.CLOUD, lambda: then(timeline))
         timeline.pending = [handle]

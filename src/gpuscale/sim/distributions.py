@@ -1,7 +1,8 @@
 """The one lognormal the twin draws durations and rates from, given as the public figures give them: median and p90.
 
 `sample(rng, n)` draws a vector (workload generators), `draw(rng)` one value, `at(z)` the value at a given standard
-normal deviate (for `Keyed` streams); all clip to [`floor`, `cap`]. `p90 == median` is a constant.
+normal deviate (for `Keyed` streams); all clip to [`floor`, `cap`]. `p90 == median` is a constant. `Empirical` is the
+same interface over measured samples (a start-up step given as what a real cluster took).
 
 `Keyed` gives common random numbers: a draw is a function of the run's seed and a key naming what is drawn ("the
 3rd A100 node's boot", "pod x's container start"), not of how many draws came before. Two policies compared on one
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -53,6 +55,53 @@ class LogNormal:
 _STANDARD = NormalDist()
 
 
+@dataclass(frozen=True, slots=True)
+class Empirical:
+    """Measured samples (seconds) drawn as they came: the value at quantile u is the ⌈u·n⌉-th smallest sample (the
+    inverse of the samples' distribution function), no fit. `at(z)` takes the quantile Φ(z), so a keyed draw
+    (`Keyed.lognormal`) meets the same luck for the same key as a lognormal would. O(1) per draw."""
+
+    values: tuple[float, ...]
+    """Sorted ascending, at least one, each finite and ≥ 0 (`of` checks)."""
+
+    @staticmethod
+    def of(samples: Sequence[float]) -> Empirical:
+        ordered = tuple(sorted(float(v) for v in samples))
+        if not ordered or not all(math.isfinite(v) and v >= 0 for v in ordered):
+            raise ValueError("expected at least one finite, non-negative number of seconds")
+        return Empirical(ordered)
+
+    @property
+    def sigma(self) -> float:
+        """Non-zero when the samples differ: `Keyed` then draws a deviate (a constant needs none)."""
+        return 0.0 if self.values[0] == self.values[-1] else 1.0
+
+    @property
+    def median(self) -> float:
+        return self.quantile(0.5)
+
+    @property
+    def cap(self) -> float:
+        return self.values[-1]
+
+    def quantile(self, u: float) -> float:
+        n = len(self.values)
+        return self.values[min(max(math.ceil(u * n) - 1, 0), n - 1)]
+
+    def at(self, z: float) -> float:
+        return self.quantile(_STANDARD.cdf(z))
+
+    def draw(self, rng: np.random.Generator) -> float:
+        return self.quantile(float(rng.random()))
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.array([self.quantile(u) for u in rng.random(n)])
+
+
+Duration = LogNormal | Empirical
+"""A start-up step's duration: a lognormal from public figures or a fit, or measured samples."""
+
+
 class Keyed:
     """Common random numbers: uniform and normal draws named by a key, seeded once from the run's generator."""
 
@@ -72,5 +121,5 @@ class Keyed:
     def normal(self, *key: object) -> float:
         return _STANDARD.inv_cdf(self.uniform(*key))
 
-    def lognormal(self, distribution: LogNormal, *key: object) -> float:
+    def lognormal(self, distribution: Duration, *key: object) -> float:
         return distribution.at(self.normal(*key) if distribution.sigma else 0.0)

@@ -9,7 +9,7 @@ path of a gpuscale config file whose autoscaling options replace the scenario's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
@@ -35,7 +35,7 @@ from gpuscale.model.errors import ConfigError
 from gpuscale.model.resources import Resources, is_gpu_resource
 from gpuscale.sim.calibrate import load_profiles
 from gpuscale.sim.cloud import CloudPool, Spell, StartupProfile
-from gpuscale.sim.distributions import LogNormal
+from gpuscale.sim.distributions import Empirical, LogNormal
 from gpuscale.sim.helios import bundled_curve, openb_helios_jobs
 from gpuscale.sim.openb import bundled, read_pods
 from gpuscale.sim.profiles import PROFILES, STOCKOUT_PROBABILITY
@@ -155,6 +155,8 @@ class ScenarioFile(_Strict):
     """Pool → start-up profile; pools left out get `gpu-large` (≥ 4 GPUs), `gpu-small` (GPUs) or `cpu`."""
     calibrated_profiles: str | None = None
     """A profile file from `gpuscale calibrate` (relative to the scenario): the pools it lists start up as measured."""
+    startup_samples: dict[str, Any] = Field(default_factory=dict)
+    """Pool → start-up step → measured seconds (a list): that step is drawn from the samples (`Empirical`)."""
     stockout_probability: dict[str, Fraction01] = Field(default_factory=dict)
     stockouts: tuple[SpellConfig, ...] = ()
     initial_nodes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
@@ -229,6 +231,34 @@ def _calibrated(name: str | None, base: Path | None, source: str, pools: set[str
     return profiles
 
 
+SAMPLE_STEPS = ("acquire_s", "boot_s", "register_s", "ready_s", "gpu_s", "pull_s", "start_s", "warm_start_s")
+"""The `StartupProfile` steps `startup_samples` may give."""
+MAX_SAMPLES = 100_000
+
+
+def _samples(raw: Mapping[str, Any], source: str, pools: set[str]) -> dict[str, dict[str, Empirical]]:
+    """`startup_samples` checked: pool → step → `Empirical`; the first bad entry is one `ConfigError` naming it."""
+    out: dict[str, dict[str, Empirical]] = {}
+    for pool, steps in raw.items():
+        where = f"{source}: startup_samples.{str(pool)[:80]}"
+        if pool not in pools:
+            raise ConfigError(where, f"unknown pool (pools: {', '.join(sorted(pools))})")
+        if not isinstance(steps, dict) or not steps:
+            raise ConfigError(where, f"expected a mapping of step → seconds (steps: {', '.join(SAMPLE_STEPS)})")
+        for step, values in steps.items():
+            if step not in SAMPLE_STEPS:
+                raise ConfigError(f"{where}.{str(step)[:80]}", f"unknown step (steps: {', '.join(SAMPLE_STEPS)})")
+            if (not isinstance(values, list) or not 0 < len(values) <= MAX_SAMPLES
+                    or any(isinstance(v, bool) or not isinstance(v, int | float) for v in values)):
+                raise ConfigError(f"{where}.{step}", f"expected a list of 1 to {MAX_SAMPLES} numbers of seconds, "
+                                                     f"got {excerpt(values)}")
+            try:
+                out.setdefault(pool, {})[step] = Empirical.of(values)
+            except ValueError as err:
+                raise ConfigError(f"{where}.{step}", str(err)) from None
+    return out
+
+
 def _check_jobs(parsed: ScenarioFile, source: str) -> None:
     """The jobs the arrival rates would generate, bounded before any is drawn (`MAX_JOBS`)."""
     work = parsed.workload
@@ -269,10 +299,13 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
                                                                      f"pool's max_size {pool.max_size}")
     rng = np.random.default_rng(parsed.seed)
     calibrated = _calibrated(parsed.calibrated_profiles, base, source, names)
+    sampled = _samples(parsed.startup_samples, source, names)
     cloud_pools = []
     for pool in config.pools:
         profile = _profile_name(config, pool.name, parsed.profiles)
-        cloud_pools.append(CloudPool(pool=pool, profile=calibrated.get(pool.name, PROFILES[profile]),
+        steps: dict[str, Any] = dict(sampled.get(pool.name, {}))  # every step in SAMPLE_STEPS takes a `Duration`
+        startup = replace(calibrated.get(pool.name, PROFILES[profile]), **steps)
+        cloud_pools.append(CloudPool(pool=pool, profile=startup,
                                      stockout_probability=parsed.stockout_probability.get(
                                          pool.name, STOCKOUT_PROBABILITY[profile])))
     pause = parsed.workload.pause
