@@ -455,3 +455,72 @@ def test_writer_taints_cordons_and_evicts_through_the_api(api_client: client.Api
     node_events = core_v1.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
     assert [(e.reason, e.type) for e in node_events if e.source.component == "gpuscale"] == [
         ("ScaleDownFailed", "Warning")]
+
+
+def _claim_volume(pod: client.V1Pod, claim: str) -> client.V1Pod:
+    pod.spec.volumes = [client.V1Volume(name="data", persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+        claim_name=claim))]
+    return pod
+
+
+def test_a_pod_whose_claim_is_bound_to_a_zone_b_volume_gets_a_node_in_zone_b(
+        make_driver: Callable[[Config], Driver], core_v1: client.CoreV1Api, namespace: str,
+        create_pod: Callable[[client.V1Pod], None]) -> None:
+    """The A100 pool lists three zones; the pod's PVC is bound (by kube-controller-manager's PV controller) to a PV
+    whose node affinity holds in the second zone only: the scale-up adds one node there, and the pod runs on it."""
+    config = seed_config()
+    zones = ("us-central1-a", "us-central1-b", "us-central1-c")
+    config = replace(config, pools=tuple(replace(p, zones=zones) if p.name == A100 else p for p in config.pools))
+    pv_name = f"data-{namespace}"
+    core_v1.create_persistent_volume({"metadata": {"name": pv_name}, "spec": {
+        "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+        "persistentVolumeReclaimPolicy": "Retain", "csi": {"driver": "csi.example.com", "volumeHandle": pv_name},
+        "claimRef": {"namespace": namespace, "name": "data"},
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zones[1]]}]}]}}}})
+    try:
+        core_v1.create_namespaced_persistent_volume_claim(namespace, {"metadata": {"name": "data"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv_name,
+            "resources": {"requests": {"storage": "1Gi"}}}})
+        wait_for(lambda: core_v1.read_namespaced_persistent_volume_claim("data", namespace).status.phase == "Bound",
+                 60, desc="the claim Bound by the PV controller")
+        driver = make_driver(config)
+        create_pod(_claim_volume(training_pod("train-b"), "data"))
+        wait_for(lambda: _unschedulable(_pod(core_v1, namespace, "train-b")), 30, desc="pod Unschedulable")
+        driver.tick_until(driver.scale_ups, 30, "a scale-up")
+        assert driver.scale_ups() == [(A100, 1)], driver.reports[-1]
+        [node] = driver.pool_nodes()[A100]
+        assert node.metadata.labels["topology.kubernetes.io/zone"] == zones[1]
+        driver.tick_until(lambda: _pod(core_v1, namespace, "train-b").status.phase == "Running", 60,
+                          "the pod Running on the zone-b node")
+        assert _pod(core_v1, namespace, "train-b").spec.node_name == node.metadata.name
+    finally:
+        ignore_status(404, core_v1.delete_persistent_volume, pv_name)
+
+
+def test_a_wait_for_first_consumer_claim_scales_a_pool_in_an_allowed_zone(
+        make_driver: Callable[[Config], Driver], core_v1: client.CoreV1Api, namespace: str,
+        create_pod: Callable[[client.V1Pod], None]) -> None:
+    """An unbound claim of a WaitForFirstConsumer class allowed in the third zone only: the scale-up adds one node
+    there (no provisioner runs here, so the pod is not expected to start)."""
+    config = seed_config()
+    zones = ("us-central1-a", "us-central1-b", "us-central1-c")
+    config = replace(config, pools=tuple(replace(p, zones=zones) if p.name == A100 else p for p in config.pools))
+    storage_v1 = client.StorageV1Api(core_v1.api_client)
+    cls = f"zone-c-{namespace}"
+    storage_v1.create_storage_class({"metadata": {"name": cls}, "provisioner": "csi.example.com",
+                                     "volumeBindingMode": "WaitForFirstConsumer", "allowedTopologies": [
+                                         {"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone",
+                                                                     "values": [zones[2]]}]}]})
+    try:
+        core_v1.create_namespaced_persistent_volume_claim(namespace, {"metadata": {"name": "scratch"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": cls, "resources": {"requests": {"storage": "1Gi"}}}})
+        driver = make_driver(config)
+        create_pod(_claim_volume(training_pod("train-c"), "scratch"))
+        wait_for(lambda: _unschedulable(_pod(core_v1, namespace, "train-c")), 30, desc="pod Unschedulable")
+        driver.tick_until(driver.scale_ups, 30, "a scale-up")
+        assert driver.scale_ups() == [(A100, 1)], driver.reports[-1]
+        [node] = driver.pool_nodes()[A100]
+        assert node.metadata.labels["topology.kubernetes.io/zone"] == zones[2]
+    finally:
+        ignore_status(404, storage_v1.delete_storage_class, cls)

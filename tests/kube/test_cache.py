@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gpuscale.kube.cache import EVENT, KINDS, NODE, PDB, POD, WatchCache, _RawWatch
+from gpuscale.kube.cache import CSI_NODE, EVENT, KINDS, NODE, PDB, POD, PV, PVC, STORAGE_CLASS, WatchCache, _RawWatch
 from gpuscale.loop.ports import NotSynced
 
 
@@ -77,6 +77,10 @@ def test_not_synced_until_every_kind_has_listed(cache: WatchCache) -> None:
     with pytest.raises(NotSynced, match="PodDisruptionBudget"):
         cache.snapshot()
     cache._relist(PDB)
+    with pytest.raises(NotSynced, match="PersistentVolume"):
+        cache.snapshot()
+    for kind in (PV, PVC, STORAGE_CLASS, CSI_NODE):
+        cache._relist(kind)
     assert [n.name for n in cache.snapshot().nodes] == ["a"]
     assert cache.synced()
 

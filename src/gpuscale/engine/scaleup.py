@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from itertools import compress, count
 from operator import attrgetter, is_, is_not, itemgetter
 from typing import Generic, TypeVar
@@ -341,12 +342,12 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
 
 def _keeps_class_mask(table: WhatIf, pod: Pod, relevant: bool) -> bool:
     """Whether the pod's class may keep its mask (`_ClassMasks`) across placements: placements change only the rows
-    placed on for it — not with inter-pod affinity or spread read from placed pods, nor with claims (a
-    ReadWriteOncePod claim in use, a claim assumed onto a node)."""
+    placed on for it — not with inter-pod affinity or spread read from placed pods, nor with claims whose verdicts
+    placements change (`VolumeState.reads_placed`: a ReadWriteOncePod claim, an unbound claim, attach limits)."""
     topology = table.topology
     if topology is not None and (relevant or depends_on_placed(pod)):
         return False
-    return not (pod.constraints.claims and table.volumes is not None)
+    return not (pod.constraints.claims and table.volumes is not None and table.volumes.reads_placed(pod))
 
 
 def _place_gang(result: Placement, unit: Unit, masks: _ClassMasks) -> None:
@@ -477,11 +478,19 @@ as long as the pools are the same."""
 def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
     """`pool_verdict(pod, pool)`, once per pool and pod shape in a decision: pods that wait loop after loop, and the
     members of a gang, share few shapes."""
-    key = (pool.key, pod.requests, pod.constraints)
+    constraints = pod.constraints
+    if constraints.claims:  # a pool's verdict reads no claims (the volume filters judge the rows): one per shape
+        constraints = _without_claims(constraints)
+    key = (pool.key, pod.requests, constraints)
     verdict = verdicts.get(key)
     if verdict is None:
         verdict = verdicts[key] = pool_verdict(pod, pool)
     return verdict
+
+
+@lru_cache(maxsize=4096)
+def _without_claims(constraints: SchedulingConstraints) -> SchedulingConstraints:
+    return replace(constraints, claims=())
 
 
 _NO_SLOT = -1
@@ -1177,14 +1186,15 @@ def _balanced(best: Estimate, ordered: ScaleUp, offers: Sequence[NodePool], host
 def _zone_needed(best: Estimate, offers: Sequence[NodePool], hosts: Mapping[int, frozenset[str]]) -> str | None:
     """The zone the chosen offer's nodes must be created in: its zone when some of its pods are hosted by only some
     of its pool's zone offers (node affinity on the zone, say) or their placement depends on the pods placed
-    (`depends_on_placed`: topology spread, inter-pod affinity — the estimate counted them in this zone); None when
+    (`depends_on_placed`: topology spread, inter-pod affinity — the estimate counted them in this zone) or on their
+    claims (a zonal PV, a class's allowed zones: the volume filters judged this zone's template rows); None when
     every zone of the pool hosts them all alike (or the pool lists one zone), so the provider places the nodes as it
     does. O(offers × units + pods)."""
     zone = best.option.pool.zone
     if zone is None:
         return None
-    if any(depends_on_placed(p) for u in best.placed for p in u.pods):
-        return zone
+    if any(depends_on_placed(p) or p.constraints.claims for u in best.placed for p in u.pods):
+        return zone  # (claims: the volume filters judged this zone's rows; the pool verdicts read no claims)
     siblings = [o.key for o in offers if o.name == best.option.pool.name]
     if all(key in hosts[id(u)] for u in best.placed for key in siblings):
         return None

@@ -1,4 +1,5 @@
-"""A list+watch cache of Nodes, Pods and PodDisruptionBudgets: the controller's `ClusterReader`.
+"""A list+watch cache of Nodes, Pods, PodDisruptionBudgets and the storage objects the volume filters read
+(PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes): the controller's `ClusterReader`.
 
 One background thread per kind lists the kind (paged), then watches from the list's resourceVersion with bookmarks.
 The raw JSON dicts are kept as the API server sent them (less `managedFields`), each converted with `kube/convert.py`
@@ -34,20 +35,31 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from gpuscale.kube.convert import node_from_k8s, pdb_from_k8s, pod_from_k8s
+from gpuscale.kube.convert import (
+    csi_node_from_k8s,
+    node_from_k8s,
+    pdb_from_k8s,
+    pod_from_k8s,
+    pv_from_k8s,
+    pvc_from_k8s,
+    storage_class_from_k8s,
+)
 from gpuscale.loop.ports import NotSynced
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.errors import InputError
+from gpuscale.model.volumes import Storage
 
 log = logging.getLogger(__name__)
 
 NODE, POD, PDB, EVENT = "Node", "Pod", "PodDisruptionBudget", "Event"
-KINDS = (NODE, POD, PDB)
+PV, PVC, STORAGE_CLASS, CSI_NODE = "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"
+KINDS = (NODE, POD, PDB, PV, PVC, STORAGE_CLASS, CSI_NODE)
 """The kinds the synced gate and `snapshot()` cover."""
 Listener = Callable[[str, str, Mapping[str, Any], bool], None]
 """`(kind, event type — ADDED/MODIFIED/DELETED, or LISTED for a (re)list item —, object, listed)`."""
 _CONVERTERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
-    NODE: node_from_k8s, POD: pod_from_k8s, PDB: pdb_from_k8s}
+    NODE: node_from_k8s, POD: pod_from_k8s, PDB: pdb_from_k8s, PV: pv_from_k8s, PVC: pvc_from_k8s,
+    STORAGE_CLASS: storage_class_from_k8s, CSI_NODE: csi_node_from_k8s}
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
@@ -222,7 +234,9 @@ class WatchCache:
             more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
             raise NotSynced(f"{len(errors)} object(s) could not be read: {'; '.join(sorted(errors)[:3])}{more}")
         self._last_nodes = frozenset(n.name for n in values[NODE])
-        return Cluster(nodes=tuple(values[NODE]), pods=tuple(values[POD]), pdbs=tuple(values[PDB]))
+        storage = Storage(volumes=tuple(values.get(PV, ())), claims=tuple(values.get(PVC, ())),
+                          classes=tuple(values.get(STORAGE_CLASS, ())), csi_nodes=tuple(values.get(CSI_NODE, ())))
+        return Cluster(nodes=tuple(values[NODE]), pods=tuple(values[POD]), pdbs=tuple(values[PDB]), storage=storage)
 
     def _convert(self, store: _Store, key: str, obj: Mapping[str, Any]) -> _Converted:
         cached = _converted(store.kind, key, obj, store.converted.get(key))
@@ -238,6 +252,14 @@ class WatchCache:
             return self._core.list_pod_for_all_namespaces
         if kind == EVENT:
             return self._core.list_event_for_all_namespaces
+        if kind == PV:
+            return self._core.list_persistent_volume
+        if kind == PVC:
+            return self._core.list_persistent_volume_claim_for_all_namespaces
+        if kind == STORAGE_CLASS:
+            return client.StorageV1Api(self._core.api_client).list_storage_class
+        if kind == CSI_NODE:
+            return client.StorageV1Api(self._core.api_client).list_csi_node
         return self._policy.list_pod_disruption_budget_for_all_namespaces
 
     def _run(self, kind: str) -> None:

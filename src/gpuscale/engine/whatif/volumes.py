@@ -273,6 +273,15 @@ class VolumeState:
                 else:
                     held.pop(unique, None)
 
+    def reads_placed(self, pod: Pod) -> bool:
+        """Whether placing other pods may change the pod's volume verdicts on rows other than theirs: it has a
+        ReadWriteOncePod or an unbound claim, or counted volumes where some row has an attach limit. O(claims)."""
+        volumes = self.volumes_of(pod)
+        if volumes.prefilter is not None:
+            return False
+        return bool(volumes.rwop or volumes.delayed or (volumes.attach and any(
+            limit is not None for limit in self.limits)))
+
     # ------------------------------------------------------------------------------------------------- the filters
     def per_row(self, volumes: PodVolumes) -> bool:
         """Whether VolumeBinding's verdict may differ between rows of one node group: a PV it reads names hostnames
