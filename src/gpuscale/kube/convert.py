@@ -351,22 +351,36 @@ def effective_requests(ctx: _Ctx, spec: Mapping[str, Any]) -> Resources:
     return result + parse_resources(ctx, _get(ctx, spec, "overhead", dict, at="spec"), "spec.overhead")
 
 
+
+def _named(ctx: _Ctx, obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """An object's `metadata` and its `metadata.name`, which every object read here must have."""
+    meta = _get(ctx, obj, "metadata", dict, {})
+    name = _get(ctx, meta, "name", str, "", at="metadata")
+    if not name:
+        raise ctx.fail("metadata.name", "required")
+    return meta, name
+
 def _node_affinity(ctx: _Ctx, spec: Mapping[str, Any]) -> NodeAffinity:
     selector = _str_map(ctx, spec, "nodeSelector", at="spec")
     required_path = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     required = _get(ctx, spec, required_path, dict, at="spec")
     terms = None
     if required is not None:
-        path = f"spec.{required_path}.nodeSelectorTerms"
-        raw_terms = _objects(ctx, required, "nodeSelectorTerms", at=f"spec.{required_path}")
-        terms = tuple(
-            NodeSelectorTerm(
-                match_expressions=_requirements(ctx, t.get("matchExpressions"), f"{path}[{i}].matchExpressions", True),
-                match_fields=_fields(ctx, t.get("matchFields"), f"{path}[{i}].matchFields"),
-            )
-            for i, t in enumerate(raw_terms)
-        )
+        terms = _selector_terms(ctx, required, f"spec.{required_path}")
     return NodeAffinity(node_selector=tuple(sorted(selector.items())), required_terms=terms)
+
+
+def _selector_terms(ctx: _Ctx, selector: Mapping[str, Any], at: str) -> tuple[NodeSelectorTerm, ...]:
+    """A NodeSelector's `nodeSelectorTerms` (`at` is where the selector sits: a pod's required node affinity, a
+    PersistentVolume's `spec.nodeAffinity.required`)."""
+    path = f"{at}.nodeSelectorTerms"
+    return tuple(
+        NodeSelectorTerm(
+            match_expressions=_requirements(ctx, t.get("matchExpressions"), f"{path}[{i}].matchExpressions", True),
+            match_fields=_fields(ctx, t.get("matchFields"), f"{path}[{i}].matchFields"),
+        )
+        for i, t in enumerate(_objects(ctx, selector, "nodeSelectorTerms", at=at))
+    )
 
 
 def _fields(ctx: _Ctx, raw: Any, path: str) -> tuple[Requirement, ...]:
@@ -539,10 +553,7 @@ def _group(ctx: _Ctx, namespace: str, labels: Mapping[str, str], annotations: Ma
 
 def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
     ctx = _Ctx("Pod", obj)
-    meta = _get(ctx, obj, "metadata", dict, {})
-    name = _get(ctx, meta, "name", str, at="metadata")
-    if not name:
-        raise ctx.fail("metadata.name", "required")
+    meta, name = _named(ctx, obj)
     namespace = _get(ctx, meta, "namespace", str, "default", at="metadata")
     spec = _get(ctx, obj, "spec", dict)
     if spec is None:
@@ -614,10 +625,7 @@ NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.i
 
 def node_from_k8s(obj: Mapping[str, Any]) -> Node:
     ctx = _Ctx("Node", obj)
-    meta = _get(ctx, obj, "metadata", dict, {})
-    name = _get(ctx, meta, "name", str, at="metadata")
-    if not name:
-        raise ctx.fail("metadata.name", "required")
+    meta, name = _named(ctx, obj)
     spec = _get(ctx, obj, "spec", dict, {})
     status = _get(ctx, obj, "status", dict, {})
     capacity = parse_resources(ctx, status.get("capacity"), "status.capacity")
@@ -744,10 +752,7 @@ def _claim_spec(ctx: _Ctx, namespace: str, name: str, spec: Mapping[str, Any], a
 
 def pvc_from_k8s(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
     ctx = _Ctx("PersistentVolumeClaim", obj)
-    meta = _get(ctx, obj, "metadata", dict, {})
-    name = _get(ctx, meta, "name", str, "", at="metadata")
-    if not name:
-        raise ctx.fail("metadata.name", "required")
+    meta, name = _named(ctx, obj)
     namespace = _get(ctx, meta, "namespace", str, "default", at="metadata")
     annotations = _str_map(ctx, meta, "annotations", at="metadata")
     claim = _claim_spec(ctx, namespace, name, _get(ctx, obj, "spec", dict, {}), annotations, "spec")
@@ -757,20 +762,13 @@ def pvc_from_k8s(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
 
 def pv_from_k8s(obj: Mapping[str, Any]) -> PersistentVolume:
     ctx = _Ctx("PersistentVolume", obj)
-    meta = _get(ctx, obj, "metadata", dict, {})
-    name = _get(ctx, meta, "name", str, "", at="metadata")
-    if not name:
-        raise ctx.fail("metadata.name", "required")
+    meta, name = _named(ctx, obj)
     spec = _get(ctx, obj, "spec", dict, {})
     annotations = _str_map(ctx, meta, "annotations", at="metadata")
     terms = None
     required = _get(ctx, spec, "nodeAffinity.required", dict, at="spec")
     if required is not None:
-        path = "spec.nodeAffinity.required.nodeSelectorTerms"
-        terms = tuple(NodeSelectorTerm(
-            match_expressions=_requirements(ctx, t.get("matchExpressions"), f"{path}[{i}].matchExpressions", True),
-            match_fields=_fields(ctx, t.get("matchFields"), f"{path}[{i}].matchFields"))
-            for i, t in enumerate(_objects(ctx, required, "nodeSelectorTerms", at="spec.nodeAffinity.required")))
+        terms = _selector_terms(ctx, required, "spec.nodeAffinity.required")
     claim_ref = _get(ctx, spec, "claimRef", dict, at="spec")
     claim = None
     if claim_ref is not None:
@@ -793,10 +791,7 @@ def pv_from_k8s(obj: Mapping[str, Any]) -> PersistentVolume:
 
 def storage_class_from_k8s(obj: Mapping[str, Any]) -> StorageClass:
     ctx = _Ctx("StorageClass", obj)
-    meta = _get(ctx, obj, "metadata", dict, {})
-    name = _get(ctx, meta, "name", str, "", at="metadata")
-    if not name:
-        raise ctx.fail("metadata.name", "required")
+    meta, name = _named(ctx, obj)
     mode = _get(ctx, obj, "volumeBindingMode", str, "Immediate")
     if mode not in ("Immediate", "WaitForFirstConsumer"):
         raise ctx.fail("volumeBindingMode", f"unknown binding mode {excerpt(mode)} (valid: Immediate, "
@@ -823,10 +818,7 @@ def storage_class_from_k8s(obj: Mapping[str, Any]) -> StorageClass:
 
 def csi_node_from_k8s(obj: Mapping[str, Any]) -> CSINode:
     ctx = _Ctx("CSINode", obj)
-    meta = _get(ctx, obj, "metadata", dict, {})
-    name = _get(ctx, meta, "name", str, "", at="metadata")
-    if not name:
-        raise ctx.fail("metadata.name", "required")
+    _, name = _named(ctx, obj)
     limits = {}
     for i, d in enumerate(_objects(ctx, obj, "spec.drivers")):
         where = f"spec.drivers[{i}]"
