@@ -74,8 +74,8 @@ def _withholding(provider: KwokProvider, taint: str) -> None:
     """The provider's nodes register as real ones do: without GFD's labels, with the readiness taint."""
     body_of = provider.node_body
 
-    def node_body(pool: Any, name: str) -> dict[str, Any]:
-        body = body_of(pool, name)
+    def node_body(pool: Any, name: str, zone: str | None = None) -> dict[str, Any]:
+        body = body_of(pool, name, zone)
         for label in GFD_LABELS:
             body["metadata"]["labels"].pop(label, None)
         body["spec"]["taints"].append({"key": taint, "value": "pending", "effect": "NoSchedule"})
