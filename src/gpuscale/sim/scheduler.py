@@ -85,16 +85,6 @@ class Scoring(StrEnum):
     GPU_BINPACK = "gpu-binpack"
 
 
-POD_INITIAL_BACKOFF_S = 1.0
-POD_MAX_BACKOFF_S = 10.0
-"""kube-scheduler's defaults (`podInitialBackoffSeconds`, `podMaxBackoffSeconds`)."""
-
-
-def backoff_s(failures: int) -> float:
-    """kube-scheduler's backoff after `failures` failed attempts: 1 s, doubling, at most 10 s."""
-    return min(POD_INITIAL_BACKOFF_S * 2.0 ** min(max(failures - 1, 0), 32), POD_MAX_BACKOFF_S)  # 2^32 s > any cap
-
-
 class SimScheduler:
     def __init__(self, sim: Simulation, cluster: SimCluster, columns: Sequence[str],
                  scoring: Scoring = Scoring.LEAST_ALLOCATED,
@@ -109,12 +99,6 @@ class SimScheduler:
         self._on_bound = on_bound
         self._on_unschedulable = on_unschedulable
         self._pass_scheduled = False
-        self._backoff: dict[str, tuple[int, float]] = {}
-        """Per pending pod whose last attempt failed: (failed attempts, when the last one failed) — kube-scheduler's
-        backoff queue: the pod is not tried again until `backoff_s(failures)` after its last failure, while a new
-        pod (none yet) is tried at the next pass. Gang pods are placed together and take no backoff here."""
-        self._retry_s: float | None = None
-        """When the earliest backoff the last pass skipped ends: a pass is scheduled then."""
         self._stale = True
         self._names: list[str] = []
         self._nodes: list[Node] = []
@@ -262,8 +246,6 @@ class SimScheduler:
         self.request_pass()
 
     def pending_changed(self, before: Pod | None, after: Pod | None) -> None:
-        if before is not None and after is None:
-            self._backoff.pop(before.key, None)  # bound, or gone
         if before is not None:
             self._count_class(self._request(before.requests), -1)
             if (entry := self._queued.pop(before.key, None)) is not None and self._queue_order is not None:
@@ -611,8 +593,6 @@ class SimScheduler:
             if pod.group is not None:
                 gangs.setdefault(pod.group.key, []).append(pod)
                 continue
-            if pod.key in self._backoff and self._backing_off(pod.key):
-                continue
             if self._topology is not None and self._depends_on_placed(pod, self._topology):
                 # its kind's other pods may differ in labels and namespace, and a bind may satisfy its affinity:
                 # no shortcut holds, so it is tried in full and leaves no mark for its kind
@@ -623,7 +603,6 @@ class SimScheduler:
                 failed.add(kind)
                 if pod.unschedulable:  # `_mark_unschedulable` of a pod marked before: only the attempt counts
                     self.attempts += 1
-                    self._failed(pod.key)
                 else:
                     self._mark_unschedulable(pod)
                 continue
@@ -676,29 +655,8 @@ class SimScheduler:
             self._queue_order = sorted(self._enqueue(pods[key]) for key in self._cluster.pending)
         return list(self._queue_order)
 
-    def _backing_off(self, key: str) -> bool:
-        """Whether the pod's backoff (kube-scheduler's backoffQ) still runs; if so, a pass is due when it ends."""
-        failures, last = self._backoff[key]
-        until = last + backoff_s(failures)
-        if self._sim.now >= until:
-            return False
-        if self._retry_s is None or until < self._retry_s:
-            self._retry_s = until
-            self._sim.at(float(math.ceil(until)), Priority.SCHEDULER, self._backoff_ended)
-        return True
-
-    def _backoff_ended(self) -> None:
-        if self._retry_s is not None and self._sim.now >= self._retry_s:
-            self._retry_s = None
-        self.request_pass()
-
-    def _failed(self, key: str) -> None:
-        failures = self._backoff.get(key, (0, 0.0))[0]
-        self._backoff[key] = (failures + 1, self._sim.now)
-
     def _mark_unschedulable(self, pod: Pod) -> None:
         self.attempts += 1
-        self._failed(pod.key)
         if not pod.unschedulable:
             self._cluster.put_pod(replaced(pod, unschedulable=True))
             self._on_unschedulable(pod)
