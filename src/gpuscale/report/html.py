@@ -39,11 +39,11 @@ main{max-width:1200px;margin:0 auto;padding:28px 24px 48px}
 h1{font-size:24px;margin:0 0 4px}h2{font-size:17px;margin:32px 0 12px}h3{font-size:14px;margin:0}
 .sub{color:var(--muted);margin:0}
 .kpis{display:grid;gap:12px;margin-top:18px}
-.kpi-row{display:grid;grid-template-columns:170px repeat(6,1fr);gap:8px;align-items:stretch}
+.kpi-row{display:grid;grid-template-columns:170px;grid-auto-flow:column;grid-auto-columns:minmax(0,1fr);gap:8px;align-items:stretch}
 .kpi-row .policy{display:flex;align-items:center;gap:8px;font-weight:600}
 .kpi{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:8px 12px}
 .kpi .v{font-size:19px;font-weight:600;font-variant-numeric:tabular-nums}
-.kpi .l{font-size:12px;color:var(--muted);white-space:nowrap}
+.kpi .l{font-size:12px;color:var(--muted)}
 .dot{display:inline-block;width:11px;height:11px;border-radius:3px;flex:none}
 .grid{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px}
 .wide{grid-column:1/-1}
