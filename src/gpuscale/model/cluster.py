@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpuscale.model.dra import Dra
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
@@ -33,6 +34,8 @@ class PodIndex:
     """Some pod (of any phase) `depends_on_placed` (inter-pod affinity or anti-affinity terms)."""
     uses_claims: bool = False
     """Some pod (of any phase) `uses_claims` (PersistentVolumeClaims): the what-if then keeps the volume state."""
+    uses_devices: bool = False
+    """Some pod (of any phase) `uses_devices` (ResourceClaims): the what-if then keeps the devices in use."""
     group_members: Mapping[str, int] = field(default_factory=dict)
     """Pods of each pod group (by `PodGroupRef.key`) that have not finished: pending, bound or being deleted."""
 
@@ -79,6 +82,8 @@ class Cluster:
     pod_groups: tuple[PodGroupSpec, ...] = ()
     storage: Storage = field(default_factory=Storage)
     """PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes (the volume filters read them)."""
+    dra: Dra = field(default_factory=Dra)
+    """ResourceSlices, DeviceClasses, ResourceClaims and ResourceClaimTemplates (DynamicResources reads them)."""
     other_kinds: Mapping[str, int] = field(default_factory=dict)
     """Objects of kinds gpuscale does not read, counted by kind: kept visible, never silently dropped."""
     changes: Changes | None = field(default=None, compare=False, repr=False)
@@ -90,12 +95,14 @@ class Cluster:
         pending: list[Pod] = []
         placed: list[Pod] = []
         groups: dict[str, int] = {}
-        affinity = claims = False
+        affinity = claims = devices = False
         for pod in self.pods:  # the one pass over every pod of a decision: kept tight
             if not affinity and depends_on_placed(pod):
                 affinity = True
             if not claims and pod.constraints.claims:
                 claims = True
+            if not devices and pod.constraints.resource_claims:
+                devices = True
             slot = index_slot(pod)
             if slot == PLACED:
                 placed.append(pod)
@@ -109,7 +116,7 @@ class Cluster:
             if pod.group is not None and (group := group_member(pod)) is not None:
                 groups[group] = groups.get(group, 0) + 1
         return PodIndex(pending=tuple(pending), placed=tuple(placed), by_node=by_node, depends_on_placed=affinity,
-                        uses_claims=claims, group_members=groups)
+                        uses_claims=claims, uses_devices=devices, group_members=groups)
 
     def pods_by_node(self) -> dict[str, list[Pod]]:
         """Pods that hold capacity, per node name (bound and not Succeeded/Failed); a node without any has no entry."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
 
+from gpuscale.model.dra import PodResourceClaim
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.resources import Resources
 from gpuscale.model.selectors import LabelSelector, NodeAffinity, PodAffinityTerm
@@ -127,6 +128,9 @@ class SchedulingConstraints:
     claims: tuple[PodClaim, ...] = ()
     """The PersistentVolumeClaims its volumes use (named, and generic ephemeral volumes' claims), in volume order
     (the volume filters: VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone)."""
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    """`spec.resourceClaims`, in order (DynamicResources): each names a ResourceClaim or a ResourceClaimTemplate; the
+    claim made from a template is named in `Pod.claim_statuses`."""
     _hash: int = field(default=-1, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -135,7 +139,8 @@ class SchedulingConstraints:
         if self._hash == -1:
             object.__setattr__(self, "_hash", hash((self.node_name, self.affinity, self.tolerations,
                                                     self.pod_anti_affinity, self.pod_affinity, self.topology_spread,
-                                                    self.unsupported, self.host_ports, self.claims)))
+                                                    self.unsupported, self.host_ports, self.claims,
+                                                    self.resource_claims)))
         return self._hash
 
     def __reduce__(self) -> tuple[Callable[[], SchedulingConstraints], tuple[()]]:
@@ -143,7 +148,8 @@ class SchedulingConstraints:
         return partial(SchedulingConstraints, node_name=self.node_name, affinity=self.affinity,
                        tolerations=self.tolerations, pod_anti_affinity=self.pod_anti_affinity,
                        pod_affinity=self.pod_affinity, topology_spread=self.topology_spread,
-                       unsupported=self.unsupported, host_ports=self.host_ports, claims=self.claims), ()
+                       unsupported=self.unsupported, host_ports=self.host_ports, claims=self.claims,
+                       resource_claims=self.resource_claims), ()
 
 
 @quick_init
@@ -175,6 +181,9 @@ class Pod:
     started_s: float | None = None
     """`status.startTime`: when the kubelet started the pod (a do-not-disrupt duration counts from it)."""
     image_bytes: int = 0
+    claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
+    """`status.resourceClaimStatuses`: a `spec.resourceClaims` name → the ResourceClaim generated for it from its
+    template (None: the controller decided none was needed). A template claim with no entry is not created yet."""
 
     @property
     def key(self) -> str:
@@ -221,3 +230,9 @@ def uses_claims(pod: Pod) -> bool:
     """Whether the pod's volumes use PersistentVolumeClaims: the volume filters then read the claims, and the claims
     of the pods placed (ReadWriteOncePod users, volumes attached per node)."""
     return bool(pod.constraints.claims)
+
+
+def uses_devices(pod: Pod) -> bool:
+    """Whether the pod references ResourceClaims (`spec.resourceClaims`): DynamicResources then allocates devices for
+    them, against the devices the claims of the pods placed hold."""
+    return bool(pod.constraints.resource_claims)
