@@ -27,6 +27,8 @@ from gpuscale.engine.policy import Buffer, CooldownScope, ExpanderName, Limits, 
 from gpuscale.inputs import yaml12
 from gpuscale.inputs.files import CONFIG_BYTES, excerpt, read_text
 from gpuscale.inputs.strict import StrictModel
+from gpuscale.model.dra import AttributeValue, DeviceCapacity, PoolRef, ResourceSlice, Version
+from gpuscale.model.dra import Device as DraDevice
 from gpuscale.model.errors import ConfigError, InputError
 from gpuscale.model.gpu import GpuSharing, MigStrategy, SharingMode, advertised_resources, operator_labels
 from gpuscale.model.pool import NodePool
@@ -166,6 +168,134 @@ def _quantity(name: str, value: Any) -> int:
     return to_milli(value) if name in (CPU, GPU_MILLI) else to_units(value)
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_SLICE_DEVICES = 128
+"""`ResourceSliceMaxDevices`: the API server refuses a ResourceSlice with more devices."""
+MAX_DEVICE_ATTRIBUTES = 32
+"""`ResourceSliceMaxAttributesAndCapacitiesPerDevice`: attributes and capacities of one device together."""
+INDEX = "{index}"
+"""Replaced by the device's index (0, 1, …) in a `count:` shape's name and string attributes; `int: "{index}"` is the
+index itself."""
+
+
+def _dns_subdomain(text: str) -> str | None:
+    """The problem with a DNS subdomain (lowercase labels joined by dots, at most 253 characters), or None."""
+    if len(text) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in text.split(".")):
+        return f"{excerpt(text)} is not a DNS subdomain (lowercase letters, digits, '-' and '.')"
+    return None
+
+
+def _qualified_name(text: str) -> str | None:
+    """The problem with a `QualifiedName` of an attribute or capacity (`name` or `domain/name`, the name a C
+    identifier of at most 32 characters), or None."""
+    domain, _, name = text.rpartition("/")
+    if domain and (_dns_subdomain(domain) is not None or len(domain) > 63):
+        return f"{excerpt(text)}: the domain must be a DNS subdomain of at most 63 characters"
+    if not _C_IDENTIFIER.fullmatch(name) or len(name) > 32:
+        return f"{excerpt(text)}: the name must be a C identifier of at most 32 characters"
+    return None
+
+
+class AttributeConfig(_Strict):
+    """A device attribute as the API writes it: exactly one of `string`, `int`, `bool`, `version`."""
+
+    string: str | None = Field(default=None, max_length=64)
+    int_: int | str | None = Field(default=None, alias="int")
+    bool_: bool | None = Field(default=None, alias="bool")
+    version: str | None = Field(default=None, max_length=64)
+
+    @model_validator(mode="after")
+    def _one(self) -> AttributeConfig:
+        given = [v for v in (self.string, self.int_, self.bool_, self.version) if v is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of string, int, bool, version")
+        if isinstance(self.int_, str) and self.int_ != INDEX:
+            raise ValueError(f"int must be an integer or {INDEX!r}, got {excerpt(self.int_)}")
+        if self.version is not None and Version.parse(self.version) is None:
+            raise ValueError(f"version {excerpt(self.version)} is not a semantic version (1.2.3)")
+        return self
+
+    def value(self, index: int) -> AttributeValue:
+        if self.string is not None:
+            return self.string.replace(INDEX, str(index))
+        if self.int_ is not None:
+            return index if isinstance(self.int_, str) else self.int_
+        if self.bool_ is not None:
+            return self.bool_
+        version = Version.parse(self.version or "")
+        assert version is not None  # checked by _one
+        return version
+
+
+class DeviceConfig(_Strict):
+    name: str = Field(min_length=1, max_length=63)
+    attributes: dict[str, AttributeConfig] = Field(default_factory=dict)
+    capacity: dict[str, int | str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> DeviceConfig:
+        if not _DNS_LABEL.fullmatch(self.name.replace(INDEX, "0")):
+            raise ValueError(f"name {excerpt(self.name)} is not a DNS label (lowercase letters, digits and '-')")
+        for name in (*self.attributes, *self.capacity):
+            problem = _qualified_name(name)
+            if problem is not None:
+                raise ValueError(problem)
+        if len(self.attributes) + len(self.capacity) > MAX_DEVICE_ATTRIBUTES:
+            raise ValueError(f"at most {MAX_DEVICE_ATTRIBUTES} attributes and capacities together")
+        for name, text in self.capacity.items():
+            try:
+                if to_milli(text) < 0:
+                    raise QuantityError("must not be negative")
+            except QuantityError as err:
+                raise ValueError(f"capacity {name}: {err}") from None
+        return self
+
+    def to_device(self, driver: str, index: int) -> DraDevice:
+        def qualified(name: str) -> str:
+            return name if "/" in name else f"{driver}/{name}"
+        return DraDevice(name=self.name.replace(INDEX, str(index)),
+                         attributes={qualified(k): a.value(index) for k, a in self.attributes.items()},
+                         capacity={qualified(k): DeviceCapacity(value_milli=to_milli(v))
+                                   for k, v in self.capacity.items()})
+
+
+class ResourceSliceConfig(_Strict):
+    """A ResourceSlice a node of the pool publishes (DRA scale from zero, docs/dra-pools.md): `devices` as the API
+    lists them, or `count` identical ones shaped by `device` (`{index}` in its name and string attributes)."""
+
+    driver: str = Field(min_length=1, max_length=63)
+    devices: tuple[DeviceConfig, ...] = ()
+    count: int | None = Field(default=None, ge=1, le=MAX_SLICE_DEVICES)
+    device: DeviceConfig | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> ResourceSliceConfig:
+        problem = _dns_subdomain(self.driver)
+        if problem is not None:
+            raise ValueError(f"driver: {problem}")
+        if bool(self.devices) == (self.count is not None or self.device is not None):
+            raise ValueError("give either devices, or count with device")
+        if (self.count is None) != (self.device is None):
+            raise ValueError("count and device go together")
+        if self.device is not None and (self.count or 0) > 1 and INDEX not in self.device.name:
+            raise ValueError(f"device.name must contain {INDEX} so that the {self.count} devices differ")
+        if len(self.devices) > MAX_SLICE_DEVICES:
+            raise ValueError(f"at most {MAX_SLICE_DEVICES} devices in one slice")
+        names = [d.name for d in self.devices]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"device names must be unique in a slice, repeated: {', '.join(dupes)}")
+        return self
+
+    def to_slice(self) -> ResourceSlice:
+        if self.device is not None:
+            devices = tuple(self.device.to_device(self.driver, i) for i in range(self.count or 0))
+        else:
+            devices = tuple(d.to_device(self.driver, i) for i, d in enumerate(self.devices))
+        return ResourceSlice(name=self.driver, driver=self.driver, pool=PoolRef(name=""), devices=devices)
+
+
 class PoolConfig(_Strict):
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     instance_type: str = ""
@@ -177,6 +307,7 @@ class PoolConfig(_Strict):
     taints: tuple[TaintConfig, ...] = ()
     allocatable: dict[str, int | float | str]
     gpu: GpuConfig | None = None
+    resource_slices: tuple[ResourceSliceConfig, ...] = ()
     max_node_provision_time: Duration | None = None
     max_node_startup_time: Duration | None = None
     scale_down_utilization_threshold: Fraction01 | None = None
@@ -231,6 +362,12 @@ class PoolConfig(_Strict):
     def _bounds(self) -> PoolConfig:
         if self.min_size > self.max_size:
             raise ValueError(f"min_size {self.min_size} is above max_size {self.max_size}")
+        seen: set[tuple[str, str]] = set()
+        for r in self.resource_slices:
+            for d in r.to_slice().devices:
+                if (r.driver, d.name) in seen:
+                    raise ValueError(f"resource_slices: device {d.name} of driver {r.driver} is listed twice")
+                seen.add((r.driver, d.name))
         return self
 
     def to_pool(self) -> NodePool:
@@ -261,7 +398,7 @@ class PoolConfig(_Strict):
             scale_down_unready_time_s=self.scale_down_unready_time,
             ignore_daemonsets_utilization=self.ignore_daemonsets_utilization,
             scale_down_lost_gpu_minutes_per_hour=self.scale_down_lost_gpu_minutes_per_hour,
-            zero_or_max=self.zero_or_max_scaling,
+            zero_or_max=self.zero_or_max_scaling, resource_slices=tuple(r.to_slice() for r in self.resource_slices),
             node_repair=self.node_repair, max_nodes_under_repair=self.max_nodes_under_repair,
             startup_taints=DEFAULT_STARTUP_TAINTS.merged(StartupTaints(
                 keys=frozenset(self.startup_taints), prefixes=self.startup_taint_prefixes, status_prefixes=())),
@@ -699,8 +836,9 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-_KNOWN_NAMES = sorted({n for m in (ConfigFile, PoolConfig, WarmCapacityConfig, GpuConfig, SharingConfig, TaintConfig)
-                       for n in m.model_fields})
+_KNOWN_NAMES = sorted({f.alias or n for m in (ConfigFile, PoolConfig, WarmCapacityConfig, GpuConfig, SharingConfig,
+                                              TaintConfig, ResourceSliceConfig, DeviceConfig, AttributeConfig)
+                       for n, f in m.model_fields.items()})
 
 
 def parse_config(raw: Mapping[str, Any], source: str = "config") -> Config:

@@ -165,8 +165,8 @@ class _Recorder(Store):
     seen: Seen
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
-              arranged: Arranged) -> dict[str, NodeFacts]:
-        self.seen.facts = super().facts(nodes, node_pools, pools, arranged)  # type: ignore[safe-super]
+              arranged: Arranged, awaiting: frozenset[str] = frozenset()) -> dict[str, NodeFacts]:
+        self.seen.facts = super().facts(nodes, node_pools, pools, arranged, awaiting)  # type: ignore[safe-super]
         return self.seen.facts
 
     def table(self, *args: object, **kwargs: object) -> WhatIf:

@@ -20,7 +20,7 @@ import numpy as np
 
 from gpuscale.engine.health import degraded_verdicts, workload_count
 from gpuscale.engine.limits import Totals, headroom
-from gpuscale.engine.nodes import NodePhase, still_lacks
+from gpuscale.engine.nodes import NodePhase, awaiting_slices, still_lacks
 from gpuscale.engine.options import provision_time_s, startup_time_s
 from gpuscale.engine.plan import NodeVerdict, Plan, PodVerdict, Removal, ScaleUp, Snapshot, TimedOut, earliest
 from gpuscale.engine.policy import Buffer, Policy
@@ -150,12 +150,14 @@ def _node_timeout(fact: NodeFacts, policy: Policy, now: float, timed_out: list[T
             return
         deadlines.append(since + policy.max_gpu_init_time_s)
         if now - since > policy.max_gpu_init_time_s:
-            gpus = fact.gpus is False  # no GPU registered (else a start-up taint is left)
+            # no GPU registered or no DRA slices published (the GPU driver's part), else a start-up taint is left
+            gpus = fact.gpus is False or not fact.slices
             code = ReasonCode.GPU_INIT_TIMEOUT if gpus else ReasonCode.PROVISION_TIMEOUT
-            what = "GPUs not registered" if gpus else "not fully started"
+            what = ("GPUs not registered" if fact.gpus is False else "ResourceSlices not published" if gpus
+                    else "not fully started")
             timed_out.append(TimedOut(pool=pool.name, node=node.name, request_id=None, reasons=(
                 Reason(code, f"Ready for {now - since:.0f}s but {what} (limit "
-                             f"{policy.max_gpu_init_time_s:g}s); {_lacks(node, pool)}"),)))
+                             f"{policy.max_gpu_init_time_s:g}s); {_lacks(node, pool, fact.slices)}"),)))
             failed.setdefault(pool.name, FailureKind.GPU_INIT_TIMEOUT if gpus else FailureKind.PROVISION_TIMEOUT)
 
 
@@ -175,8 +177,8 @@ def _setting_up(unusual: Sequence[NodeFacts], by_node: Mapping[str, Sequence[Pod
                      and not workload_count(pods.get(f.node.name)))
 
 
-def _lacks(node: Node, pool: NodePool) -> str:
-    return "still lacks: " + ", ".join(still_lacks(node, pool))
+def _lacks(node: Node, pool: NodePool, slices: bool = True) -> str:
+    return "still lacks: " + ", ".join(still_lacks(node, pool, slices))
 
 
 def _roll_back(pools: Sequence[str], snapshot: Snapshot, starting: Sequence[NodeFacts],
@@ -293,7 +295,8 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     cluster, pods = arranged.cluster, arranged.pods
     by_name = {p.name: p for p in sorted(pools, key=lambda p: p.name)}
     ordered_pools = list(by_name.values())
-    facts = store.facts(cluster.nodes, snapshot.node_pools, by_name, arranged)
+    awaiting = awaiting_slices(cluster.nodes, snapshot.node_pools, by_name, cluster.dra)
+    facts = store.facts(cluster.nodes, snapshot.node_pools, by_name, arranged, awaiting)
     unusual = store.unusual(facts, cluster.nodes)
     timeouts = find_timeouts(replace(snapshot, cluster=cluster), by_name, state, policy, now, facts,
                              store.starting(facts, cluster.nodes), unusual, pods.by_node)

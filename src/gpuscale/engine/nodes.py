@@ -6,8 +6,9 @@ GPUs registered and no start-up taint left. The start-up chain's steps are `life
 (`node_registered`, `node_ready`, `gpu_registered`); a `NodePhase` is the stretch of that chain a node in the
 snapshot is in, named after the last step it reached:
     REGISTERED   a Node object exists; its Ready condition is not True
-    READY        Ready, but not usable: none of the pool's GPU resources in allocatable yet, or a start-up taint
-                 still on it; nodes of pools without GPUs or start-up taints skip READY and are USABLE on Ready
+    READY        Ready, but not usable: none of the pool's GPU resources in allocatable yet, the ResourceSlices its
+                 pool's DRA drivers publish not there yet (`awaiting_slices`), or a start-up taint still on it;
+                 nodes of pools without GPUs, slices or start-up taints skip READY and are USABLE on Ready
     USABLE       fully started
     DELETING     deletionTimestamp set or ToBeDeleted taint
 A phase is read from each snapshot alone, and a node may move back: a usable node that goes NotReady is REGISTERED
@@ -33,6 +34,7 @@ from dataclasses import replace
 from enum import StrEnum
 
 from gpuscale.engine.plan import TO_BE_DELETED_TAINT
+from gpuscale.model.dra import Dra
 from gpuscale.model.node import Node
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import Resources, is_gpu_resource
@@ -102,14 +104,17 @@ def startup_taints_left(node: Node, pool: NodePool | None) -> tuple[str, ...]:
     return rules_of(pool).startup_of(node.taints) if node.taints else ()
 
 
-def still_lacks(node: Node, pool: NodePool | None) -> tuple[str, ...]:
-    """What a node not fully started still lacks, for a time-out's reason: Ready, GPUs, start-up taints gone."""
+def still_lacks(node: Node, pool: NodePool | None, slices: bool = True) -> tuple[str, ...]:
+    """What a node not fully started still lacks, for a time-out's reason: Ready, GPUs, ResourceSlices (`slices`:
+    published, as `phase` takes it), start-up taints gone."""
     lacks = [] if node.ready else ["Ready"]
     have = dict(node.allocatable.items)
     missing = missing_gpus(node, pool)
     if missing:
         lacks.append("GPUs registered (" + ", ".join(f"{n} {have.get(n, 0)} of {have.get(n, 0) + a}"
                                                      for n, a in missing.items) + ")")
+    if not slices and pool is not None:
+        lacks.append("ResourceSlices published (" + ", ".join(sorted(pool.dra_drivers)) + ")")
     left = startup_taints_left(node, pool)
     if left:
         lacks.append("start-up taints gone (" + ", ".join(left) + ")")
@@ -143,14 +148,18 @@ def missing_gpus(node: Node, pool: NodePool | None) -> Resources:
     return Resources.of({n: a - have.get(n, 0) for n, a in _gpu_items(pool) if a > have.get(n, 0)})
 
 
-def phase(node: Node, pool: NodePool | None, gpus: bool | None = None) -> NodePhase:
+def phase(node: Node, pool: NodePool | None, gpus: bool | None = None, slices: bool = True) -> NodePhase:
     """`gpus`: `gpus_registered(node, pool)`, when the caller knows it (it depends on the pool and the node's
-    allocatable only). A Ready node with its GPUs but a start-up taint left is READY: not fully started."""
+    allocatable only). `slices`: whether the ResourceSlices of its pool's DRA drivers are published (False for the
+    nodes `awaiting_slices` names). A Ready node with its GPUs but a start-up taint left, or without its slices, is
+    READY: not fully started."""
     if node.deleting or any(t.key == TO_BE_DELETED_TAINT for t in node.taints):
         return NodePhase.DELETING
     if not node.ready:
         return NodePhase.REGISTERED
     if not (gpus if gpus is not None else gpus_registered(node, pool)):
+        return NodePhase.READY
+    if not slices:
         return NodePhase.READY
     if node.taints and startup_taints_left(node, pool):
         return NodePhase.READY
@@ -182,3 +191,37 @@ def usable_capacity(node: Node, pool: NodePool | None) -> Resources:
     if pool is None or phase(node, pool) is NodePhase.USABLE:
         return node.allocatable
     return node.allocatable.max(pool.allocatable)
+
+
+def slices_published(node: str, pool: NodePool, dra: Dra) -> bool:
+    """Whether every DRA driver the pool's template publishes has a complete pool of ResourceSlices for the node
+    (`Dra.node_slices`: its own slices; a pool some of whose slices are missing is not usable, as the scheduler's
+    allocator skips incomplete pools). True when the pool declares no slices."""
+    if not pool.resource_slices:
+        return True
+    own = dra.node_slices(node)
+    for driver in pool.dra_drivers:
+        held = [s for s in own if s.driver == driver]
+        if not held:
+            return False
+        whole = dra.pool(driver, held[0].pool.name)
+        if whole is None or not whole.complete:
+            return False
+    return True
+
+
+def awaiting_slices(nodes: Iterable[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
+                    dra: Dra) -> frozenset[str]:
+    """The Ready nodes of pools that declare ResourceSlices (`NodePool.resource_slices`) whose slices are not
+    published yet: they stay upcoming (`phase` READY) until their DRA drivers publish them, as a node waits for its
+    GPUs to register. O(nodes) when some pool declares slices, O(pools) otherwise."""
+    with_slices = {name: p for name, p in pools.items() if p.resource_slices}
+    if not with_slices:
+        return frozenset()
+    out = []
+    for node in nodes:
+        name = pool_of(node, node_pools)
+        pool = with_slices.get(name) if name else None
+        if pool is not None and node.ready and not slices_published(node.name, pool, dra):
+            out.append(node.name)
+    return frozenset(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from gpuscale.model.dra import PoolRef, ResourceSlice
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, StartupTaints, Taint
@@ -61,6 +62,9 @@ class NodePool:
     zone: str | None = None
     """Set on the per-zone offers of a pool listing several zones (`in_zones`): the one zone a new node of this offer
     is created in. None: the pool itself (its template in its first zone)."""
+    resource_slices: tuple[ResourceSlice, ...] = ()
+    """The DRA ResourceSlices a node of this pool publishes once its drivers run (scale from zero for pods with
+    ResourceClaims): `node_name` unset, pool names placeholders; `template_slices` gives them for one node."""
     zero_or_max: bool = False
     """Cluster Autoscaler's ZeroOrMaxNodeScaling: the pool grows straight to `max_size` in one step and shrinks only as
     a whole, once every node of it can go — for multi-host GPU slices (an NVLink domain, a TPU-like slice) that work
@@ -99,6 +103,28 @@ class NodePool:
             labels["topology.kubernetes.io/zone"] = zone or self.zones[0]
         return Node(name=name, allocatable=self.allocatable, capacity=self.allocatable, labels=labels,
                     taints=self.taints, ready=True)
+
+    @property
+    def dra_drivers(self) -> frozenset[str]:
+        """The DRA drivers whose ResourceSlices a node of this pool publishes."""
+        return frozenset(s.driver for s in self.resource_slices)
+
+    def template_slices(self, node_name: str) -> tuple[ResourceSlice, ...]:
+        """`resource_slices` as node `node_name` will publish them: for that node, one pool per driver named after
+        the node (as NVIDIA's DRA driver and Cluster Autoscaler's scale-from-zero templates name it), generation 0,
+        counting that driver's slices; slice names `<node>-<driver>` (`-<i>` from the second on)."""
+        if not self.resource_slices:
+            return ()
+        counts: dict[str, int] = {}
+        for s in self.resource_slices:
+            counts[s.driver] = counts.get(s.driver, 0) + 1
+        seen: dict[str, int] = {}
+        out = []
+        for s in self.resource_slices:
+            i = seen[s.driver] = seen.get(s.driver, -1) + 1
+            out.append(replace(s, name=f"{node_name}-{s.driver}" + (f"-{i}" if i else ""), node_name=node_name,
+                               pool=PoolRef(name=node_name, generation=0, resource_slice_count=counts[s.driver])))
+        return tuple(out)
 
     def is_gpu_pool(self) -> bool:
         return self.allocatable.gpu_count() > 0

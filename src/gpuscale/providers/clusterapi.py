@@ -8,7 +8,9 @@ gpuscale pool, named by the object's `gpuscale.io/pool` annotation, else by the 
   — the explicit mapping;
 - otherwise the template comes from CA's scale-from-zero annotations `capacity.cluster-autoscaler.kubernetes.io/
   {cpu, memory, maxPods, gpu-type, gpu-count, labels, taints}` (cpu and memory required; maxPods defaults to 110;
-  labels `k=v,k2=v2`; taints `k=v:NoSchedule,…`), plus the template's labels Cluster API propagates to Nodes.
+  labels `k=v,k2=v2`; taints `k=v:NoSchedule,…`), plus the template's labels Cluster API propagates to Nodes; DRA
+  devices from `gpuscale.io/resource-slices` (JSON, as the config's `resource_slices`), else from CA's `dra-driver`
+  with `gpu-count` (then no GPU extended resource unless `gpu-type` is given; docs/dra-pools.md).
 The bounds always come from the min/max annotations, read again at every scale call: the annotations are the truth,
 as in CA. Groups are discovered when the provider is built (`gpuscale run` start-up) and again at every `refresh`
 (the controller calls it every `--pool-refresh-interval`; CA rediscovers every loop): a group created later becomes a
@@ -88,6 +90,12 @@ _OPTIONS: Mapping[str, tuple[str, str]] = {
 _GO_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
              **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 POOL_ANNOTATION = "gpuscale.io/pool"
+RESOURCE_SLICES_ANNOTATION = "gpuscale.io/resource-slices"
+"""The DRA ResourceSlices a node of the group publishes, as the pool config's `resource_slices` (a JSON list;
+docs/dra-pools.md). Wins over CA's `dra-driver` + `gpu-count`, whose devices carry a `type` attribute only."""
+CA_DRA_DEVICE = {"name": "gpu-{index}", "attributes": {"type": {"string": "gpu"}}}
+"""The device Cluster Autoscaler's clusterapi provider puts `gpu-count` times in its scale-from-zero ResourceSlice for
+the `dra-driver` annotation (`InstanceResourceSlices`)."""
 MACHINE_DEPLOYMENT, MACHINE_SET, MACHINE_POOL = "MachineDeployment", "MachineSet", "MachinePool"
 PLURALS = {MACHINE_DEPLOYMENT: "machinedeployments", MACHINE_SET: "machinesets", MACHINE_POOL: "machinepools"}
 PROPAGATED_LABEL_DOMAINS = ("node-role.kubernetes.io", "node-restriction.kubernetes.io", "node.cluster.x-k8s.io")
@@ -334,10 +342,12 @@ def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: i
         amounts[resource] = str(text)
     text, where = read("maxPods", "pods")
     amounts["pods"] = 110 if text is None else _whole(ref, where, text)
-    gpu_type = str(annotations.get(CAPACITY + "gpu-type", "nvidia.com/gpu")).strip()
-    text, where = read("gpu-count", gpu_type)
+    dra_driver = str(annotations.get(CAPACITY + "dra-driver", "")).strip()
+    # with the DRA driver annotation and no gpu-type, the GPUs are devices, not an extended resource (CA's rule)
+    gpu_type = str(annotations.get(CAPACITY + "gpu-type", "" if dra_driver else "nvidia.com/gpu")).strip()
+    text, where = read("gpu-count", gpu_type or "nvidia.com/gpu")
     gpus = 0 if text is None else _whole(ref, where, text)
-    if gpus:
+    if gpus and gpu_type:
         if "/" not in gpu_type:
             raise InputError(str(ref), _annotation(CAPACITY + "gpu-type"),
                              f"{gpu_type!r} is not an extended resource name like nvidia.com/gpu")
@@ -350,14 +360,36 @@ def template_pool(kind: str, obj: Mapping[str, Any], pool_name: str, min_size: i
     model = labels.get(GPU_PRODUCT_LABEL)
     raw: dict[str, Any] = {"name": pool_name, "min_size": min_size, "max_size": max_size, "labels": labels,
                            "taints": _taints(ref, annotations), "allocatable": amounts}
-    if gpus and model:
+    if gpus and model and gpu_type:
         raw["gpu"] = {"model": model, "count": gpus, "resource": gpu_type}
+    slices = _resource_slices(ref, annotations, dra_driver, gpus)
+    if slices:
+        raw["resource_slices"] = slices
     try:
         return PoolConfig.model_validate(raw).to_pool()
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise InputError(str(ref), f"pool {where}", first["msg"]) from None
+
+
+def _resource_slices(ref: GroupRef, annotations: Mapping[str, str], dra_driver: str,
+                     gpus: int) -> list[Any] | None:
+    """The pool's `resource_slices`: gpuscale's annotation (a JSON list, as the config writes them), else CA's
+    `dra-driver` with `gpu-count` devices of its shape, else none."""
+    text = annotations.get(RESOURCE_SLICES_ANNOTATION)
+    if text is not None:
+        try:
+            value = json.loads(text)
+        except ValueError as err:
+            raise InputError(str(ref), _annotation(RESOURCE_SLICES_ANNOTATION), f"not JSON: {err}") from None
+        if not isinstance(value, list):
+            raise InputError(str(ref), _annotation(RESOURCE_SLICES_ANNOTATION),
+                             "must be a JSON list of slices ({driver, devices} or {driver, count, device})")
+        return value
+    if dra_driver and gpus:
+        return [{"driver": dra_driver, "count": gpus, "device": CA_DRA_DEVICE}]
+    return None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

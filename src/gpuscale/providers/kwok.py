@@ -15,6 +15,10 @@ adds later — so the engine sees a Ready node still waiting for its GPUs, as on
 Ready=False at create: without a Ready condition the controller-manager lifts the not-ready taint at once and the
 scheduler can bind to a node that is not Ready (docs/harness.md, "Creating nodes").
 
+A pool that declares DRA ResourceSlices (`resource_slices`) gets no slices from kwok: kwok runs no kubelet, so no DRA
+driver. Whoever stands in for the driver's kubelet plugin (the e2e tests, tests/e2e/test_dra.py) publishes
+`resource_slice_bodies(pool, node)` once the node is Ready, as NVIDIA's plugin does after its driver starts.
+
 The Kubernetes API client is passed in by the composition (`gpuscale run`, tests); this module does not import
 `gpuscale.kube` (a sibling layer).
 """
@@ -36,8 +40,10 @@ from kubernetes.client.exceptions import ApiException
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.engine.state import FailureKind
 from gpuscale.loop.ports import ProviderError
+from gpuscale.model.dra import AttributeValue, ResourceSlice, Version
 from gpuscale.model.node import HOSTNAME_LABEL, POOL_LABEL, ZONE_LABEL
 from gpuscale.model.pool import NodePool
+from gpuscale.model.quantity import format_milli, format_units
 from gpuscale.model.resources import CPU, NVIDIA_GPU, is_gpu_resource
 from gpuscale.model.selectors import is_label_value
 
@@ -79,6 +85,42 @@ class KwokSettings:
 
     def profile(self, pool: str) -> KwokProfile:
         return self.profiles.get(pool, self.default)
+
+
+def _attribute(value: AttributeValue) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if isinstance(value, Version):
+        return {"version": value.text}
+    return {"string": value}
+
+
+def _milli_quantity(milli: int) -> str:
+    return format_units(milli // 1000) if milli % 1000 == 0 else format_milli(milli)
+
+
+def slice_body(one: ResourceSlice) -> dict[str, Any]:
+    """A node-local ResourceSlice (`resource.k8s.io/v1`) as the API takes it: attributes and capacities under their
+    fully qualified names (a driver's own domain may be left out; the API keeps both spellings apart, the allocator
+    reads them alike)."""
+    devices = [{"name": d.name,
+                **({"attributes": {k: _attribute(v) for k, v in d.attributes.items()}} if d.attributes else {}),
+                **({"capacity": {k: {"value": _milli_quantity(c.value_milli)} for k, c in d.capacity.items()}}
+                   if d.capacity else {})}
+               for d in one.devices]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": one.name},
+            "spec": {"driver": one.driver, "nodeName": one.node_name,
+                     "pool": {"name": one.pool.name, "generation": one.pool.generation,
+                              "resourceSliceCount": one.pool.resource_slice_count},
+                     "devices": devices}}
+
+
+def resource_slice_bodies(pool: NodePool, node: str) -> list[dict[str, Any]]:
+    """The ResourceSlices a node of `pool` publishes once its DRA drivers run (`NodePool.template_slices`), as API
+    objects: what a stand-in for the drivers' kubelet plugins creates."""
+    return [slice_body(s) for s in pool.template_slices(node)]
 
 
 def _quantity(name: str, amount: int) -> str:

@@ -59,6 +59,8 @@ class NodeFacts:
     """cpu, memory, whole GPUs and GPU milli of the node's allocatable (scale-down's utilization)."""
     degraded: bool = False
     """A usable node advertising fewer GPUs than its pool's template (`engine.nodes.degraded_gpus`)."""
+    slices: bool = True
+    """Its pool's DRA ResourceSlices are published (or it declares none): `engine.nodes.awaiting_slices`."""
     gpus: bool | None = field(default=None, compare=False)
     """`engine.nodes.gpus_registered` of the node when Ready (None: not worked out): it depends on the pool and the
     allocatable only, so it is kept while they are; the phase also depends on the taints."""
@@ -66,20 +68,22 @@ class NodeFacts:
 
 def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
            keys: dict[GroupKey, GroupKey] | None = None,
-           capacities: dict[Resources, Resources] | None = None, last: NodeFacts | None = None) -> NodeFacts:
+           capacities: dict[Resources, Resources] | None = None, last: NodeFacts | None = None,
+           slices: bool = True) -> NodeFacts:
     """The facts of one node; `keys` (canonical group keys) makes equal keys one object, `capacities` equal usable
     capacities (nodes of a pool and shape then share one, which the table's by-identity paths count once). `last`:
     the facts of the node this one replaced (same name), derived with the same `keys` and `capacities`: what
     depends only on the allocatable (the very same object), the labels (the same mapping) and the pool is taken
-    from there (the usual change is a taint set or cleared)."""
+    from there (the usual change is a taint set or cleared). `slices`: False for a node `awaiting_slices` names."""
     name = provider_pool or node.pool  # engine.nodes.pool_of: the provider's answer first
     pool = pools.get(name) if name else None
-    if last is not None and (last.pool is not pool or last.node.allocatable is not node.allocatable):
+    if last is not None and (last.pool is not pool or last.node.allocatable is not node.allocatable
+                             or last.slices is not slices):
         last = None
     gpus = last.gpus if last is not None else None
     if gpus is None and node.ready:
         gpus = gpus_registered(node, pool)
-    current = phase(node, pool, gpus)
+    current = phase(node, pool, gpus, slices)
     usable = current is NodePhase.USABLE
     row_node = as_it_counts(node, pool) if usable else as_it_will_be(node, pool)
     if last is not None and usable == (last.phase is NodePhase.USABLE):
@@ -100,7 +104,7 @@ def derive(node: Node, provider_pool: str | None, pools: Mapping[str, NodePool],
     return NodeFacts(node=node, provider_pool=provider_pool, pool_name=name, pool=pool, phase=current,
                      row_node=row_node, capacity=capacity, gpu_units=gpu_units, group_key=key,
                      amounts=last.amounts if last is not None else allocatable_amounts(node), degraded=degraded,
-                     gpus=gpus)
+                     slices=slices, gpus=gpus)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

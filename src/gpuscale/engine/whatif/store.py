@@ -63,8 +63,9 @@ class Store(ABC):
 
     @abstractmethod
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
-              arranged: Arranged) -> dict[str, NodeFacts]:
-        """Facts of every node of the arrangement, by name (callers only read the mapping)."""
+              arranged: Arranged, awaiting: frozenset[str] = frozenset()) -> dict[str, NodeFacts]:
+        """Facts of every node of the arrangement, by name (callers only read the mapping). `awaiting`: the nodes
+        whose DRA ResourceSlices are not published yet (`engine.nodes.awaiting_slices`)."""
 
     @abstractmethod
     def starting(self, facts: Mapping[str, NodeFacts], nodes: Sequence[Node]) -> list[NodeFacts]:
@@ -114,8 +115,8 @@ class ReferenceStore(Store):
         return arrange(cluster)
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
-              arranged: Arranged) -> dict[str, NodeFacts]:
-        return {n.name: derive(n, node_pools.get(n.name), pools) for n in nodes}
+              arranged: Arranged, awaiting: frozenset[str] = frozenset()) -> dict[str, NodeFacts]:
+        return {n.name: derive(n, node_pools.get(n.name), pools, slices=n.name not in awaiting) for n in nodes}
 
     def starting(self, facts: Mapping[str, NodeFacts], nodes: Sequence[Node]) -> list[NodeFacts]:
         every = facts.values() if len(facts) == len(nodes) else [facts[n.name] for n in nodes]
@@ -157,6 +158,7 @@ class IncrementalStore(Store):
 
     __slots__ = (
         "_arrange",
+        "_awaiting",
         "_capacities",
         "_facts",
         "_facts_change",
@@ -198,6 +200,8 @@ class IncrementalStore(Store):
         mapping, it never edits one it returned; the twin's cloud hands out the very same one until a node registers
         or goes), so the very same object again needs no compare of its ~900 entries. A caller handing in a fresh
         mapping each time (the kube providers) is compared as before."""
+        self._awaiting: frozenset[str] = frozenset()
+        """The nodes the last `facts` call was told are without their DRA slices."""
         self._seen = -1
         """The arrangement `_facts` was made for (its `generation`; -1: unknown)."""
         self._facts_change: tuple[int, frozenset[str], frozenset[str]] | None = None
@@ -248,16 +252,21 @@ class IncrementalStore(Store):
         return self._arrange.arrange(cluster)
 
     def facts(self, nodes: Sequence[Node], node_pools: Mapping[str, str], pools: Mapping[str, NodePool],
-              arranged: Arranged) -> dict[str, NodeFacts]:
+              arranged: Arranged, awaiting: frozenset[str] = frozenset()) -> dict[str, NodeFacts]:
         """Derived again only for nodes (or pools) that changed: with the same pools and provider answers, only the
         nodes the arrangement replaced are looked at, and with none replaced the facts are the last ones — the same
         dict. When nodes came or went and `nodes` are those of this store's own last arrangement, its node edits say
-        which facts to take out and which to derive and put in (`_edited`)."""
+        which facts to take out and which to derive and put in (`_edited`). When `awaiting` (nodes without their
+        DRA slices yet) differs from the last call's, a full pass derives the nodes it changed for."""
         generation, replaced = arranged.generation, arranged.replaced
         seen, self._seen = self._seen, generation
         self._facts_change = None
+        flipped = awaiting != self._awaiting
+        self._awaiting = awaiting
         if pools != self._pools:  # pools compare by value: a reloaded but equal config keeps the memo
             self._facts, self._pools = {}, dict(pools)
+        elif flipped:
+            pass
         elif (replaced is not None and generation >= 0 and seen == generation - 1
               and (node_pools is self._handed or node_pools == self._node_pools)):
             self._handed = node_pools
@@ -279,7 +288,7 @@ class IncrementalStore(Store):
         starting = self._starting
         for name, node in replaced.items():
             patched[name] = fact = derive(node, node_pools.get(name), pools, self._keys, self._capacities,
-                                          patched.get(name))
+                                          patched.get(name), name not in self._awaiting)
             if not self._unique:
                 continue
             if fact.phase in STARTING:
@@ -304,8 +313,10 @@ class IncrementalStore(Store):
         for node in nodes:
             provider_pool = node_pools.get(node.name)
             known = old.get(node.name)
-            if known is None or known.node is not node or known.provider_pool != provider_pool:
-                known = derive(node, provider_pool, pools, keys, self._capacities, known)
+            slices = node.name not in self._awaiting
+            if known is None or known.node is not node or known.provider_pool != provider_pool \
+                    or known.slices is not slices:
+                known = derive(node, provider_pool, pools, keys, self._capacities, known, slices)
                 derived = True
             fresh[node.name] = known
         self._facts = fresh
@@ -346,7 +357,8 @@ class IncrementalStore(Store):
             else:
                 name = node.name
                 names.insert(at, name)
-                every.insert(at, derive(node, node_pools.get(name), pools, self._keys, self._capacities))
+                every.insert(at, derive(node, node_pools.get(name), pools, self._keys, self._capacities,
+                                        slices=name not in self._awaiting))
                 came.add(name)
             if name in node_pools:
                 answers[name] = node_pools[name]
