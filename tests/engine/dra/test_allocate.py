@@ -313,3 +313,20 @@ def test_module_allocate_keeps_one_allocator_per_dra() -> None:
 
 def _allocated(name: str, allocation: Allocation) -> ResourceClaim:
     return replace(claim(name), allocation=allocation)
+
+
+def test_outcomes_are_kept_per_spec_and_devices_in_use_but_errors_name_each_claim() -> None:
+    allocator = Allocator(dra(EIGHT))
+    spec_claim = claim("a", request(count=8))
+    assert isinstance(allocator.allocate("n1", LABELS, [spec_claim], NOTHING), Allocated)
+    one_taken = InUse(devices=frozenset({(DRIVER, "n1", "gpu-0")}))
+    assert allocator.allocate("n1", LABELS, [spec_claim], one_taken).kind is FailureKind.UNSCHEDULABLE
+    same_spec = replace(spec_claim, name="b")
+    assert allocator.allocate("n1", LABELS, [same_spec], one_taken).kind is FailureKind.UNSCHEDULABLE
+    other_node_taken = InUse(devices=frozenset({(DRIVER, "n2", "gpu-0")}))
+    assert isinstance(allocator.allocate("n1", LABELS, [same_spec], other_node_taken), Allocated)
+    broken = request(selectors=('device.attributes["x.com"].y',))
+    first = allocator.allocate("n1", LABELS, [claim("x", broken)], NOTHING)
+    second = allocator.allocate("n1", LABELS, [replace(claim("x", broken), name="y")], NOTHING)
+    assert isinstance(first, AllocationFailure) and isinstance(second, AllocationFailure)
+    assert first.message.startswith("claim default/x:") and second.message.startswith("claim default/y:")

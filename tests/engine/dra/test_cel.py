@@ -181,3 +181,33 @@ def test_semver_parse(text: str, parsed: tuple[int, int, int, str]) -> None:
 def test_semver_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         cel.parse_semver(text)
+
+
+@pytest.mark.parametrize(("expression", "reads"), [
+    ('device.driver == "x"', ()),
+    ('device.attributes["gpu.nvidia.com"].productName == "H" && device.capacity["gpu.nvidia.com"].memory.'
+     'compareTo(quantity("1")) > 0',
+     (("attributes", "gpu.nvidia.com/productName"), ("capacity", "gpu.nvidia.com/memory"))),
+    ('device.attributes["a"]["b"] == 1', (("attributes", "a/b"),)),
+    ('device.attributes["a"].?b.orValue(1) == 1', (("attributes", "a/b"),)),
+    ('has(device.attributes["a"].x)', (("attributes", "a/x"),)),
+    ('"device.attributes" == device.driver', ()),
+    ('cel.bind(g, device.attributes["a"], g.x)', None),
+    ('"a" in device.attributes', None),
+    ("device.attributes[device.driver].x", None),
+    ('[1].exists(device, device == 1) && device.driver == "x"', None),
+])
+def test_what_an_expression_reads(expression: str, reads: tuple[tuple[str, str], ...] | None) -> None:
+    assert cel.reads_of(expression) == reads
+
+
+def test_attributes_an_expression_does_not_read_do_not_split_its_answers() -> None:
+    compiled = cel.compile('device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"')
+    assert isinstance(compiled, cel.Compiled) and compiled.reads is not None
+    many = [gpu(f"gpu-{i}", productName="NVIDIA H100 80GB HBM3", uuid=f"GPU-{i}") for i in range(5)]
+    assert compiled.matches(many[0], NVIDIA)
+    before = len(compiled.answers)
+    assert all(compiled.matches(d, NVIDIA) for d in many)
+    assert len(compiled.answers) == before
+    with pytest.raises(cel.SelectorError, match=r"^no such key: productName"):
+        compiled.matches(NIC, "rdma.example.com")

@@ -23,9 +23,10 @@ Outcomes, as the Filter turns them into a node's status:
   that does not compile or fails at run time on a device it reached, a class that does not exist, a request for "All"
   devices of a pool being updated, a claim asking more than 32 devices).
 
-Speed (docs/benchmarks.md, bench/dra.py): one `Allocator` per `Dra` snapshot keeps each node's pools and candidates
-and every (selectors, device) answer; before searching, a request whose candidates (free, selectable) are fewer than
-its count fails the node at once, when nothing on the node could raise an error instead.
+Speed (docs/benchmarks.md, bench/dra.py): one `Allocator` per `Dra` snapshot keeps each node's pools and
+candidates, every (selectors, device) answer, and each outcome per (node, claim specs, devices in use there); before
+searching, a request whose candidates (free, selectable) are fewer than its count fails the node at once, when
+nothing on the node could raise an error instead.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from gpuscale.model.dra import (
     AllocatedDevice,
     Allocation,
     AllocationMode,
+    ClaimSpec,
     Device,
     DeviceClass,
     Dra,
@@ -54,6 +56,8 @@ from gpuscale.model.selectors import NodeSelectorTerm, Requirement, SelectorOper
 MAX_DEVICES_PER_CLAIM = 32
 """`AllocationResultsMaxSize`."""
 CANNOT_ALLOCATE = "cannot allocate all claims"
+_OUTCOMES_KEPT = 10_000
+"""Per node: outcomes by claim specs, and states of its devices."""
 INVALID_POOLS = "invalid resource pools were encountered"
 
 
@@ -131,10 +135,43 @@ class _Request:
     all_devices: list[Candidate] | None = None
 
 
+_Outcomes = dict[tuple[int, ...], tuple[tuple[ClaimSpec, ...], "Allocated | AllocationFailure"]]
+
+
 @dataclass(slots=True, kw_only=True)
 class _Node:
     pools: tuple[GatheredPool, ...]
     candidates: tuple[Candidate, ...]
+    ids: tuple[DeviceId, ...] = ()
+    counted: tuple[DeviceId, ...] = ()
+    """The devices of pools with shared counters: their allocation changes what the candidates may take."""
+
+    outcomes: dict[tuple[object, ...], _Outcomes] = field(default_factory=dict)
+    """Per what of `used` the node's devices are: the outcomes by claim specs."""
+    used_for: InUse | None = None
+    current: _Outcomes = field(default_factory=dict)
+    """The outcomes for `used_for`, the last `used` asked about (a filter asks row after row, pod after pod, with
+    one)."""
+
+    def outcomes_for(self, used: InUse) -> _Outcomes:
+        if self.used_for is used:
+            return self.current
+        taken = tuple(i for i, d in enumerate(self.ids) if d in used.devices) if used.devices else ()
+        shared = tuple((i, tuple(sorted(used.shared[d].items()))) for i, d in enumerate(self.ids)
+                       if d in used.shared) if used.shared else ()
+        counted = tuple(d for d in self.counted if used.allocated(d)) if self.counted else ()
+        key = (taken, shared, counted)
+        if key not in self.outcomes and len(self.outcomes) >= _OUTCOMES_KEPT:
+            self.outcomes.clear()
+        self.used_for, self.current = used, self.outcomes.setdefault(key, {})
+        return self.current
+
+
+def _node(pools: tuple[GatheredPool, ...], node_name: str, labels: Mapping[str, str]) -> _Node:
+    found = candidates(pools, node_name, labels)
+    counted = tuple((p.driver, p.name, d.name) for p in pools if p.counters for s in p.slices + p.others
+                    for d in s.devices)
+    return _Node(pools=pools, candidates=found, ids=tuple(c.id for c in found), counted=counted)
 
 
 class Allocator:
@@ -151,15 +188,32 @@ class Allocator:
         hit = self._nodes.get(key)
         if hit is not None and hit[0] is labels:
             return hit[1]
-        pools = gather_pools(self.dra, node_name, labels)
-        node = _Node(pools=pools, candidates=candidates(pools, node_name, labels))
+        node = _node(gather_pools(self.dra, node_name, labels), node_name, labels)
         self._nodes[key] = (labels, node)
         return node
 
     def allocate(self, node_name: str, labels: Mapping[str, str], claims: Sequence[ResourceClaim],
                  used: InUse) -> Allocated | AllocationFailure:
-        """The allocation of `claims` (not yet allocated, in the pod's order) on the node, beside `used`."""
+        """The allocation of `claims` (not yet allocated, in the pod's order) on the node, beside `used`.
+
+        Kept per (node, claim specs, what of `used` the node's devices are): an outcome names no claim unless it is
+        an error, so pods whose claims come from one template share it; errors are computed each time."""
         node = self.node(node_name, labels)
+        outcomes = node.outcomes_for(used)
+        specs = tuple(c.spec for c in claims)
+        key = tuple(map(id, specs))
+        hit = outcomes.get(key)
+        if hit is not None and hit[0] == specs:  # the very spec objects: `==` on tuples tries `is` first
+            return hit[1]
+        outcome = self._allocate(node, node_name, claims, used)
+        if not isinstance(outcome, AllocationFailure) or outcome.kind is not FailureKind.ERROR:
+            if len(outcomes) >= _OUTCOMES_KEPT:
+                outcomes.clear()
+            outcomes[key] = (specs, outcome)
+        return outcome
+
+    def _allocate(self, node: _Node, node_name: str, claims: Sequence[ResourceClaim],
+                  used: InUse) -> Allocated | AllocationFailure:
         search = _Search(self, node, node_name, claims, used)
         try:
             search.prepare()

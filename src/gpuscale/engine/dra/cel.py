@@ -306,11 +306,14 @@ class Compiled:
     expression: str
     program: Any
     answers: dict[object, bool | str]
+    reads: tuple[tuple[str, str], ...] | None = None
+    """The attributes and capacities the expression reads (`("attributes", "domain/id")`), when every use of
+    `device` is a plain lookup of one; None: it may read anything (the whole device is its shape)."""
 
     def matches(self, device: Device, driver: str) -> bool:
         """Whether the selector selects `device` (of `driver`). Raises `SelectorError` when the expression fails on
         it (a missing attribute, a type mismatch, a result that is not a bool), as CEL does."""
-        shape = device_shape(device, driver)
+        shape = device_shape(device, driver) if self.reads is None else _read_shape(device, driver, self.reads)
         answer = self.answers.get(shape)
         if answer is None:
             answer = self._evaluate(device, driver)
@@ -349,7 +352,62 @@ def compile(expression: str) -> Compiled | CompileError:
         program = env.compile(with_domain_defaults(expression))
     except Exception as e:  # the rewrite keeps the grammar; a failure here is ours, said as such
         return CompileError(expression, f"compilation failed: {_library_message(str(e))} (after gpuscale's rewrite)")
-    return Compiled(expression, program, {})
+    return Compiled(expression, program, {}, reads_of(expression))
+
+
+_DEVICE_WORD = re.compile(r"(?<![\w.])device\b")
+_NAME = r"""(?:"([^"\\]*)"|'([^'\\]*)')"""
+_PLAIN_READ = re.compile(r"device\s*\.\s*(?:(driver|allowMultipleAllocations)\b|(attributes|capacity)\s*\[\s*"
+                         + _NAME + r"\s*\]\s*(?:\.\s*\??\s*([A-Za-z_]\w*)|\[\s*" + _NAME + r"\s*\]))")
+
+
+def _outside_strings(expression: str) -> str:
+    """The expression with every string literal's content blanked (quotes kept), to find code words."""
+    out, i = [], 0
+    while i < len(expression):
+        after = _skip_string(expression, i)
+        if after is None:
+            out.append(expression[i])
+            i += 1
+            continue
+        out.append(expression[i] + " " * (after - i - 2) + expression[after - 1])
+        i = after
+    return "".join(out)
+
+
+def reads_of(expression: str) -> tuple[tuple[str, str], ...] | None:
+    """What the expression reads of the device when each `device` is `device.driver`,
+    `device.allowMultipleAllocations` or `device.attributes["domain"].id` (`.?id`, `["id"]`, and the same for
+    `capacity`); None otherwise (`cel.bind` of a domain, `in device.attributes`, a computed key …)."""
+    code = _outside_strings(expression)
+    words = [m.start() for m in _DEVICE_WORD.finditer(code)]
+    reads: list[tuple[str, str]] = []
+    for start in words:
+        m = _PLAIN_READ.match(expression, start)
+        if m is None or _outside_strings(m.group(0)) != code[start:m.end()]:
+            return None
+        if m.group(2) is not None:
+            domain = m.group(3) if m.group(3) is not None else m.group(4)
+            ident = next(g for g in (m.group(5), m.group(6), m.group(7)) if g is not None)
+            reads.append((m.group(2), f"{domain}/{ident}"))
+    return tuple(sorted(set(reads)))
+
+
+_MISSING = ("missing",)
+
+
+def _read_shape(device: Device, driver: str, reads: tuple[tuple[str, str], ...]) -> object:
+    """The values the expression reads: devices alike in them get one answer (a `uuid` elsewhere does not matter)."""
+    values: list[object] = [driver, device.allow_multiple_allocations]
+    for kind, name in reads:
+        if kind == "attributes":
+            value = device.attributes.get(name)
+            values.append(_MISSING if value is None else (type(value).__name__,
+                                                           value.text if isinstance(value, Version) else value))
+        else:
+            capacity = device.capacity.get(name)
+            values.append(_MISSING if capacity is None else capacity.value_milli)
+    return ("reads", *values)
 
 
 # --- the device as CEL sees it ----------------------------------------------------------------------------------------
