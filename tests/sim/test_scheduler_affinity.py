@@ -28,7 +28,7 @@ from gpuscale.sim.scheduler import SimScheduler
 from gpuscale.sim.workloads import Service, ServiceSpec, Traffic
 from gpuscale.sim.world import World
 from tests.builders import make_node, make_pod, pod_term
-from tests.sim.test_scheduler_incremental import _AlwaysRetry, placements
+from tests.sim.test_scheduler_incremental import _AlwaysRetry, _CreationOrder, placements
 
 GI = 2**30
 COLUMNS = ["cpu", "memory"]
@@ -114,7 +114,7 @@ def test_passes_with_affinity_pods_place_as_retrying_every_pod_on_every_node(dat
     """Pods whose feasibility depends on the pods placed take no shortcut: binds, marks and attempts equal those of
     a scheduler that retries everything (preemption included: two priorities)."""
     runs = []
-    for kind in (SimScheduler, _AlwaysRetry):
+    for kind in (_CreationOrder, _AlwaysRetry):
         sim, cluster = Simulation(), SimCluster()
         runs.append((sim, cluster, kind(sim, cluster, COLUMNS)))
     zones = [data.draw(st.sampled_from(ZONES)) for _ in range(3)]

@@ -1,6 +1,10 @@
 """A model of kube-scheduler for the twin: one pod at a time, in priority order, with preemption and gangs.
 
-- Queue order: priority (high first), then creation time, then name — kube-scheduler's PrioritySort.
+- Queue order: kube-scheduler's queue. The active queue in PrioritySort order — priority (high first), then the
+  time the pod was queued (its creation, refreshed by each failed attempt), then name — and after it the pods still
+  in backoff (1 s doubling to 10 s per failed attempt), by the end of their backoff: the scheduler pops those when
+  the active queue is empty (SchedulerPopFromBackoffQ), so backoff orders retries but does not delay them. A pod
+  left unschedulable without an event is retried every 5 minutes (podMaxInUnschedulablePodsDuration).
 - Feasibility: the engine's filters (`engine.whatif.filters`, reading the scheduler's rows through `filters.Rows`),
   on Ready nodes only (a node that is not Ready carries the `not-ready` taint in a real cluster); GPUs exist for a
   pod only once the device plugin put them in allocatable. InterPodAffinity (required affinity and anti-affinity,
@@ -70,6 +74,21 @@ BoolArray = npt.NDArray[np.bool_]
 _T = TypeVar("_T", bound=np.generic)
 _Entry = tuple[tuple[int, float, str], Pod, int]
 """A pending pod in the queue: its position (priority negated, creation time, key), the pod, its kind's number."""
+
+
+POD_INITIAL_BACKOFF_S = 1.0
+POD_MAX_BACKOFF_S = 10.0
+"""kube-scheduler's `podInitialBackoffSeconds` and `podMaxBackoffSeconds` (defaults)."""
+UNSCHEDULABLE_FLUSH_S = 300.0
+"""How long a pod stays among the unschedulable pods before kube-scheduler retries it without an event
+(`podMaxInUnschedulablePodsDuration`, 5 minutes)."""
+
+
+def backoff_s(failures: int) -> float:
+    """kube-scheduler's backoff after `failures` failed attempts: 1 s, doubling, at most 10 s."""
+    if failures <= 0:
+        return 0.0
+    return min(POD_INITIAL_BACKOFF_S * float(2 ** min(failures - 1, 32)), POD_MAX_BACKOFF_S)
 
 
 TAINT_TOLERATION_WEIGHT = 3
@@ -159,6 +178,11 @@ class SimScheduler:
         self._queue_order: list[_Entry] | None = None
         """The entries of `_queued` in queue order (by position), kept sorted as they come and go; None until the
         first pass builds it from the cluster's pending pods."""
+        self._stamps: dict[str, tuple[float, int]] = {}
+        """Per pending pod that failed an attempt: when it last failed and how many attempts it failed (the queue
+        timestamp kube-scheduler refreshes on each failure, and the count its backoff doubles with)."""
+        self._restamp: dict[str, tuple[float, int]] = {}
+        """The stamps a pass changes, applied when it ends (the kept order stays valid while the pass binds pods)."""
         self._no_fit: dict[int, int] = {}
         """Pod kinds with no feasible node when last tried → the length of `_grown` then. Binding a pod only takes
         capacity, so such a kind can have become feasible only on the nodes named in `_grown` since: `_place` is
@@ -251,6 +275,9 @@ class SimScheduler:
             if (entry := self._queued.pop(before.key, None)) is not None and self._queue_order is not None:
                 at = bisect.bisect_left(self._queue_order, (entry[0],))
                 del self._queue_order[at]
+            if after is None:
+                self._stamps.pop(before.key, None)
+                self._restamp.pop(before.key, None)
         if after is not None:
             if depends_on_placed(after):
                 self._inter_pod = True
@@ -264,7 +291,9 @@ class SimScheduler:
         if kind is None:
             kind = self._kind_ids[key] = len(self._kind_keys)
             self._kind_keys.append(key)
-        entry = self._queued[pod.key] = ((-pod.priority, pod.created_s or 0.0, pod.key), pod, kind)
+        stamp = self._stamps.get(pod.key)
+        queued_at = stamp[0] if stamp is not None else pod.created_s or 0.0
+        entry = self._queued[pod.key] = ((-pod.priority, queued_at, pod.key), pod, kind)
         return entry
 
     def node_changed(self, name: str) -> None:
@@ -597,10 +626,14 @@ class SimScheduler:
                 # its kind's other pods may differ in labels and namespace, and a bind may satisfy its affinity:
                 # no shortcut holds, so it is tried in full and leaves no mark for its kind
                 if not self._place(pod) and not self._preempt(pod):
+                    self._failed(pod)
                     self._mark_unschedulable(pod)
                 continue
             if kind in failed or kind in self._still_failing:
-                failed.add(kind)
+                if kind in failed or pod.key not in self._stamps:
+                    self._failed(pod)  # tried: a pod of its kind just failed, or it was never tried
+                else:
+                    self._skipped(pod)  # kube-scheduler's queueing hint keeps it unschedulable: not tried
                 if pod.unschedulable:  # `_mark_unschedulable` of a pod marked before: only the attempt counts
                     self.attempts += 1
                 else:
@@ -612,9 +645,11 @@ class SimScheduler:
                 if not self._preempt(pod):
                     failed.add(kind)
                     self._still_failing[kind] = pod.priority
+                    self._failed(pod)
                     self._mark_unschedulable(pod)
         for members in gangs.values():
             self._place_gang(members)
+        self._apply_stamps()
 
     def _topology_now(self) -> Topology:
         """The topology of the cluster as it is: every node, every bound pod. Cost O(nodes + pods)."""
@@ -646,14 +681,57 @@ class SimScheduler:
         return bool(filters.feasible(pod, self._view(), among).any())
 
     def _queue(self) -> list[_Entry]:
-        """The pending pods in kube-scheduler's PrioritySort order: priority (high first), creation time, key (a
-        copy: the pass binds and marks pods, which changes the kept order)."""
+        """The pending pods in the order kube-scheduler's queue hands them out: first the active queue in
+        PrioritySort order (priority, high first; then the time the pod was queued — its creation, or its last
+        failed attempt; then key), then the pods still in backoff, by the second their backoff ends in, then in
+        PrioritySort order (the scheduler pops the backoff queue when the active queue is empty:
+        SchedulerPopFromBackoffQ, on by default since v1.33). A copy: the pass binds and marks pods, which changes the
+        kept order."""
         if self._queue_order is None:
             pods = self._cluster.pods
             self._queued.clear()
             # the positions are unique (they end with the key): pods are never compared
             self._queue_order = sorted(self._enqueue(pods[key]) for key in self._cluster.pending)
-        return list(self._queue_order)
+        if not self._stamps:
+            return list(self._queue_order)
+        window, stamps = math.floor(self._sim.now), self._stamps
+        active: list[_Entry] = []
+        backing_off: list[tuple[int, _Entry]] = []
+        for entry in self._queue_order:
+            stamp = stamps.get(entry[0][2])
+            # the backoff queue orders by the whole second its backoff ends in (backoffQOrderingWindowDuration), a
+            # pod whose backoff ends in the current second still backing off; ties in PrioritySort order
+            if stamp is not None and (ends := math.floor(stamp[0] + backoff_s(stamp[1]))) >= window:
+                backing_off.append((ends, entry))
+            else:
+                active.append(entry)
+        backing_off.sort(key=lambda e: (e[0], e[1][0]))
+        return active + [entry for _, entry in backing_off]
+
+    def _failed(self, pod: Pod) -> None:
+        """The pod's attempt failed now: it is queued again from now, with one more failure to back off for."""
+        stamp = self._restamp.get(pod.key) or self._stamps.get(pod.key)
+        self._restamp[pod.key] = (self._sim.now, (stamp[1] if stamp is not None else 0) + 1)
+
+    def _skipped(self, pod: Pod) -> None:
+        """The pod waits among the unschedulable pods: kube-scheduler retries such a pod anyway once it has waited
+        `UNSCHEDULABLE_FLUSH_S` since it was queued (and it fails the same way: nothing it depends on changed)."""
+        queued_at, failures = self._stamps[pod.key]
+        if (flushes := int((self._sim.now - queued_at) // UNSCHEDULABLE_FLUSH_S)) > 0:
+            self._restamp[pod.key] = (queued_at + flushes * UNSCHEDULABLE_FLUSH_S, failures + flushes)
+
+    def _apply_stamps(self) -> None:
+        """The pass's failures take effect: those pods' positions move to the time they failed."""
+        if not self._restamp:
+            return
+        self._stamps.update(self._restamp)
+        self._restamp.clear()
+        if self._queue_order is not None:
+            queued, stamps = self._queued, self._stamps
+            for at, (position, pod, kind) in enumerate(self._queue_order):
+                if (stamp := stamps.get(position[2])) is not None and stamp[0] != position[1]:
+                    self._queue_order[at] = queued[position[2]] = ((position[0], stamp[0], position[2]), pod, kind)
+            self._queue_order.sort()  # nearly sorted: the moved pods form runs
 
     def _mark_unschedulable(self, pod: Pod) -> None:
         self.attempts += 1
