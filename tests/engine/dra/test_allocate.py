@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
+from gpuscale.engine.dra import allocate as allocate_module
 from gpuscale.engine.dra.allocate import (
     CANNOT_ALLOCATE,
     INVALID_POOLS,
+    TIMED_OUT,
     Allocated,
     AllocationFailure,
     Allocator,
@@ -330,3 +334,12 @@ def test_outcomes_are_kept_per_spec_and_devices_in_use_but_errors_name_each_clai
     second = allocator.allocate("n1", LABELS, [replace(claim("x", broken), name="y")], NOTHING)
     assert isinstance(first, AllocationFailure) and isinstance(second, AllocationFailure)
     assert first.message.startswith("claim default/x:") and second.message.startswith("claim default/y:")
+
+
+def test_a_search_past_its_budget_times_out_as_kube_scheduler_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(allocate_module, "STEP_BUDGET", 10_000)
+    thirty = node_slice("n1", *(gpu(f"gpu-{i}", index=i) for i in range(30)))
+    # Every 10 of 30 devices for x leave 20 for y's 21: kube tries them all (its counts check passes).
+    result = run(dra(thirty), claim("c", request("x", count=10), request("y", count=21)))
+    assert result == AllocationFailure(kind=FailureKind.ERROR, message=TIMED_OUT)
+    assert isinstance(run(dra(thirty), claim("c", request("x", count=10), request("y", count=20))), Allocated)

@@ -21,7 +21,8 @@ Outcomes, as the Filter turns them into a node's status:
   an invalid pool was seen: this node cannot take the pod.
 - `AllocationFailure(ERROR, …)`: what kube-scheduler reports as an error and stops scheduling the pod on (a selector
   that does not compile or fails at run time on a device it reached, a class that does not exist, a request for "All"
-  devices of a pool being updated, a claim asking more than 32 devices).
+  devices of a pool being updated, a claim asking more than 32 devices, a search past `STEP_BUDGET`: "timed out
+  trying to allocate devices").
 
 Speed (docs/benchmarks.md, bench/dra.py): one `Allocator` per `Dra` snapshot keeps each node's pools and
 candidates, every (selectors, device) answer, and each outcome per (node, claim specs, devices in use there); before
@@ -56,6 +57,12 @@ from gpuscale.model.selectors import NodeSelectorTerm, Requirement, SelectorOper
 MAX_DEVICES_PER_CLAIM = 32
 """`AllocationResultsMaxSize`."""
 CANNOT_ALLOCATE = "cannot allocate all claims"
+TIMED_OUT = "timed out trying to allocate devices"
+STEP_BUDGET = 1_000_000
+"""Search steps (kube's `allocateOne` calls) one allocation may take before it gives up as kube-scheduler's filter
+timeout does (10 s, `DRASchedulerFilterTimeout`, on by default): the engine has no clock, and a million steps take
+a few seconds here. Go takes more steps in 10 s, so a search between this budget and kube's may succeed there."""
+_SELECTABLE_KEPT = 1_000_000
 _OUTCOMES_KEPT = 10_000
 """Per node: outcomes by claim specs, and states of its devices."""
 INVALID_POOLS = "invalid resource pools were encountered"
@@ -240,6 +247,8 @@ class Allocator:
             return hit[1]
         answer = _matches(f"class {request.device_class.name}", request.device_class.selectors, candidate, driver) \
             and _matches(f"claim {claim.key}", request.body.selectors, candidate, driver)
+        if len(self._selectable) >= _SELECTABLE_KEPT:
+            self._selectable.clear()
         self._selectable[key] = (device, answer)
         return answer
 
@@ -294,6 +303,7 @@ class _Search:
         self.counters_used: dict[str, dict[str, dict[str, int]]] = {}
         self.results: list[list[tuple[_Request, Candidate, dict[str, int] | None]]] = [[] for _ in claims]
         self.shares = 0
+        self.steps = 0
 
     # -- before the search ----------------------------------------------------------------------------------------
 
@@ -386,6 +396,9 @@ class _Search:
     def one(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> bool:
         """Allocate device `d` of request `r` (subrequest `s`) of claim `c` and everything after it; True when all
         claims are allocated. Raises `_TooMany` when this path gives a claim too many devices, `_Fatal` on errors."""
+        self.steps += 1
+        if self.steps > STEP_BUDGET:
+            raise _Fatal(TIMED_OUT)
         if c >= len(self.claims):
             return True
         if r >= len(self.entries[c]):

@@ -16,6 +16,8 @@ strings and optional extensions come from the library.
 Not provided (a compile error names them): Kubernetes' lists, regex (`find`, `findAll`), URL, IP/CIDR, format and
 sets libraries, two-variable comprehensions and list-type attributes (`DRAListTypeAttributes`, off by default in
 v1.37). The runtime cost limit (1,000,000) is not enforced: selectors over a device's few attributes stay far below.
+A quantity or version compared with `==` to a value of another type is false here, an error ("no such overload") in
+Kubernetes (its types refuse the comparison; tagged maps cannot).
 
 Runtime errors come back worded as cel-go words the common ones ("no such key: x", with Kubernetes' hint, "no such
 overload"); `compile` caches per expression string and `Compiled` caches the answer per device shape (driver,
