@@ -343,3 +343,12 @@ def test_a_search_past_its_budget_times_out_as_kube_scheduler_does(monkeypatch: 
     result = run(dra(thirty), claim("c", request("x", count=10), request("y", count=21)))
     assert result == AllocationFailure(kind=FailureKind.ERROR, message=TIMED_OUT)
     assert isinstance(run(dra(thirty), claim("c", request("x", count=10), request("y", count=20))), Allocated)
+
+
+def test_in_use_plus_and_minus_an_allocation() -> None:
+    result = run(dra(EIGHT), claim("c", request(count=2)))
+    assert isinstance(result, Allocated)
+    held = NOTHING.plus(result.allocations)
+    assert held.devices == {(DRIVER, "n1", "gpu-0"), (DRIVER, "n1", "gpu-1")}
+    assert devices(run(dra(EIGHT), claim("d", request(count=2)), used=held)) == [("gpu", "gpu-2"), ("gpu", "gpu-3")]
+    assert held.minus(result.allocations) == NOTHING

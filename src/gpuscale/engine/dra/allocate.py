@@ -99,22 +99,36 @@ class InUse:
         """`IsDeviceAllocated`: exclusively or as a share."""
         return device in self.devices or device in self.shared
 
+    def plus(self, allocations: Iterable[Allocation]) -> InUse:
+        """With what these allocations hold (a pod placed in a what-if)."""
+        return _held(allocations, self, 1)
 
-def in_use(claims: Iterable[ResourceClaim]) -> InUse:
-    """What the allocated claims among `claims` hold."""
-    devices: set[DeviceId] = set()
-    shared: dict[DeviceId, dict[str, int]] = {}
-    for claim in claims:
-        for result in claim.allocation.devices if claim.allocation is not None else ():
+    def minus(self, allocations: Iterable[Allocation]) -> InUse:
+        """Without what these allocations hold (their pod moved or removed)."""
+        return _held(allocations, self, -1)
+
+
+def _held(allocations: Iterable[Allocation], start: InUse, sign: int) -> InUse:
+    devices = set(start.devices)
+    shared = {d: dict(held) for d, held in start.shared.items()}
+    for allocation in allocations:
+        for result in allocation.devices:
             if result.admin_access:
                 continue
             if result.share_id is None:
-                devices.add(result.device_id)
+                (devices.add if sign > 0 else devices.discard)(result.device_id)
                 continue
             held = shared.setdefault(result.device_id, {})
             for name, amount in result.consumed_capacity.items():
-                held[name] = held.get(name, 0) + amount
+                held[name] = held.get(name, 0) + sign * amount
+            if not any(held.values()):
+                del shared[result.device_id]
     return InUse(devices=frozenset(devices), shared=shared)
+
+
+def in_use(claims: Iterable[ResourceClaim]) -> InUse:
+    """What the allocated claims among `claims` hold (admin-access results hold nothing)."""
+    return _held((c.allocation for c in claims if c.allocation is not None), InUse(), 1)
 
 
 class _Fatal(Exception):
