@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuscale.engine.dra import allocate as allocate_module
+from gpuscale.engine.dra import search as search_module
 from gpuscale.engine.dra.allocate import (
     CANNOT_ALLOCATE,
     INVALID_POOLS,
@@ -337,7 +337,7 @@ def test_outcomes_are_kept_per_spec_and_devices_in_use_but_errors_name_each_clai
 
 
 def test_a_search_past_its_budget_times_out_as_kube_scheduler_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(allocate_module, "STEP_BUDGET", 10_000)
+    monkeypatch.setattr(search_module, "STEP_BUDGET", 10_000)
     thirty = node_slice("n1", *(gpu(f"gpu-{i}", index=i) for i in range(30)))
     # Every 10 of 30 devices for x leave 20 for y's 21: kube tries them all (its counts check passes).
     result = run(dra(thirty), claim("c", request("x", count=10), request("y", count=21)))
