@@ -16,6 +16,8 @@ from gpuscale.engine.dra.allocate import Allocated, Allocator, FailureKind, InUs
 from gpuscale.model.dra import AllocationMode, Device, DeviceRequest, Dra, ResourceClaim
 from tests.engine.dra.builders import DRIVER, GPU_CLASS, claim, first_available, gpu, node_slice, request
 
+NO_LABELS: dict[str, str] = {}
+"""One labels object: the allocator keeps a node's pools per labels object."""
 MODEL = f'device.attributes["{DRIVER}"].model == "%s"'
 NUMA = f"{DRIVER}/numa"
 
@@ -149,3 +151,18 @@ def test_allocates_iff_brute_force_finds_one(node_devices: tuple[Device, ...], p
             mine = [(n, d) for n, d in taken if n.split("/")[0] == r.name]
             assert any((len(mine) == count or count == ALL) and all(n == name and _selected(d, sel) for n, d in mine)
                        for name, _, count, sel in _alternatives(r))
+
+
+@settings(max_examples=100, deadline=None)
+@given(devices(), st.lists(claims(), min_size=1, max_size=3), st.data())
+def test_a_kept_outcome_is_the_outcome(node_devices: tuple[Device, ...], pods: list[list[ResourceClaim]],
+                                       data: st.DataObject) -> None:
+    """One allocator asked about several pods and in-use states answers as a fresh allocator does each time."""
+    dra = Dra(slices=(node_slice("n1", *node_devices),), classes=(GPU_CLASS,))
+    kept = Allocator(dra)
+    names = [d.name for d in node_devices]
+    for _ in range(6):
+        pod = data.draw(st.sampled_from(pods))
+        used_names = data.draw(st.sets(st.sampled_from(names)) if names else st.just(set()))
+        used = InUse(devices=frozenset((DRIVER, "n1", n) for n in used_names))
+        assert kept.allocate("n1", NO_LABELS, pod, used) == Allocator(dra).allocate("n1", NO_LABELS, pod, used)
