@@ -24,10 +24,10 @@ Outcomes, as the Filter turns them into a node's status:
   devices of a pool being updated, a claim asking more than 32 devices, a search past `STEP_BUDGET`: "timed out
   trying to allocate devices").
 
-Speed (docs/decisions.md, D42; docs/benchmarks.md, bench/dra.py): one `Allocator` per `Dra` snapshot keeps each node's pools and
-candidates, every (selectors, device) answer, and each outcome per (node, claim specs, devices in use there); before
-searching, a request whose candidates (free, selectable) are fewer than its count fails the node at once, when
-nothing on the node could raise an error instead.
+Speed (docs/decisions.md, D42; docs/benchmarks.md, bench/dra.py): one `Allocator` per `Dra` snapshot keeps each
+node's pools and candidates, every (selectors, device) answer, and each outcome per (node, claim specs, devices in use
+there); before searching, a request whose candidates (free, selectable) are fewer than its count fails the node at
+once, when nothing on the node could raise an error instead.
 """
 
 from __future__ import annotations
