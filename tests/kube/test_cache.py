@@ -13,7 +13,23 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gpuscale.kube.cache import CSI_NODE, EVENT, KINDS, NODE, PDB, POD, PV, PVC, STORAGE_CLASS, WatchCache, _RawWatch
+from gpuscale.kube.cache import (
+    CLAIM,
+    CLAIM_TEMPLATE,
+    CSI_NODE,
+    DEVICE_CLASS,
+    EVENT,
+    KINDS,
+    NODE,
+    PDB,
+    POD,
+    PV,
+    PVC,
+    SLICE,
+    STORAGE_CLASS,
+    WatchCache,
+    _RawWatch,
+)
 from gpuscale.loop.ports import NotSynced
 
 
@@ -81,8 +97,30 @@ def test_not_synced_until_every_kind_has_listed(cache: WatchCache) -> None:
         cache.snapshot()
     for kind in (PV, PVC, STORAGE_CLASS, CSI_NODE):
         cache._relist(kind)
+    with pytest.raises(NotSynced, match="ResourceSlice"):
+        cache.snapshot()
+    for kind in (SLICE, DEVICE_CLASS, CLAIM, CLAIM_TEMPLATE):
+        cache._relist(kind)
     assert [n.name for n in cache.snapshot().nodes] == ["a"]
     assert cache.synced()
+
+
+def test_dra_objects_reach_the_snapshot_from_resource_v1(cache: WatchCache) -> None:
+    calls = {kind: cache._list_call(kind).__name__ for kind in (SLICE, DEVICE_CLASS, CLAIM, CLAIM_TEMPLATE)}
+    assert calls == {SLICE: "list_resource_slice", DEVICE_CLASS: "list_device_class",
+                     CLAIM: "list_resource_claim_for_all_namespaces",
+                     CLAIM_TEMPLATE: "list_resource_claim_template_for_all_namespaces"}
+    gpu_slice = {"metadata": {"name": "n1-gpus", "resourceVersion": "1"},
+                 "spec": {"driver": "gpu.example.com", "pool": {"name": "n1", "resourceSliceCount": 1},
+                          "nodeName": "n1", "devices": [{"name": "gpu-0"}]}}
+    claim = {"metadata": {"name": "c", "namespace": "ns", "resourceVersion": "1"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}
+    list_all(cache, {SLICE: [[gpu_slice]], CLAIM: [[claim]],
+                     DEVICE_CLASS: [[{"metadata": {"name": "gpu", "resourceVersion": "1"}}]],
+                     CLAIM_TEMPLATE: [[{"metadata": {"name": "t", "namespace": "ns", "resourceVersion": "1"}}]]})
+    dra = cache.snapshot().dra
+    assert [s.name for s in dra.node_slices("n1")] == ["n1-gpus"] and dra.claim("ns/c") is not None
+    assert dra.device_class("gpu") is not None and dra.template("ns/t") is not None
 
 
 def test_list_follows_continue_tokens_and_sets_kind(cache: WatchCache) -> None:

@@ -1,5 +1,6 @@
-"""A list+watch cache of Nodes, Pods, PodDisruptionBudgets and the storage objects the volume filters read
-(PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes): the controller's `ClusterReader`.
+"""A list+watch cache of Nodes, Pods, PodDisruptionBudgets, the storage objects the volume filters read
+(PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) and the DRA objects DynamicResources reads
+(ResourceSlices, DeviceClasses, ResourceClaims, ResourceClaimTemplates): the controller's `ClusterReader`.
 
 One background thread per kind lists the kind (paged), then watches from the list's resourceVersion with bookmarks.
 The raw JSON dicts are kept as the API server sent them (less `managedFields`), each converted with `kube/convert.py`
@@ -44,8 +45,10 @@ from gpuscale.kube.convert import (
     pvc_from_k8s,
     storage_class_from_k8s,
 )
+from gpuscale.kube.convert_dra import DRA_CONVERT
 from gpuscale.loop.ports import NotSynced
 from gpuscale.model.cluster import Cluster
+from gpuscale.model.dra import Dra
 from gpuscale.model.errors import InputError
 from gpuscale.model.volumes import Storage
 
@@ -53,13 +56,19 @@ log = logging.getLogger(__name__)
 
 NODE, POD, PDB, EVENT = "Node", "Pod", "PodDisruptionBudget", "Event"
 PV, PVC, STORAGE_CLASS, CSI_NODE = "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"
-KINDS = (NODE, POD, PDB, PV, PVC, STORAGE_CLASS, CSI_NODE)
+SLICE, DEVICE_CLASS, CLAIM, CLAIM_TEMPLATE = "ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate"
+KINDS = (NODE, POD, PDB, PV, PVC, STORAGE_CLASS, CSI_NODE, SLICE, DEVICE_CLASS, CLAIM, CLAIM_TEMPLATE)
 """The kinds the synced gate and `snapshot()` cover."""
 Listener = Callable[[str, str, Mapping[str, Any], bool], None]
 """`(kind, event type — ADDED/MODIFIED/DELETED, or LISTED for a (re)list item —, object, listed)`."""
 _CONVERTERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     NODE: node_from_k8s, POD: pod_from_k8s, PDB: pdb_from_k8s, PV: pv_from_k8s, PVC: pvc_from_k8s,
-    STORAGE_CLASS: storage_class_from_k8s, CSI_NODE: csi_node_from_k8s}
+    STORAGE_CLASS: storage_class_from_k8s, CSI_NODE: csi_node_from_k8s, **DRA_CONVERT}
+
+_DRA_LISTS = {SLICE: "list_resource_slice", DEVICE_CLASS: "list_device_class",
+              CLAIM: "list_resource_claim_for_all_namespaces",
+              CLAIM_TEMPLATE: "list_resource_claim_template_for_all_namespaces"}
+"""`ResourceV1Api` list calls of the DRA kinds (resource.k8s.io/v1)."""
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
@@ -236,7 +245,10 @@ class WatchCache:
         self._last_nodes = frozenset(n.name for n in values[NODE])
         storage = Storage(volumes=tuple(values.get(PV, ())), claims=tuple(values.get(PVC, ())),
                           classes=tuple(values.get(STORAGE_CLASS, ())), csi_nodes=tuple(values.get(CSI_NODE, ())))
-        return Cluster(nodes=tuple(values[NODE]), pods=tuple(values[POD]), pdbs=tuple(values[PDB]), storage=storage)
+        dra = Dra(slices=tuple(values.get(SLICE, ())), classes=tuple(values.get(DEVICE_CLASS, ())),
+                  claims=tuple(values.get(CLAIM, ())), templates=tuple(values.get(CLAIM_TEMPLATE, ())))
+        return Cluster(nodes=tuple(values[NODE]), pods=tuple(values[POD]), pdbs=tuple(values[PDB]), storage=storage,
+                       dra=dra)
 
     def _convert(self, store: _Store, key: str, obj: Mapping[str, Any]) -> _Converted:
         cached = _converted(store.kind, key, obj, store.converted.get(key))
@@ -260,6 +272,8 @@ class WatchCache:
             return client.StorageV1Api(self._core.api_client).list_storage_class
         if kind == CSI_NODE:
             return client.StorageV1Api(self._core.api_client).list_csi_node
+        if kind in _DRA_LISTS:
+            return getattr(client.ResourceV1Api(self._core.api_client), _DRA_LISTS[kind])  # type: ignore[no-any-return]
         return self._policy.list_pod_disruption_budget_for_all_namespaces
 
     def _run(self, kind: str) -> None:

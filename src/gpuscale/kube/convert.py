@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuscale.inputs.files import excerpt
 from gpuscale.model.cluster import Cluster, PodGroupSpec
+from gpuscale.model.dra import Dra, PodResourceClaim
 from gpuscale.model.errors import InputError
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pdb import PodDisruptionBudget
@@ -69,7 +70,8 @@ VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 COSCHEDULING_GROUP_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
 POD_GROUP_KINDS = {"PodGroup"}
 STORAGE_KINDS = {"PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"}
-KNOWN_KINDS = {"Pod", "Node", "PodDisruptionBudget", *POD_GROUP_KINDS, *STORAGE_KINDS}
+DRA_KINDS = {"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate"}
+KNOWN_KINDS = {"Pod", "Node", "PodDisruptionBudget", *POD_GROUP_KINDS, *STORAGE_KINDS, *DRA_KINDS}
 MILLI_RESOURCES = {CPU, GPU_MILLI}
 
 
@@ -460,6 +462,31 @@ def _topology_spread(ctx: _Ctx, spec: Mapping[str, Any],
     return tuple(found)
 
 
+def pod_resource_claims(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[PodResourceClaim, ...]:
+    """`spec.resourceClaims`: each entry names a claim or a template, not both (as the API server validates)."""
+    found = []
+    for i, c in enumerate(_objects(ctx, spec, "resourceClaims", at="spec")):
+        where = f"spec.resourceClaims[{i}]"
+        claim = _get(ctx, c, "resourceClaimName", str, at=where) or None
+        template = _get(ctx, c, "resourceClaimTemplateName", str, at=where) or None
+        if (claim is None) == (template is None):
+            raise ctx.fail(where, "exactly one of resourceClaimName or resourceClaimTemplateName is required")
+        name = _get(ctx, c, "name", str, "", at=where)
+        if not name:
+            raise ctx.fail(f"{where}.name", "required")
+        found.append(PodResourceClaim(name=name, claim_name=claim, template_name=template))
+    return tuple(found)
+
+
+def pod_claim_statuses(ctx: _Ctx, status: Mapping[str, Any]) -> dict[str, str | None]:
+    """`status.resourceClaimStatuses`: a claim's name → the generated ResourceClaim (None: none was needed)."""
+    found: dict[str, str | None] = {}
+    for i, s in enumerate(_objects(ctx, status, "resourceClaimStatuses", at="status")):
+        where = f"status.resourceClaimStatuses[{i}]"
+        found[_get(ctx, s, "name", str, "", at=where)] = _get(ctx, s, "resourceClaimName", str, at=where) or None
+    return found
+
+
 def _unsupported(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[str, ...]:
     found = []
     if spec.get("resourceClaims"):
@@ -574,7 +601,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
         affinity=_node_affinity(ctx, spec), tolerations=_tolerations(ctx, spec),
         pod_anti_affinity=anti, pod_affinity=pod_aff, topology_spread=_topology_spread(ctx, spec, labels),
         unsupported=_unsupported(ctx, spec), host_ports=_host_ports(ctx, spec),
-        claims=_claims(ctx, namespace, name, spec),
+        claims=_claims(ctx, namespace, name, spec), resource_claims=pod_resource_claims(ctx, spec),
     )
     status = _get(ctx, obj, "status", dict, {})
     phase_text = _get(ctx, status, "phase", str, "Pending", at="status")
@@ -597,7 +624,7 @@ def pod_from_k8s(obj: Mapping[str, Any]) -> Pod:
         created_s=_timestamp(ctx, meta, "creationTimestamp", at="metadata"),
         deleting=_get(ctx, meta, "deletionTimestamp", (str, datetime), at="metadata") is not None,
         local_storage=bool(local), local_volumes=local,
-        started_s=_timestamp(ctx, status, "startTime", at="status"),
+        started_s=_timestamp(ctx, status, "startTime", at="status"), claim_statuses=pod_claim_statuses(ctx, status),
     )
 
 
@@ -835,11 +862,13 @@ def csi_node_from_k8s(obj: Mapping[str, Any]) -> CSINode:
 
 def cluster_from_objects(objects: Iterable[Any], source: str = "input") -> Cluster:
     """Convert a flat sequence of objects (items of a `v1 List`, or YAML documents) into a `Cluster`."""
+    from gpuscale.kube.convert_dra import DRA_CONVERT  # it reads fields with this module's helpers
+
     nodes: list[Node] = []
     pods: list[Pod] = []
     pdbs: list[PodDisruptionBudget] = []
     groups: list[PodGroupSpec] = []
-    storage: dict[str, list[Any]] = {kind: [] for kind in STORAGE_KINDS}
+    kept: dict[str, list[Any]] = {kind: [] for kind in (*STORAGE_KINDS, *DRA_KINDS)}
     other: dict[str, int] = {}
     for i, obj in enumerate(objects):
         if obj is None:
@@ -853,10 +882,8 @@ def cluster_from_objects(objects: Iterable[Any], source: str = "input") -> Clust
             pods += nested.pods
             pdbs += nested.pdbs
             groups += nested.pod_groups
-            for kind_name, nested_items in (("PersistentVolume", nested.storage.volumes),
-                                     ("PersistentVolumeClaim", nested.storage.claims),
-                                     ("StorageClass", nested.storage.classes), ("CSINode", nested.storage.csi_nodes)):
-                storage[kind_name] += nested_items
+            for kind_name, nested_items in _kept(nested).items():
+                kept[kind_name] += nested_items
             for k, n in nested.other_kinds.items():
                 other[k] = other.get(k, 0) + n
         elif kind == "Pod":
@@ -868,18 +895,30 @@ def cluster_from_objects(objects: Iterable[Any], source: str = "input") -> Clust
         elif kind in POD_GROUP_KINDS:
             groups.append(pod_group_from_k8s(obj))
         elif kind in STORAGE_KINDS:
-            storage[kind].append(_STORAGE_CONVERT[kind](obj))
+            kept[kind].append(_STORAGE_CONVERT[kind](obj))
+        elif kind in DRA_KINDS:
+            kept[kind].append(DRA_CONVERT[kind](obj))
         else:
             other[kind] = other.get(kind, 0) + 1
     _check_unique("Node", [n.name for n in nodes])
     _check_unique("Pod", [p.key for p in pods])
-    for kind, items in storage.items():
-        _check_unique(kind, [o.key if isinstance(o, PersistentVolumeClaim) else o.name for o in items])
+    for kind, items in kept.items():
+        _check_unique(kind, [getattr(o, "key", None) or o.name for o in items])
     return Cluster(nodes=tuple(nodes), pods=tuple(pods), pdbs=tuple(pdbs), pod_groups=tuple(groups),
-                   storage=Storage(volumes=tuple(storage["PersistentVolume"]),
-                                   claims=tuple(storage["PersistentVolumeClaim"]),
-                                   classes=tuple(storage["StorageClass"]), csi_nodes=tuple(storage["CSINode"])),
+                   storage=Storage(volumes=tuple(kept["PersistentVolume"]),
+                                   claims=tuple(kept["PersistentVolumeClaim"]),
+                                   classes=tuple(kept["StorageClass"]), csi_nodes=tuple(kept["CSINode"])),
+                   dra=Dra(slices=tuple(kept["ResourceSlice"]), classes=tuple(kept["DeviceClass"]),
+                           claims=tuple(kept["ResourceClaim"]), templates=tuple(kept["ResourceClaimTemplate"])),
                    other_kinds=other)
+
+
+def _kept(cluster: Cluster) -> dict[str, tuple[Any, ...]]:
+    """A cluster's storage and DRA objects by kind."""
+    s, d = cluster.storage, cluster.dra
+    return {"PersistentVolume": s.volumes, "PersistentVolumeClaim": s.claims, "StorageClass": s.classes,
+            "CSINode": s.csi_nodes, "ResourceSlice": d.slices, "DeviceClass": d.classes, "ResourceClaim": d.claims,
+            "ResourceClaimTemplate": d.templates}
 
 
 _STORAGE_CONVERT: dict[str, Any] = {"PersistentVolume": pv_from_k8s, "PersistentVolumeClaim": pvc_from_k8s,

@@ -3,8 +3,10 @@ ResourceSlices (the devices drivers publish), DeviceClasses, ResourceClaims and 
 snapshot), and the claims a pod references (`PodResourceClaim`).
 
 Conventions kept by every reader and writer:
-- Attribute and capacity names are **fully qualified** (`domain/name`): a name the driver published without a domain
-  is stored under the driver's name, as the allocator and CEL's `device.attributes[domain]` resolve it.
+- Attribute names are **fully qualified** (`domain/name`): a name the driver published without a domain is stored
+  under the driver's name, as the allocator's `lookupAttribute` and CEL's `device.attributes[domain]` resolve it.
+  Capacity names stay **as written**: the allocator matches a request's `capacity.requests` names to a device's
+  literally (CEL's `device.capacity[domain]` still reads an unqualified name under the driver's domain).
 - Quantities (capacities, counters, capacity requests) are exact integers in **milli-units** (`model.quantity.to_milli`:
   `80Gi` of memory is `85899345920000`); a quantity finer than 1m rounds away from zero as `MilliValue()` does.
 - Node selectors are `NodeSelectorTerm`s, ORed, as everywhere in `model`.
@@ -182,7 +184,7 @@ class Device:
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
     """Fully qualified name → value."""
     capacity: Mapping[str, DeviceCapacity] = field(default_factory=dict)
-    """Fully qualified name → capacity."""
+    """Name as written → capacity."""
     consumes_counters: tuple[CounterConsumption, ...] = ()
     node_name: str | None = None
     node_selector: tuple[NodeSelectorTerm, ...] | None = None
@@ -220,6 +222,8 @@ class ResourceSlice:
     per_device_node_selection: bool = False
     devices: tuple[Device, ...] = ()
     shared_counters: tuple[CounterSet, ...] = ()
+    unsupported: tuple[str, ...] = ()
+    """What the slice uses that gpuscale does not model (`UNSUPPORTED`): those fields are left out of its devices."""
 
     def serves(self, node_name: str, labels: Mapping[str, str]) -> bool:
         """Whether a node may use some device of this slice (`GatherPools`' relevance: its node name, all nodes, its
@@ -271,7 +275,7 @@ class ExactDeviceRequest:
     """The devices are not reserved: they may be in use, and stay free for others."""
     tolerations: tuple[DeviceToleration, ...] = ()
     capacity_requests: Mapping[str, int] = field(default_factory=dict)
-    """Consumable capacity asked per device: fully qualified capacity name → milli-units."""
+    """Consumable capacity asked per device: capacity name (as the device writes it) → milli-units."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -358,6 +362,8 @@ class ResourceClaim:
     deleting: bool = False
     owner_pod_uid: str | None = None
     """The UID of the controller owner when it is a Pod (a claim generated from a template is owned by its pod)."""
+    pod_claim_name: str | None = None
+    """`resource.kubernetes.io/pod-claim-name`: the pod's `spec.resourceClaims` entry a generated claim is for."""
 
     @property
     def key(self) -> str:
@@ -456,6 +462,10 @@ class Dra:
     def pool(self, driver: str, name: str) -> Pool | None:
         """The pool's newest generation across all slices (to tell completeness and obsolete generations)."""
         return self._built().pools.get((driver, name))
+
+    def unsupported(self) -> tuple[str, ...]:
+        """What the slices use that gpuscale does not model (`UNSUPPORTED`), one line per slice and feature."""
+        return tuple(f"ResourceSlice {s.name}: {what}" for s in self.slices for what in s.unsupported)
 
     def __bool__(self) -> bool:
         return bool(self.slices or self.classes or self.claims or self.templates)
