@@ -352,3 +352,34 @@ def test_in_use_plus_and_minus_an_allocation() -> None:
     assert held.devices == {(DRIVER, "n1", "gpu-0"), (DRIVER, "n1", "gpu-1")}
     assert devices(run(dra(EIGHT), claim("d", request(count=2)), used=held)) == [("gpu", "gpu-2"), ("gpu", "gpu-3")]
     assert held.minus(result.allocations) == NOTHING
+
+
+def test_a_constraint_naming_a_subrequest_applies_to_it_only() -> None:
+    s = node_slice("n1", gpu("a", numa=0), gpu("b", numa=1, index=1), gpu("c", numa=1, index=2))
+    fa = first_available("x", ("one", 1, ()))
+    c = claim("c", fa, request("y"), match=(f"{DRIVER}/numa", ("x/one", "y")))
+    assert devices(run(dra(s), c)) == [("x/one", "b"), ("y", "c")]
+    unnamed = claim("c", fa, request("y"), match=(f"{DRIVER}/numa", ("x/other", "y")))
+    assert devices(run(dra(s), unnamed)) == [("x/one", "a"), ("y", "b")]
+
+
+def test_distinct_attribute_keeps_one_value_per_request_as_kube_does() -> None:
+    # Three devices of one request: the third is compared with the second only (kube keeps the last per request).
+    s = node_slice("n1", gpu("a", numa=0), gpu("b", numa=1, index=1), gpu("c", numa=0, index=2))
+    c = claim("c", request("x", count=3), distinct=(f"{DRIVER}/numa", ()))
+    assert [d for _, d in devices(run(dra(s), c))] == ["a", "b", "c"]
+
+
+def test_node_selectors_of_the_allocated_slices_are_merged() -> None:
+    def term(key: str) -> tuple[NodeSelectorTerm, ...]:
+        return (NodeSelectorTerm(match_expressions=(Requirement(key=key, operator=SelectorOperator.EXISTS),)),)
+    a = ResourceSlice(name="a", driver=DRIVER, pool=PoolRef(name="p"), node_selector=term("rack"),
+                      devices=(gpu("x"),))
+    b = ResourceSlice(name="b", driver="nic.example.com", pool=PoolRef(name="q"), node_selector=term("fabric"),
+                      devices=(Device(name="y"),))
+    nic = DeviceClass(name="nic", selectors=('device.driver == "nic.example.com"',))
+    result = run(dra(a, b, classes=(GPU_CLASS, nic)), claim("c", request("g"), request("n", device_class="nic")),
+                 labels={"rack": "1", "fabric": "1"})
+    assert isinstance(result, Allocated)
+    selector = result.allocations[0].node_selector
+    assert selector is not None and [r.key for r in selector[0].match_expressions] == ["rack", "fabric"]
