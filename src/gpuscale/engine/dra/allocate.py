@@ -54,6 +54,9 @@ from gpuscale.model.dra import Allocation, ClaimSpec, Device, Dra, ResourceClaim
 CANNOT_ALLOCATE = "cannot allocate all claims"
 INVALID_POOLS = "invalid resource pools were encountered"
 _SELECTABLE_KEPT = 1_000_000
+_SELECTABLE: dict[tuple[tuple[str, ...], tuple[str, ...], str, int], tuple[Device, bool]] = {}
+"""Whether a device passes (class selectors, request selectors), by device identity (the device kept, so its id is
+not reused while cached): across snapshots too, which hand back the objects that did not change."""
 _OUTCOMES_KEPT = 10_000
 """Per node: outcomes by claim specs, and states of its devices."""
 
@@ -116,12 +119,12 @@ def _node(pools: tuple[GatheredPool, ...], node_name: str, labels: Mapping[str, 
 
 class Allocator:
     """kube's `Allocator` for one `Dra` snapshot: `allocate` is asked once per (pod, node); what does not depend on
-    the pod (a node's pools and candidates) or on what is in use (whether selectors match a device) is kept."""
+    the pod (a node's pools and candidates) or on what is in use (whether selectors match a device, kept for every
+    snapshot) is kept."""
 
     def __init__(self, dra: Dra) -> None:
         self.dra = dra
         self._nodes: dict[tuple[str, int], tuple[Mapping[str, str], _Node]] = {}
-        self._selectable: dict[tuple[str, tuple[str, ...], str, int], tuple[Device, bool]] = {}
 
     def node(self, node_name: str, labels: Mapping[str, str]) -> _Node:
         key = (node_name, id(labels))
@@ -174,15 +177,15 @@ class Allocator:
     def selectable(self, claim: ResourceClaim, request: Request, candidate: Candidate) -> bool:
         """`isSelectable`: the class's selectors, then the request's, all true. Raises `Fatal` on a CEL error."""
         driver, device = candidate.id[0], candidate.device
-        key = (request.device_class.name, request.body.selectors, driver, id(device))
-        hit = self._selectable.get(key)
+        key = (request.device_class.selectors, request.body.selectors, driver, id(device))
+        hit = _SELECTABLE.get(key)
         if hit is not None and hit[0] is device:
             return hit[1]
         answer = _matches(f"class {request.device_class.name}", request.device_class.selectors, candidate, driver) \
             and _matches(f"claim {claim.key}", request.body.selectors, candidate, driver)
-        if len(self._selectable) >= _SELECTABLE_KEPT:
-            self._selectable.clear()
-        self._selectable[key] = (device, answer)
+        if len(_SELECTABLE) >= _SELECTABLE_KEPT:
+            _SELECTABLE.clear()
+        _SELECTABLE[key] = (device, answer)
         return answer
 
 
