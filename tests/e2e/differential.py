@@ -365,9 +365,10 @@ def node_categories(node: client.V1Node) -> set[str]:
 
 # ----------------------------------------------------------------------------------------------------------- snapshot
 
-def list_objects(core_v1: client.CoreV1Api, storage: bool = False) -> list[dict[str, Any]]:
+def list_objects(core_v1: client.CoreV1Api, storage: bool = False, dra: bool = False) -> list[dict[str, Any]]:
     """Every node and every pod (all namespaces) as the API returns them (JSON, as `kubectl get -o json`); with
-    `storage`, the PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes too."""
+    `storage`, the PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes too; with `dra`, the
+    ResourceSlices, DeviceClasses, ResourceClaims and ResourceClaimTemplates."""
     objects: list[dict[str, Any]] = []
     calls: list[tuple[Any, str]] = [(core_v1.list_node, "Node"), (core_v1.list_pod_for_all_namespaces, "Pod")]
     if storage:
@@ -375,6 +376,11 @@ def list_objects(core_v1: client.CoreV1Api, storage: bool = False) -> list[dict[
         calls += [(core_v1.list_persistent_volume, "PersistentVolume"),
                   (core_v1.list_persistent_volume_claim_for_all_namespaces, "PersistentVolumeClaim"),
                   (storage_v1.list_storage_class, "StorageClass"), (storage_v1.list_csi_node, "CSINode")]
+    if dra:
+        resource_v1 = client.ResourceV1Api(core_v1.api_client)
+        calls += [(resource_v1.list_resource_slice, "ResourceSlice"), (resource_v1.list_device_class, "DeviceClass"),
+                  (resource_v1.list_resource_claim_for_all_namespaces, "ResourceClaim"),
+                  (resource_v1.list_resource_claim_template_for_all_namespaces, "ResourceClaimTemplate")]
     for call, kind in calls:
         items = json.loads(call(_preload_content=False).data)["items"]
         objects.extend({**item, "kind": kind} for item in items)
@@ -501,6 +507,9 @@ _MESSAGE = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: preemption: .*| 
 """The tail is the PostFilter's (preemption) message; after a missing claim's PreFilter rejection kube-scheduler
 v1.37.2 words it ` not found` (observed: `… persistentvolumeclaim "x" not found. not found`)."""
 _PART = re.compile(r"(\d+) (.+)")
+_DRA_PREFILTER = re.compile(r"request \S+: device class \S+ does not exist")
+"""DynamicResources' PreFilter rejection of a claim whose request names a DeviceClass that does not exist (observed
+from kube-scheduler v1.37.2: `0/8 nodes are available: request r0: device class x does not exist.`)."""
 
 
 def parse_scheduler_message(message: str) -> tuple[int, dict[str, int]]:
@@ -512,7 +521,8 @@ def parse_scheduler_message(message: str) -> tuple[int, dict[str, int]]:
     reasons: Counter[str] = Counter()
     for part in m.group(2).split(", "):
         pm = _PART.fullmatch(part)
-        if pm is None and is_prefilter_message(part):  # a PreFilter's rejection: said once, for every node
+        if pm is None and (is_prefilter_message(part) or _DRA_PREFILTER.fullmatch(part)):
+            # a PreFilter's rejection: said once, for every node
             reasons[part] += int(m.group(1))
             continue
         if pm is None:
@@ -523,10 +533,24 @@ def parse_scheduler_message(message: str) -> tuple[int, dict[str, int]]:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What kube-scheduler did with a pod: bound it to `node`, or found it Unschedulable with `message`."""
+    """What kube-scheduler did with a pod: bound it to `node`, found it Unschedulable with `message`, or met an
+    `error` running a plugin (a DRA selector failing at run time: reason SchedulerError, no node count)."""
 
     node: str | None = None
     message: str | None = None
+    error: str | None = None
+
+
+PLUGIN_ERROR = 'running "DynamicResources" filter plugin: '
+_DEVICE = re.compile(r"(on device [^/ ]+)/[^/ ]+/[^: ]+")
+_CLAIM = re.compile(r"^.*?: claim [^ ]+: ")
+
+
+def error_words(message: str) -> str:
+    """A DRA plugin error without the names that change between runs and between the scheduler's attempts (the
+    plugin prefix and claim, and which device the failing selector met first): `selector #0 on device
+    gpu.nvidia.com: CEL runtime error: no such key: nosuch. consider …`."""
+    return _DEVICE.sub(r"\1", _CLAIM.sub("", message.strip()))
 
 
 def scheduler_outcome(pod: Mapping[str, Any]) -> Outcome | None:
@@ -537,6 +561,8 @@ def scheduler_outcome(pod: Mapping[str, Any]) -> Outcome | None:
         return Outcome(node=node)
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            if cond.get("reason") == "SchedulerError" and str(cond.get("message")).startswith(PLUGIN_ERROR):
+                return Outcome(error=cond["message"])
             if cond.get("reason") != "Unschedulable":
                 raise AssertionError(f"PodScheduled=False with reason {cond.get('reason')!r}: {cond.get('message')}")
             return Outcome(message=cond.get("message", ""))
@@ -554,8 +580,9 @@ class Disagreement:
 
     def render(self, seed: int) -> str:
         spec = self.pod["spec"]
+        verdict = f"bound to {self.outcome.node}" if self.outcome.node else self.outcome.message or self.outcome.error
         return (f"pod #{self.index} {self.pod['metadata']['name']} (seed {seed}): {self.detail}\n"
-                f"  real scheduler: {f'bound to {self.outcome.node}' if self.outcome.node else self.outcome.message}\n"
+                f"  real scheduler: {verdict}\n"
                 f"  gpuscale      : fits={list(self.fit.fits)} reasons={dict(self.fit.reasons)}\n"
                 f"  gpuscale msg  : {self.fit.message}\n"
                 f"  pod spec      : {json.dumps(spec, sort_keys=True)} (as generated; the API server adds "
@@ -577,6 +604,12 @@ def compare(index: int, pod: Mapping[str, Any], outcome: Outcome, cluster: Clust
         (why,) = [f for f in explain_fit(alone) if f.pod.key == fit.pod.key]
         return Disagreement(index, pod, outcome, fit,
                             f"scheduler bound it to {outcome.node}; gpuscale says no: {dict(why.reasons)}")
+    if outcome.error is not None:
+        ours = _DEVICE.sub(r"\1", " ".join([fit.message, *fit.reasons]))
+        if not fit.fits and error_words(outcome.error) in ours:
+            return None
+        return Disagreement(index, pod, outcome, fit, f"scheduler: plugin error {error_words(outcome.error)!r}; "
+                                                      f"gpuscale: fits={list(fit.fits)}, said {ours!r}")
     assert outcome.message is not None
     total, reasons = parse_scheduler_message(outcome.message)
     ours = dict(fit.reasons)

@@ -46,6 +46,7 @@ from differential import (
     categories,
     compare,
     decide_feasible,
+    error_words,
     gpuscale_fit,
     list_objects,
     node_categories,
@@ -54,6 +55,7 @@ from differential import (
     random_pod,
     scheduler_outcome,
 )
+from differential_dra import NOT_YET, dra_unsupported
 from harness import ignore_status, kwok_node_body, wait_for
 from kubernetes import client
 
@@ -355,3 +357,116 @@ def test_volume_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, na
     missing = VOLUME_REASONS - set(tally.reasons)
     assert not missing, f"the scheduler never gave {sorted(missing)}:\n{summary}"
     assert tally.bound >= VOLUME_PODS // 5, summary
+
+
+DRA_PODS = int(os.environ.get("GPUSCALE_DIFF_DRA_PODS", "240"))
+DRA_BATCHES = {0: 8, DRA_PODS // 3: 4, 2 * DRA_PODS // 3: 4}
+SLICES_SEEN_S = 2.0
+"""After a batch's ResourceSlices are created, how long to let the scheduler's informers see them before the next pod
+(the informers take milliseconds; no pod's verdict can show that a slice was seen, so there is no probe to poll)."""
+
+
+def _dra_nodes(core_v1: client.CoreV1Api, resource_v1: client.ResourceV1Api, rng: random.Random, names: list[str],
+               tally: Tally) -> None:
+    from differential_dra import node_slices
+
+    for name in names:
+        body = kwok_node_body(name, labels={HOSTNAME: name}, annotations={"gpuscale.io/ready-after": "0s"})
+        body.status.allocatable = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+        body.status.capacity = dict(body.status.allocatable)
+        core_v1.create_node(body)
+    for name in names:
+        shape, slices = node_slices(rng, name)
+        tally.categories[f"node {shape}"] += 1
+        for one in slices:
+            resource_v1.create_resource_slice(one)
+    wait_for(lambda: all(_is_ready(core_v1.read_node(n)) for n in names), 60, interval_s=0.05, desc="DRA nodes Ready")
+    time.sleep(SLICES_SEEN_S)
+
+
+def _claims_of(pod: dict[str, Any]) -> list[str]:
+    """The ResourceClaims a pod uses: those it names and those made from its templates (its status names them)."""
+    named = [c["resourceClaimName"] for c in pod["spec"].get("resourceClaims", []) if c.get("resourceClaimName")]
+    made = [s["resourceClaimName"] for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+            if s.get("resourceClaimName")]
+    return named + made
+
+
+@pytest.mark.xfail(dra_unsupported(), reason=NOT_YET, strict=True)
+def test_dra_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace: str) -> None:
+    """Random pods asking for devices through ResourceClaims (templates of their own, or claims they share), on kwok
+    nodes whose ResourceSlices are shaped as NVIDIA's DRA driver publishes them (H100, A100, L4, MIG partitions, a
+    second driver's NICs, nodes without slices, an incomplete pool), with DeviceClasses selecting by driver,
+    attributes and capacity: gpuscale's verdict against kube-scheduler's, pod by pod, as the main test does.
+    kube-controller-manager's ResourceClaim controller makes the claims from the templates; the scheduler allocates
+    them (nothing prepares a device: kwok runs no kubelet)."""
+    from differential_dra import device_class_body, device_classes, random_dra_pod, shared_claims
+
+    rng = random.Random(SEED + 2)
+    run = uuid.uuid4().hex[:6]
+    resource_v1 = client.ResourceV1Api(core_v1.api_client)
+    classes = device_classes(run)
+    tally = Tally()
+    disagreements: list[Disagreement] = []
+    whatif_disagreements: list[str] = []
+    created_nodes: list[str] = []
+    try:
+        for name, selectors in classes.items():
+            resource_v1.create_device_class(device_class_body(name, selectors))
+        shared = shared_claims(rng, list(classes), run, 4)
+        for claim in shared:
+            resource_v1.create_namespaced_resource_claim(namespace, claim)
+        for i in range(DRA_PODS):
+            batch = DRA_BATCHES.get(i)
+            if batch is not None:
+                names = [f"dra-{run}-{i:03d}-{j:02d}" for j in range(batch)]
+                created_nodes += names
+                _dra_nodes(core_v1, resource_v1, rng, names, tally)
+            case = random_dra_pod(rng, f"d{i:03d}", list(classes), [c["metadata"]["name"] for c in shared], run)
+            for template in case.templates:
+                resource_v1.create_namespaced_resource_claim_template(namespace, template)
+            objects = list_objects(core_v1, dra=True)
+            created = json.loads(core_v1.create_namespaced_pod(namespace, case.pod, _preload_content=False).data)
+            pod_name = created["metadata"]["name"]
+            outcome = wait_for(lambda n=pod_name: scheduler_outcome(_read_pod(core_v1, n, namespace)),
+                               DECIDE_TIMEOUT_S, interval_s=POLL_S, desc=f"kube-scheduler's verdict on {pod_name}")
+            cluster, fit = gpuscale_fit(objects, created)
+            disagreement = compare(i, case.pod, outcome, cluster, fit)
+            if disagreement is not None:
+                disagreements.append(disagreement)
+            rows, feasible = decide_feasible(cluster, fit.pod)
+            placeable = set(fit.fits) & rows
+            if feasible != placeable or (outcome.node in rows and outcome.node not in feasible):
+                whatif_disagreements.append(f"pod {i}: decide's what-if fits {sorted(feasible)}, the scheduler "
+                                            f"{outcome.node or 'nowhere'}, fit {sorted(placeable)}")
+            tally.record(bound=outcome.node is not None)
+            tally.categories.update(case.categories)
+            if outcome.error is not None:
+                tally.reasons["plugin error: " + error_words(outcome.error).split(": ", 1)[-1][:40]] += 1
+            elif outcome.node is None:
+                tally.reasons.update(parse_scheduler_message(outcome.message or "")[1].keys())
+            if outcome.node is None:
+                _delete_pod(core_v1, pod_name, namespace)
+            else:  # its claims are allocated before the next pod is listed (the scheduler writes them before binding)
+                bound = _read_pod(core_v1, pod_name, namespace)
+                wait_for(lambda b=bound: all(
+                    (resource_v1.read_namespaced_resource_claim(c, namespace).status or client.V1ResourceClaimStatus())
+                    .allocation for c in _claims_of(b)), 30, interval_s=0.05, desc=f"{pod_name}'s claims allocated")
+    finally:
+        try:
+            core_v1.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+            resource_v1.delete_collection_namespaced_resource_claim(namespace)
+        finally:
+            for name in created_nodes:
+                ignore_status(404, core_v1.delete_node, name)
+                for suffix in ("gpu", "nic"):
+                    ignore_status(404, resource_v1.delete_resource_slice, f"{name}-{suffix}")
+            for name in classes:
+                ignore_status(404, resource_v1.delete_device_class, name)
+    summary = tally.summary()
+    print("\n" + summary)
+    assert not disagreements, (
+        f"gpuscale disagrees with kube-scheduler on {len(disagreements)} of {tally.pods} DRA pods "
+        f"(seed {SEED + 2}):\n" + "\n".join(d.render(SEED + 2) for d in disagreements[:SHOWN]) + f"\n{summary}")
+    assert not whatif_disagreements, "\n".join(whatif_disagreements[:SHOWN])
+    assert tally.bound >= DRA_PODS // 5 and tally.unschedulable >= DRA_PODS // 5, summary
