@@ -44,7 +44,7 @@ from gpuscale.engine.limits import Headroom, Totals, headroom
 from gpuscale.engine.options import new_pod_delay_s
 from gpuscale.engine.placement.devices import GpuNeed, gpu_need
 from gpuscale.engine.plan import PodVerdict, ScaleUp, earliest
-from gpuscale.engine.policy import Limits, Policy
+from gpuscale.engine.policy import ExpanderName, Limits, Policy
 from gpuscale.engine.protection import parse_go_duration
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
@@ -915,10 +915,11 @@ class Estimate:
 
 
 def estimate(pool: NodePool, hostable: Sequence[Unit], table: WhatIf, room: Headroom,
-             name_prefix: str) -> Estimate | None:
+             name_prefix: str, fillers: Sequence[Unit] = ()) -> Estimate | None:
     """Step 3: how many new nodes of `pool` host which of `hostable` (units a new node of the pool hosts: see
     `PoolFits`), bounded by the limits' headroom; a zero-or-max pool (`NodePool.zero_or_max`) orders its whole room,
-    the step to its max size."""
+    the step to its max size. `fillers` (single pods a smaller pool would take: `_RightSized`) go only on the new
+    nodes `hostable` needs, never on one of their own."""
     if room.nodes <= 0 or not hostable:
         return None
     upper = room.nodes if pool.zero_or_max else min(room.nodes, sum(len(u.pods) for u in hostable))
@@ -935,6 +936,13 @@ def estimate(pool: NodePool, hostable: Sequence[Unit], table: WhatIf, room: Head
     used = {row for row in placement.rows.values() if row >= start}
     if not used:
         return None
+    if fillers:
+        taken = np.zeros(len(placement.table), dtype=bool)
+        taken[sorted(used)] = True
+        topped = place_units(placement.table, fillers, single_rows=taken, aware=True)
+        placement.placed.extend(topped.placed)
+        placement.rows.update(topped.rows)
+        placement.table = topped.table
     pods = tuple(p for u in placement.placed for p in u.pods)
     if pool.zero_or_max:
         return Estimate(option=Option(pool=pool, nodes=upper, pods=pods), table=placement.table,
@@ -1143,18 +1151,54 @@ def _round_estimates(pools: Sequence[NodePool], remaining: Sequence[Unit], hosts
                      policy: Policy, name_prefix: str) -> list[Estimate]:
     """One scale-up round's options: for each pool not in backoff and not yet used, in pool order, the estimate of
     the remaining units its new nodes host (`estimate`), within its headroom; pools that host none are skipped."""
+    rooms = {pool.key: headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
+             for pool in pools if pool.key not in blocked and pool.key not in used_pools}
+    sized = _RightSized([p for p in pools if p.key in rooms and rooms[p.key].nodes > 0],
+                        enabled=policy.least_waste_counts_gpus and ExpanderName.LEAST_WASTE in policy.expander_chain())
     estimates = []
     for pool in pools:
-        if pool.key in blocked or pool.key in used_pools:
+        if pool.key not in rooms:
             continue
         hostable = [u for u in remaining if pool.key in hosts[id(u)]]
-        if not hostable:
+        own = [u for u in hostable if pool.key in sized.hosts(u, hosts[id(u)])]
+        if not own:
             continue
-        room = headroom(pool, totals, policy.limits, policy.max_nodes_per_scale_up)
-        found = estimate(pool, hostable, table, room, name_prefix)
+        fillers = [u for u in hostable if pool.key not in sized.hosts(u, hosts[id(u)])]
+        found = estimate(pool, own, table, rooms[pool.key], name_prefix, fillers)
         if found is not None:
             estimates.append(found)
     return estimates
+
+
+class _RightSized:
+    """Least-waste counting GPUs, before any option is scored: a single GPU pod is offered only to the open offers
+    (not backed off, not used this decision, under their limits) with the fewest GPUs per node, per GPU model, among
+    those that host it — a 1-GPU pod opens an a2-highgpu-1g node, not an 8-GPU one, while a 1-GPU pool can take it;
+    when that pool is backed off or at its limit, the next size up can. It may still fill GPUs left free on the big
+    nodes other pods open (`estimate`'s fillers). Gangs keep every offer (their pods may share one big node). Off
+    with `least_waste_counts_gpus` off (Cluster Autoscaler's GPU-blind least-waste, #2215) or without the least-waste
+    expander. O(distinct host sets × offers) per round."""
+
+    __slots__ = ("_by_key", "_kept", "enabled")
+
+    def __init__(self, open_pools: Sequence[NodePool], *, enabled: bool) -> None:
+        self.enabled = enabled
+        self._by_key = {p.key: p for p in open_pools if p.gpu_model and p.gpus_per_node}
+        self._kept: dict[frozenset[str], frozenset[str]] = {}
+
+    def hosts(self, unit: Unit, keys: frozenset[str]) -> frozenset[str]:
+        if not self.enabled or len(unit.pods) != 1 or not asks_gpu(unit.pods[0].requests):
+            return keys
+        kept = self._kept.get(keys)
+        if kept is None:
+            smallest: dict[str, int] = {}
+            for key in keys:
+                if (pool := self._by_key.get(key)) is not None:
+                    smallest[pool.gpu_model or ""] = min(smallest.get(pool.gpu_model or "", pool.gpus_per_node),
+                                                         pool.gpus_per_node)
+            kept = self._kept[keys] = frozenset(
+                k for k in keys if (p := self._by_key.get(k)) is None or p.gpus_per_node <= smallest[p.gpu_model or ""])
+        return kept
 
 
 def _balanced(best: Estimate, ordered: ScaleUp, offers: Sequence[NodePool], hosts: Mapping[int, frozenset[str]],
