@@ -14,9 +14,12 @@ pools, rules and defaults for every curve; nothing is tuned per curve.
   (98 % 1-GPU pods, with their own lifetimes; the copy bundled in `gpuscale/data/openb/`).
 * **Checkpoints**: every GPU job checkpoints every uniform(900 s, 3,600 s) (TWIN-DEFAULTS §5, as the synthetic
   training mix), drawn from its own child generator, so the jobs are the same with or without them.
-* **Pools**: `a100` (a2-highgpu-8g, 8 × A100, $29.39/h, GPU taint) and `cpu` (n2-standard-64, $3.108/h, min 1);
-  max sizes 1.5 × the window's peak demand + 2 nodes, so limits never bind. Start-up profiles: the twin's
-  `gpu-large` and `cpu` (docs/twin.md). The curve is scaled so that its p95 over the whole month is `--gpus`.
+* **Pools**: `a100` (a2-highgpu-8g, 8 × A100, $29.39/h), `a100-4g`, `a100-2g`, `a100-1g` (a2-highgpu-4g/2g/1g,
+  $14.69, $7.347, $3.673/h: the same price file as the 8g, TWIN-DEFAULTS §1), all with the GPU taint, min 0, and
+  `cpu` (n2-standard-64, $3.108/h, min 1); max sizes 1.5 × the window's peak demand (in that pool's nodes) + 2 nodes,
+  so limits never bind. `--pools 8g` keeps only the 8-GPU pool (the setup before the smaller pools). Start-up
+  profiles: the twin's `gpu-large` for every A100 pool and `cpu` (docs/twin.md). The curve is scaled so that its p95
+  over the whole month is `--gpus`.
 * **Seeds**: a seed draws the jobs and drives the twin (start-up delays, stockouts).
 
 Per curve, policy and seed it measures: cost, provisioned / allocated / idle GPU-hours, efficiency (allocated /
@@ -67,6 +70,15 @@ GPU_MODEL = "nvidia-tesla-a100"
 GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
 A100 = {"cpu_milli": 95_690, "memory_mib": 630 * 1024, "gpus": 8}
 """a2-highgpu-8g allocatable, as the bundled default scenario gives it."""
+A100_SMALL = {
+    "a100-4g": ("a2-highgpu-4g", 14.69354, {"cpu_milli": 47_810, "memory_mib": 303 * 1024, "gpus": 4}),
+    "a100-2g": ("a2-highgpu-2g", 7.34677, {"cpu_milli": 23_870, "memory_mib": 148 * 1024, "gpus": 2}),
+    "a100-1g": ("a2-highgpu-1g", 3.673385, {"cpu_milli": 11_900, "memory_mib": 72 * 1024, "gpus": 1}),
+}
+"""The smaller A100 machine types: instance type, on-demand us-central1 USD/h (TWIN-DEFAULTS §1's price file, the
+2026-08-03 refresh that gives the 8g its 29.39) and allocatable (48/24/12 vCPU, 340/170/85 GB less GKE's kubelet
+reservations, as the bundled default scenario's smaller A100 pools give them)."""
+POOL_SETS = ("all", "8g")
 CPU_NODE = {"cpu_milli": 63_770, "memory_mib": 240 * 1024}
 """n2-standard-64 (64 vCPU, 256 GB) less the kubelet's reservations, rounded down."""
 CHECKPOINT_S = (900.0, 3_600.0)
@@ -118,21 +130,27 @@ def jobs_for(curve: DemandCurve, pods: Sequence[OpenbPod], *, start_minute: int,
             for j, c in zip(jobs, intervals, strict=True)]
 
 
-def scenario(name: str, peak_gpus: float, duration_s: float, seed: int) -> dict[str, Any]:
+def _a100_pool(name: str, instance_type: str, usd_per_hour: float, node: dict[str, int],
+               peak_gpus: float) -> dict[str, Any]:
+    return {"name": name, "instance_type": instance_type, "usd_per_hour": usd_per_hour,
+            "max_size": math.ceil(1.5 * peak_gpus / node["gpus"]) + 2, "zones": ["us-central1-a"],
+            "labels": {"cloud.google.com/gke-nodepool": name, "cloud.google.com/gke-accelerator": GPU_MODEL},
+            "taints": GPU_TAINT, "gpu": {"model": GPU_MODEL, "count": node["gpus"]},
+            "allocatable": {"cpu": f"{node['cpu_milli']}m", "memory": f"{node['memory_mib']}Mi", "pods": 110}}
+
+
+def scenario(name: str, peak_gpus: float, duration_s: float, seed: int, pool_set: str = "all") -> dict[str, Any]:
     """The pools (no workload: the jobs are added to the setup)."""
-    a100_max = math.ceil(1.5 * peak_gpus / A100["gpus"]) + 2
+    small = A100_SMALL if pool_set == "all" else {}
     pools = [
         {"name": "cpu", "instance_type": "n2-standard-64", "usd_per_hour": 3.108, "min_size": 1, "max_size": 50,
          "zones": ["us-central1-a"], "labels": {"cloud.google.com/gke-nodepool": "cpu"},
          "allocatable": {"cpu": f"{CPU_NODE['cpu_milli']}m", "memory": f"{CPU_NODE['memory_mib']}Mi", "pods": 110}},
-        {"name": "a100", "instance_type": "a2-highgpu-8g", "usd_per_hour": 29.39, "max_size": a100_max,
-         "zones": ["us-central1-a"],
-         "labels": {"cloud.google.com/gke-nodepool": "a100", "cloud.google.com/gke-accelerator": GPU_MODEL},
-         "taints": GPU_TAINT, "gpu": {"model": GPU_MODEL, "count": A100["gpus"]},
-         "allocatable": {"cpu": f"{A100['cpu_milli']}m", "memory": f"{A100['memory_mib']}Mi", "pods": 110}},
+        _a100_pool("a100", "a2-highgpu-8g", 29.39, A100, peak_gpus),
+        *(_a100_pool(key, kind, price, node, peak_gpus) for key, (kind, price, node) in small.items()),
     ]
     return {"name": name, "duration": f"{duration_s:g}s", "seed": seed, "config": {"pools": pools},
-            "profiles": {"cpu": "cpu", "a100": "gpu-large"}}
+            "profiles": {"cpu": "cpu", "a100": "gpu-large", **{key: "gpu-large" for key in small}}}
 
 
 # ------------------------------------------------------------------------------------------------------------ runs
@@ -144,6 +162,7 @@ class Case:
     gpus: float
     seed: int
     shapes: str
+    pools: str = "all"
 
 
 def _pct(values: Sequence[float], q: float) -> float | None:
@@ -159,7 +178,8 @@ def run_case(case: Case) -> list[dict[str, Any]]:
                     seed=case.seed, lifetimes=lifetimes)
     peak = float(scaled_demand(curve, start_minute=case.start_minute, duration_s=case.duration_s,
                                scale_to_gpus=case.gpus).max())
-    base, config = parse_scenario(scenario(f"quality-{curve.name}", peak, case.duration_s, case.seed), "bench")
+    base, config = parse_scenario(scenario(f"quality-{curve.name}", peak, case.duration_s, case.seed, case.pools),
+                                  "bench")
     setup: TwinSetup = dataclasses.replace(base, jobs=tuple(jobs))
     rows = []
     for name in POLICIES:
@@ -288,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gpus", type=float, default=64.0, help="the curve's monthly p95 scaled to this many GPUs")
     parser.add_argument("--shapes", choices=("multigpu50", "default"), default="multigpu50",
                         help="openb pod list for the shapes (default multigpu50)")
+    parser.add_argument("--pools", choices=POOL_SETS, default="all",
+                        help="all: A100 pools of 1, 2, 4 and 8 GPUs (default); 8g: only the 8-GPU pool")
     parser.add_argument("--workers", type=int, default=1, help="parallel processes (default 1; 2 cores shared)")
     parser.add_argument("--traces", type=Path, default=CURVES_DIR, help="folder of *_cluster_sequence_vc.csv.gz")
     parser.add_argument("--json", type=Path, help="write every run's figures and the summary here")
@@ -317,10 +339,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         windows[curve.name] = {"start_minute": start, "start": stamp.isoformat(sep=" "),
                                "demand_gpus": [round(float(target.min()), 1), round(float(target.mean()), 1),
                                                round(float(target.max()), 1)]}
-        cases += [Case(str(path), start, duration_s, args.gpus, seed, args.shapes) for seed in seeds]
+        cases += [Case(str(path), start, duration_s, args.gpus, seed, args.shapes, args.pools) for seed in seeds]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"quality: {len(paths)} curves × seeds {args.seeds} × {len(POLICIES)} policies, {args.days:g}-day windows, "
-          f"p95 → {args.gpus:g} GPUs, openb {args.shapes} ({len(pods)} shapes, {dropped} left out); "
+          f"p95 → {args.gpus:g} GPUs, openb {args.shapes} ({len(pods)} shapes, {dropped} left out), "
+          f"pools {args.pools}; "
           f"{platform.machine()} ({os.cpu_count()} CPUs, load {load}) python {platform.python_version()}; "
           f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
     print("windows (start; target GPUs min/mean/max): " + ", ".join(

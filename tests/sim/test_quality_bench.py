@@ -8,9 +8,10 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from bench.quality import main, pick_window
+from bench.quality import main, pick_window, scenario
 
 from gpuscale.sim.helios import DemandCurve
+from gpuscale.sim.scenario import parse_scenario
 
 BUNDLED_CURVES = Path(str(resources.files("gpuscale.data").joinpath("helios")))
 
@@ -67,3 +68,14 @@ def test_two_hour_run_on_the_bundled_curve(tmp_path: Path, capsys: pytest.Captur
     ratio = summary["per_curve"]["vc3sl"]["gpu_hours_idle"]
     assert ratio == pytest.approx(runs[1]["gpu_hours_idle"] / runs[0]["gpu_hours_idle"])
     assert summary["runs"] == 1 and set(summary["targets"]) >= {"no curve idle > 1.05"}
+
+
+def test_a100_pools_of_every_size_price_the_same_per_gpu() -> None:
+    _, config = parse_scenario(scenario("q", peak_gpus=64, duration_s=3600, seed=1), "bench")
+    a100 = {p.name: p for p in config.pools if p.gpu_model == "nvidia-tesla-a100"}
+    assert {n: p.gpus_per_node for n, p in a100.items()} == {"a100": 8, "a100-4g": 4, "a100-2g": 2, "a100-1g": 1}
+    per_gpu = {n: p.usd_per_hour / p.gpus_per_node for n, p in a100.items()}
+    assert max(per_gpu.values()) - min(per_gpu.values()) < 0.001  # the price file's a2-highgpu-Ng are N × 1g
+    assert all(p.min_size == 0 and p.max_size * p.gpus_per_node >= 1.5 * 64 for p in a100.values())
+    _, only_8g = parse_scenario(scenario("q", peak_gpus=64, duration_s=3600, seed=1, pool_set="8g"), "bench")
+    assert [p.name for p in only_8g.pools if p.gpu_model] == ["a100"]
