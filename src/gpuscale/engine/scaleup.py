@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import dataclass, field
 from itertools import compress, count
 from operator import attrgetter, is_, is_not, itemgetter
 from typing import Generic, TypeVar
@@ -49,6 +48,7 @@ from gpuscale.engine.protection import parse_go_duration
 from gpuscale.engine.reasons import Reason, ReasonCode
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.whatif.model import NodeEdits, WhatIf, node_group_key
+from gpuscale.engine.whatif.volumes import VolumeState, without_claims
 from gpuscale.model.cluster import Cluster, PodGroupSpec, PodIndex
 from gpuscale.model.frozen import quick_init
 from gpuscale.model.node import Node
@@ -255,9 +255,30 @@ def order_units(units: Sequence[Unit], normalizer: Resources,
     return sorted(units, key=order)
 
 
-def _class_key(pod: Pod, with_labels: bool) -> tuple[object, ...]:
-    key: tuple[object, ...] = (pod.requests, pod.constraints)
+def _class_key(pod: Pod, with_labels: bool, volumes: VolumeState | None, shared: frozenset[str]) -> tuple[object, ...]:
+    """The pod's equivalence class in a `place_units` pass: its requests and constraints, a pod with claims by what
+    the volume filters read of them (`VolumeState.placement_key`: pods each with its own claim of one kind are alike),
+    and with a topology its namespace and labels (placed pods' selectors read them)."""
+    constraints = pod.constraints
+    key: tuple[object, ...]
+    if constraints.claims and volumes is not None:
+        key = (pod.requests, without_claims(constraints), volumes.placement_key(pod, shared))
+    else:
+        key = (pod.requests, constraints)
     return (*key, pod.namespace, tuple(sorted(pod.labels.items()))) if with_labels else key
+
+
+def _shared_claims(table: WhatIf, units: Sequence[Unit]) -> frozenset[str]:
+    """The claims more than one pod of `units` uses (none without volume state). O(pods with claims)."""
+    if table.volumes is None:
+        return frozenset()
+    seen: set[str] = set()
+    shared: set[str] = set()
+    for unit in units:
+        for pod in unit.pods:
+            for key in dict.fromkeys(c.key for c in pod.constraints.claims):
+                (shared if key in seen else seen).add(key)
+    return frozenset(shared)
 
 
 @dataclass(slots=True)
@@ -293,14 +314,15 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
     # With a topology, a pod that does not depend on placed pods keeps the shortcut while no placed pod has
     # anti-affinity (InterPodAffinity then reads nothing of it); once one has, every kept mask is dropped.
     relevant = topology is not None and topology.relevant
+    shared = _shared_claims(table, units)
     for unit in units:
         topology = result.table.topology  # (a gang placed commits a fork, topology and all)
         if topology is not None and not relevant and topology.relevant:
             relevant, classes, masks = True, {k: v for k, v in classes.items() if v is None}, _ClassMasks(single_rows)
         if unit.group is None:
             pod = unit.pods[0]
-            shortcut = _keeps_class_mask(result.table, pod, relevant)
-            key = _class_key(pod, with_labels)
+            shortcut = _keeps_class_mask(result.table, pod, relevant, shared)
+            key = _class_key(pod, with_labels, result.table.volumes, shared)
             if key in classes:
                 entry = classes[key]
                 if entry is None:
@@ -314,7 +336,7 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
                 entry = classes[key] = masks.new(result.table, pod) if shortcut else _NO_MASK
             if shortcut:
                 assert entry is not None
-                mask = masks.feasible(result.table, entry)
+                mask = masks.feasible(result.table, entry, pod)
             else:
                 mask = result.table.feasible(pod)
                 if single_rows is not None:
@@ -340,14 +362,15 @@ def place_units(table: WhatIf, units: Sequence[Unit], single_rows: BoolArray | N
     return result
 
 
-def _keeps_class_mask(table: WhatIf, pod: Pod, relevant: bool) -> bool:
+def _keeps_class_mask(table: WhatIf, pod: Pod, relevant: bool, shared: frozenset[str]) -> bool:
     """Whether the pod's class may keep its mask (`_ClassMasks`) across placements: placements change only the rows
     placed on for it — not with inter-pod affinity or spread read from placed pods, nor with claims whose verdicts
-    placements change (`VolumeState.reads_placed`: a ReadWriteOncePod claim, an unbound claim, attach limits)."""
+    placements change elsewhere (`VolumeState.reads_placed`: a ReadWriteOncePod or unbound claim another pod may use,
+    an unbound claim of a class with PVs to bind)."""
     topology = table.topology
     if topology is not None and (relevant or depends_on_placed(pod)):
         return False
-    return not (pod.constraints.claims and table.volumes is not None and table.volumes.reads_placed(pod))
+    return not (pod.constraints.claims and table.volumes is not None and table.volumes.reads_placed(pod, shared))
 
 
 def _place_gang(result: Placement, unit: Unit, masks: _ClassMasks) -> None:
@@ -384,6 +407,8 @@ class _Class:
     """The request's GPU device need."""
     pod: Pod | None = None
     """A pod of the class when it asks host ports (a placement may take them on a row), else None."""
+    attach: bool = False
+    """Whether its pods attach counted volumes on a table with attach limits (a placement fills a row's slots)."""
 
 
 _NO_MASK = _Class(np.zeros(0, dtype=bool), 0, [], None)
@@ -417,12 +442,16 @@ class _ClassMasks:
             mask &= self._single_rows
         vector = table.request_vector(pod.requests)
         pairs = [] if vector is None else [(c, int(vector[c])) for c in vector.nonzero()[0].tolist()]
+        volumes = table.volumes
+        attach = bool(pod.constraints.claims and volumes is not None and volumes.has_limits
+                      and volumes.volumes_of(pod).attach)
         return _Class(mask, len(self._touched), pairs, gpu_need(pod.requests),
-                      pod if pod.constraints.host_ports else None)
+                      pod if pod.constraints.host_ports else None, attach)
 
-    def feasible(self, table: WhatIf, entry: _Class) -> BoolArray:
-        """`table.feasible(pod)` (restricted to the single rows), for a pod of the class of `entry` (kept: do not
-        modify)."""
+    def feasible(self, table: WhatIf, entry: _Class, pod: Pod) -> BoolArray:
+        """`table.feasible(pod)` (restricted to the single rows), for `pod` of the class of `entry` (kept: do not
+        modify). A row placed on since is checked again for its capacity, its ports and its attach slots (each pod of
+        the class with its own volumes: `VolumeState.placement_key`)."""
         mask = entry.mask
         touched = self._touched
         if entry.seen < len(touched):
@@ -446,7 +475,8 @@ class _ClassMasks:
                 else:
                     if (need is not None and devices is not None and not devices.can_take(row, need)) or (
                             entry.pod is not None and table.ports
-                            and table.ports.conflicts(entry.pod, table.nodes[row].name)):
+                            and table.ports.conflicts(entry.pod, table.nodes[row].name)) or (
+                            entry.attach and not _attaches(table, pod, row)):
                         mask[row] = False
             entry.seen = len(touched)
         return mask
@@ -454,6 +484,12 @@ class _ClassMasks:
     def placed(self, row: int) -> None:
         self._touched.append(row)
         self._left.pop(row, None)
+
+
+def _attaches(table: WhatIf, pod: Pod, row: int) -> bool:
+    """NodeVolumeLimits on one row: the pod's new volumes fit the row's attach slots."""
+    volumes = table.volumes
+    return volumes is None or volumes.within_limits(volumes.volumes_of(pod), row)
 
 
 def _ceiling(table: WhatIf) -> tuple[IntArray, int]:
@@ -480,17 +516,12 @@ def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
     members of a gang, share few shapes."""
     constraints = pod.constraints
     if constraints.claims:  # a pool's verdict reads no claims (the volume filters judge the rows): one per shape
-        constraints = _without_claims(constraints)
+        constraints = without_claims(constraints)
     key = (pool.key, pod.requests, constraints)
     verdict = verdicts.get(key)
     if verdict is None:
         verdict = verdicts[key] = pool_verdict(pod, pool)
     return verdict
-
-
-@lru_cache(maxsize=4096)
-def _without_claims(constraints: SchedulingConstraints) -> SchedulingConstraints:
-    return replace(constraints, claims=())
 
 
 _NO_SLOT = -1

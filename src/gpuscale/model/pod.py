@@ -221,7 +221,11 @@ def depends_on_placed(pod: Pod) -> bool:
     ports), and every what-if keeps the ports in use per node (`engine.scheduling.HostPorts`), so pods of one shape
     stay alike; the shortcuts that assume a placement changes only its row's free capacity check the ports too
     (`WhatIf.fits_row`). Counting them here would send every cluster with a host-network DaemonSet down the
-    per-pod path."""
+    per-pod path.
+
+    Claims are not in it either: whether placing other pods changes a pod's volume verdicts depends on who else uses
+    its claims and on the storage objects, which a pod alone does not tell; the what-if's volume state answers it
+    (`engine.whatif.volumes.VolumeState.reads_placed`, and `placement_key` for which pods with claims are alike)."""
     c = pod.constraints
     return bool(c.pod_affinity or c.pod_anti_affinity or c.topology_spread)
 

@@ -40,7 +40,7 @@ from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import FitFailure, HostPorts, Topology, static_failures
 from gpuscale.engine.whatif import filters
 from gpuscale.engine.whatif.filters import names_nodes_individually
-from gpuscale.engine.whatif.volumes import VolumeState
+from gpuscale.engine.whatif.volumes import VolumeState, without_claims
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints
 from gpuscale.model.resources import CPU, PODS, Resources
@@ -347,7 +347,10 @@ class WhatIf:
             return asked
 
     def static_mask(self, constraints: SchedulingConstraints) -> BoolArray:
-        """Nodes that pass the node-only filters (cordon, name, taints, labels) for these constraints; cached."""
+        """Nodes that pass the node-only filters (cordon, name, taints, labels) for these constraints; cached (by the
+        constraints without their claims, which these filters do not read)."""
+        if constraints.claims:
+            constraints = without_claims(constraints)
         cached = self._s.static_cache.get(constraints)
         if cached is not None:
             return cached

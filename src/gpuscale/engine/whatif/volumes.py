@@ -12,8 +12,9 @@ O(claims), VolumeBinding's O(claims × PVs of the class) for unbound claims; pla
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from gpuscale.engine.scheduling import UNBOUND_IMMEDIATE, FitCode, FitFailure
 from gpuscale.model.node import HOSTNAME_LABEL, Node
@@ -53,6 +54,13 @@ class PodVolumes:
 
 
 NO_VOLUMES = PodVolumes()
+
+
+@lru_cache(maxsize=4096)
+def without_claims(constraints: SchedulingConstraints) -> SchedulingConstraints:
+    """The constraints without their claims: what every filter but the volume filters reads (the node-only filters'
+    cache, the pool verdicts and scale-up's classes key on it; the claims' part is `VolumeState.placement_key`)."""
+    return replace(constraints, claims=())
 
 
 def _claim_of(claim: PodClaim, storage: Storage) -> PersistentVolumeClaim | None:
@@ -190,6 +198,8 @@ class VolumeState:
     """Claims this what-if provisioned on a row (claim key → row)."""
     _named: dict[PodVolumes, bool] = field(default_factory=dict)
     """`per_row`'s PV part per resolved pod (shared by copies)."""
+    has_limits: bool = False
+    """Whether some row has a CSINode attach limit (NodeVolumeLimits then reads the volumes attached per row)."""
 
     @staticmethod
     def of(storage: Storage, nodes: Sequence[Node], by_node: Mapping[str, Sequence[Pod]]) -> VolumeState:
@@ -198,7 +208,7 @@ class VolumeState:
         for node in nodes:
             csi = storage.csi_node(node.name)
             limits.append(csi.limits if csi is not None and csi.limits else None)
-        state = VolumeState(storage, limits)
+        state = VolumeState(storage, limits, has_limits=any(limit is not None for limit in limits))
         row_of = {node.name: i for i, node in enumerate(nodes)}
         for name, pods in by_node.items():
             row = row_of.get(name, -1)
@@ -210,7 +220,7 @@ class VolumeState:
     def copy(self) -> VolumeState:
         return VolumeState(self.storage, self.limits, self.resolved, dict(self.users),
                            {row: dict(a) for row, a in self.attached.items()}, self.drivers, dict(self.taken),
-                           dict(self.selected), self._named)
+                           dict(self.selected), self._named, self.has_limits)
 
     def extended(self, rows: int) -> VolumeState:
         """A copy with `rows` more rows (no limits: template nodes)."""
@@ -273,14 +283,45 @@ class VolumeState:
                 else:
                     held.pop(unique, None)
 
-    def reads_placed(self, pod: Pod) -> bool:
-        """Whether placing other pods may change the pod's volume verdicts on rows other than theirs: it has a
-        ReadWriteOncePod or an unbound claim, or counted volumes where some row has an attach limit. O(claims)."""
+    def _private(self, volumes: PodVolumes, shared: Collection[str]) -> bool:
+        """Whether no other pod can use the pod's claims in this what-if: none is in `shared` (the claims more than
+        one of the pods to place use) nor used by a placed pod."""
+        users = self.users
+        return not any(key in shared or users.get(key, 0) for key in volumes.keys)
+
+    def placement_key(self, pod: Pod, shared: Collection[str]) -> object:
+        """What of the pod's claims the volume filters read: pods whose constraints are equal but for their claims,
+        and whose keys are equal, get the same verdict from VolumeRestrictions, NodeVolumeLimits, VolumeBinding and
+        VolumeZone on every row, now and after any placement of pods other than themselves — so scale-up may treat
+        them as one equivalence class (the claims themselves when that does not hold).
+
+        Claims no other pod uses (`_private`: not in `shared`, not used by a placed pod) are interchangeable by what
+        the filters read of them: a bound claim by its PV's node affinity and zone labels (VolumeBinding, VolumeZone),
+        an unbound WaitForFirstConsumer claim by its class and selected node when its class has no PV to bind
+        (provisioned: the class's allowed topologies), and each by the CSI driver of its volume (NodeVolumeLimits: a
+        volume no other pod uses is one new attachment on any row); a ReadWriteOncePod claim no one else uses passes
+        VolumeRestrictions everywhere. Otherwise (a claim shared, an unbound claim of a class with PVs, which
+        placements take) the claims themselves. O(claims)."""
         volumes = self.volumes_of(pod)
         if volumes.prefilter is not None:
+            return volumes.prefilter  # the same rejection on every row
+        if volumes.missing_pv or not self._private(volumes, shared) or any(
+                self.storage.volumes_of_class(c.storage_class) for c in volumes.delayed):
+            return ("claims", volumes.keys)
+        return ("alike", tuple(pv.node_affinity for pv in volumes.bound), volumes.zones,
+                tuple((c.storage_class, c.selected_node) for c in volumes.delayed),
+                tuple(sorted(driver for _, driver in volumes.attach)))
+
+    def reads_placed(self, pod: Pod, shared: Collection[str]) -> bool:
+        """Whether placing other pods may change the pod's volume verdicts on rows other than theirs: a claim another
+        pod may use (`shared`, or a placed pod's) that is ReadWriteOncePod or unbound, or an unbound claim of a class
+        with PVs to bind (placements take them). Attach limits are not in it: a placement attaches volumes on its own
+        row only (the class masks check those rows again, `within_limits`). O(claims)."""
+        volumes = self.volumes_of(pod)
+        if volumes.prefilter is not None or not (volumes.rwop or volumes.delayed):
             return False
-        return bool(volumes.rwop or volumes.delayed or (volumes.attach and any(
-            limit is not None for limit in self.limits)))
+        return not self._private(volumes, shared) or any(
+            self.storage.volumes_of_class(c.storage_class) for c in volumes.delayed)
 
     # ------------------------------------------------------------------------------------------------- the filters
     def per_row(self, volumes: PodVolumes) -> bool:
