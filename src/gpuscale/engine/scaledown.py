@@ -88,6 +88,7 @@ import numpy.typing as npt
 from gpuscale.engine.checkpoint import WINDOW_S, LostWork, lost_gpu_minutes, next_checkpoint_s, spent, window
 from gpuscale.engine.drain import SCALE_DOWN_DISABLED, NodeDrain, PdbBudget, drain_node
 from gpuscale.engine.nodes import NodePhase, phase
+from gpuscale.engine.nowhere import nowhere
 from gpuscale.engine.options import (
     ignores_daemonsets,
     lost_work_budget,
@@ -99,7 +100,6 @@ from gpuscale.engine.options import (
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, NodeVerdict, Removal
 from gpuscale.engine.policy import CooldownScope, Policy
 from gpuscale.engine.reasons import Reason, ReasonCode
-from gpuscale.engine.scheduling import FitCode, FitFailure, is_prefilter_message
 from gpuscale.engine.state import EngineState, Unremovable
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.model.frozen import quick_init
@@ -1025,6 +1025,8 @@ class _Simulation:
         self._candidates = candidates
         self._rank: IntArray | None = None
         self.received: dict[int, list[Pod]] = {}
+        self.accepted: list[str] = []
+        """The candidates accepted as unneeded so far, in order (no destination for the later ones)."""
         self._totals: list[tuple[str, int]] | None = None
         self._shares: dict[Resources, float] = {}
         self._masks: dict[tuple[Resources, SchedulingConstraints], npt.NDArray[np.bool_]] = {}
@@ -1108,6 +1110,7 @@ class _Simulation:
 
     def _disable(self, row: int) -> None:
         """Row `row` is no destination from now on (its node is accepted as unneeded)."""
+        self.accepted.append(self._table.nodes[row].name)
         if self._work is None:
             self._disabled.append(row)
             self._enabled = None  # (empty candidates come first: made after them, if at all)
@@ -1146,7 +1149,7 @@ class _Simulation:
         volumes = self._table.volumes is not None and any(p.constraints.claims for p in pods)
         trial, feasible = self._first(pods, row, volumes)
         if not np.count_nonzero(feasible):
-            return _nowhere(candidate, pods[0], len(pods), trial if trial is not None else self._work or self._table)
+            return self._nowhere(candidate, pods[0], len(pods), 0, trial, row)
         shape = (pods[0].requests, pods[0].constraints)
         if trial is None:
             trial = self._fork()
@@ -1162,7 +1165,7 @@ class _Simulation:
                 feasible, shape, destination = trial.feasible(pod), (pod.requests, pod.constraints), -1
             if destination < 0:
                 if not np.count_nonzero(feasible):
-                    return _nowhere(candidate, pod, len(pods), trial)
+                    return self._nowhere(candidate, pod, len(pods), len(placed), trial, row)
                 destination, gpus = trial.choose(pod, feasible, self.rank)
             trial.place(destination, pod, gpus)
             placed.append((pod, destination))
@@ -1173,6 +1176,7 @@ class _Simulation:
                 destination = -1  # a fragmentation-aware choice is made again for the next pod
         self._work = trial
         self._masks.clear()
+        self.accepted.append(candidate.name)
         if row is not None:
             self.received.pop(row, None)
         for pod, destination in placed:
@@ -1180,32 +1184,20 @@ class _Simulation:
         return None
 
 
+    def _nowhere(self, candidate: _Candidate, pod: Pod, pods: int, before: int, trial: WhatIf | None,
+                 row: int | None) -> Reason:
+        """`nowhere` over the rows the candidate's pods could move to (`trial`'s, else the running table's)."""
+        if trial is not None:
+            return nowhere(candidate.name, pod, pods, before, trial, trial.enabled, self.accepted)
+        among = self._enabled_rows().copy()
+        if row is not None:
+            among[row] = False
+        return nowhere(candidate.name, pod, pods, before, self._work or self._table, among, self.accepted)
+
+
 def _reads_placed(table: WhatIf, pod: Pod) -> bool:
     """Whether the pod's verdicts on other rows change when a pod is placed (inter-pod affinity, claims)."""
     return table.topology is not None or bool(table.volumes is not None and pod.constraints.claims)
-
-
-def _nowhere(candidate: _Candidate, pod: Pod, pods: int, table: WhatIf) -> Reason:
-    """Why a pod of the candidate fits no other node; for a pod whose volumes use claims, the volume filters' reasons
-    over the rows, naming its claims (a claim bound to a node-local or zonal PV keeps it in place).
-    Cost: O(1), or for a pod with claims one `reasons` pass."""
-    message = f"node {candidate.name}: pod {pod.key} fits on no other node"
-    if pod.constraints.claims and table.volumes is not None:
-        _, counts = table.reasons(pod)
-        others = [m for m, n in counts.items() if n and _is_volume_reason(m)]
-        if others:
-            claims = ", ".join(c.key for c in pod.constraints.claims)
-            message += f": its volume claim(s) {claims}: {'; '.join(sorted(others))}"
-    return Reason(ReasonCode.NO_PLACE_TO_MOVE, message, {"pods_to_move": pods})
-
-
-_VOLUME_REASONS = frozenset(FitFailure(code).message for code in (
-    FitCode.RWOP_CONFLICT, FitCode.MAX_VOLUME_COUNT, FitCode.VOLUME_NODE_CONFLICT, FitCode.VOLUME_BIND_CONFLICT,
-    FitCode.VOLUME_ZONE_CONFLICT, FitCode.VOLUME_PV_MISSING))
-
-
-def _is_volume_reason(message: str) -> bool:
-    return message in _VOLUME_REASONS or is_prefilter_message(message)
 
 
 # -------------------------------------------------------------------------------------------------------- selection

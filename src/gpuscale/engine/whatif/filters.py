@@ -496,11 +496,12 @@ def feasible(pod: Pod, rows: Rows, enabled: BoolArray) -> BoolArray:
     return mask
 
 
-def reasons(pod: Pod, rows: Rows) -> tuple[BoolArray, Counter[str]]:
+def reasons(pod: Pod, rows: Rows, among: BoolArray | None = None) -> tuple[BoolArray, Counter[str]]:
     """Every row's verdict at once (what `gpuscale fit` reports): the rows that pass every filter, and over the
     others, each message of their first failing filter counted (`explain` row by row, summed, without the loop:
-    each filter's `count` over the rows it rejects). Cost: `feasible` plus each filter's `count`."""
-    mask = np.ones(len(rows.nodes), dtype=bool)
+    each filter's `count` over the rows it rejects). `among`: only these rows (all by default). Cost: `feasible`
+    plus each filter's `count`."""
+    mask = np.ones(len(rows.nodes), dtype=bool) if among is None else among.copy()
     counts: Counter[str] = Counter()
     if (rejected_all := prefilter(pod, rows)) is not None:
         mask[:] = False

@@ -387,9 +387,10 @@ class WhatIf:
         """`filters.Rows.group_of`: each row's node group."""
         return self._s.group_of
 
-    def reasons(self, pod: Pod) -> tuple[BoolArray, Counter[str]]:
-        """`filters.reasons`: the rows that take the pod, and the other rows' failure messages counted."""
-        return filters.reasons(pod, self)
+    def reasons(self, pod: Pod, among: BoolArray | None = None) -> tuple[BoolArray, Counter[str]]:
+        """`filters.reasons`: the rows (of `among`, default all) that take the pod, and the other rows' failure
+        messages counted."""
+        return filters.reasons(pod, self, among)
 
     @property
     def depends_on_placed(self) -> bool:
