@@ -40,9 +40,15 @@ def test_use_pools_adds_and_removes_pool_gauges_and_keeps_counters() -> None:
     late = replace(CONFIG.pools[0], name="late-pool")
     metrics.use_pools([p for p in CONFIG.pools if p.name != T4] + [late])
     assert _value(metrics, "gpuscale_nodes", pool=T4, state="ready") is None  # gone, not left at its last value
-    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=T4) is None
+    for zone in ("", "us-central1-a", "us-central1-b"):
+        assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=T4, zone=zone) is None
     assert _value(metrics, "gpuscale_nodes", pool="late-pool", state="ready") == 0
-    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool="late-pool") == 0
+    for zone in ("", *late.zones):
+        assert _value(metrics, "gpuscale_pool_backoff_seconds", pool="late-pool", zone=zone) == 0
+    one_zone = replace(late, zones=late.zones[:1])  # a zone leaves the pool's template: its series goes
+    metrics.use_pools([p for p in CONFIG.pools if p.name != T4] + [one_zone])
+    assert [_value(metrics, "gpuscale_pool_backoff_seconds", pool="late-pool", zone=z) for z in ("", *late.zones)] \
+        == [0, 0, *([None] * (len(late.zones) - 1))]
     assert _value(metrics, "gpuscale_nodes", pool=A100, state="ready") == 1  # kept as it was
     assert _value(metrics, "gpuscale_scaled_up_nodes_total", pool=T4) == 1  # counters keep what they counted
     metrics.observe_tick(TickReport(now_s=20.0, synced=True, plan=Plan()), snapshot, EngineState(), 0.01)
@@ -70,9 +76,11 @@ def test_observe_tick_counts_actions_per_pool() -> None:
     assert _value(metrics, "gpuscale_nodes", pool=A100, state="ready") == 1
     assert _value(metrics, "gpuscale_nodes", pool="cpu-general", state="ready") == 0
     assert _value(metrics, "gpuscale_unschedulable_pods", verdict="unplaceable") == 2
-    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=T4) == pytest.approx(CONFIG.policy.backoff_initial_s
-                                                                                      - 10)
-    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=A100) == 0
+    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=T4, zone="") == pytest.approx(
+        CONFIG.policy.backoff_initial_s - 10)
+    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=A100, zone="") == 0
+    for zone in ("us-central1-a", "us-central1-b"):  # the whole pool backs off, not one zone of it
+        assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=T4, zone=zone) == 0
     assert _value(metrics, "gpuscale_tick_duration_seconds_count") == 2
     assert _value(metrics, "gpuscale_last_successful_tick_timestamp_seconds") == 110.0
     assert _value(metrics, "gpuscale_cache_synced") == 1
@@ -126,3 +134,14 @@ def test_a_port_in_use_is_a_config_error() -> None:
             MetricsServer(f"127.0.0.1:{first.port}")
     finally:
         first.close()
+
+
+def test_a_zone_backoff_shows_in_its_zone_only() -> None:
+    """A failed scale-up that named a zone backs off `pool/zone` (engine state); the gauge shows it under that zone."""
+    metrics = Metrics(CONFIG.pools)
+    state = record_failure(EngineState(), f"{T4}/us-central1-b", FailureKind.STOCKOUT, 100.0, CONFIG.policy)
+    metrics.observe_tick(TickReport(now_s=110.0, synced=True, plan=Plan()), None, state, 0.01)
+    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=T4, zone="us-central1-b") == pytest.approx(
+        CONFIG.policy.backoff_initial_s - 10)
+    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=T4, zone="us-central1-a") == 0
+    assert _value(metrics, "gpuscale_pool_backoff_seconds", pool=T4, zone="") == 0

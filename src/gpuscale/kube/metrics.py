@@ -56,8 +56,9 @@ class Metrics:
                                  ["pool", "outcome"], registry=r)
         self.errors = Counter("gpuscale_errors", "Failed actions by pool (empty when none applies) and action",
                               ["pool", "action"], registry=r)
-        self.backoff = Gauge("gpuscale_pool_backoff_seconds", "Seconds of scale-up backoff left per pool (0: none)",
-                             ["pool"], registry=r)
+        self.backoff = Gauge("gpuscale_pool_backoff_seconds",
+                             "Seconds of scale-up backoff left per pool (zone empty) and per zone of it (0: none)",
+                             ["pool", "zone"], registry=r)
         self.leader = Gauge("gpuscale_leader", "1 while this replica holds the leader Lease", registry=r)
         self.status_writes = Counter("gpuscale_status_writes", "Status ConfigMap writes by result",
                                      ["result"], registry=r)
@@ -65,7 +66,8 @@ class Metrics:
             self._zero(pool)
 
     def _zero(self, pool: str) -> None:
-        self.backoff.labels(pool=pool).set(0)
+        for zone in _zones(self._pools[pool]):
+            self.backoff.labels(pool=pool, zone=zone).set(0)
         for state in ReportedState:
             self.nodes.labels(pool=pool, state=str(state)).set(0)
 
@@ -74,12 +76,17 @@ class Metrics:
         are removed (not left at their last value); counters keep every pool they counted."""
         fresh = {p.name: p for p in pools}
         for pool in self._pools.keys() - fresh.keys():
-            self.backoff.remove(pool)
+            for zone in _zones(self._pools[pool]):
+                self.backoff.remove(pool, zone)
             for state in ReportedState:
                 self.nodes.remove(pool, str(state))
-        for pool in fresh.keys() - self._pools.keys():
-            self._zero(pool)
-        self._pools = fresh
+        for pool in fresh.keys() & self._pools.keys():  # a pool's zones may change with its template
+            for zone in set(_zones(self._pools[pool])) - set(_zones(fresh[pool])):
+                self.backoff.remove(pool, zone)
+        old, self._pools = self._pools, fresh
+        for pool in fresh:
+            if pool not in old or _zones(old[pool]) != _zones(fresh[pool]):
+                self._zero(pool)
 
     def register(self, collector: Collector) -> None:
         """Add another collector to the same registry (served on the same /metrics)."""
@@ -113,12 +120,18 @@ class Metrics:
         for err in report.errors:
             pool = err.target if err.target in self._pools else node_pool.get(err.target) or ""
             self.errors.labels(pool=pool, action=str(err.action)).inc()
-        for pool in self._pools:
-            entry = state.in_backoff(pool, report.now_s)
-            self.backoff.labels(pool=pool).set(entry.until_s - report.now_s if entry else 0)
+        for name, template in self._pools.items():
+            for zone in _zones(template):  # a zone's backoff is the engine state's `pool/zone` entry (`NodePool.key`)
+                entry = state.in_backoff(f"{name}/{zone}" if zone else name, report.now_s)
+                self.backoff.labels(pool=name, zone=zone).set(entry.until_s - report.now_s if entry else 0)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _zones(pool: NodePool) -> tuple[str, ...]:
+    """The backoff gauge's zone labels of a pool: "" (the whole pool), then each zone a scale-up may name."""
+    return ("", *pool.zones)
 
 
 def parse_address(text: str) -> tuple[str, int]:
