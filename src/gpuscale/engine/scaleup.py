@@ -418,13 +418,15 @@ _NO_MASK = _Class(np.zeros(0, dtype=bool), 0, [], None)
 class _ClassMasks:
     """The rows where each class of single pods fits, for one `place_units` call: `WhatIf.feasible` once per class,
     then brought up to date by the rows placed on since. Placing only lowers a row's free capacity, free pod slots and
-    free devices and adds host ports in use, and nothing else `feasible` reads changes (no topology: affinity to placed
-    pods is left out, so tables with a topology are not used with it), so a row outside a class's mask stays outside
-    and a row inside needs only its capacity (and, for a class asking host ports, its ports) checked again — what
-    `feasible` does on that row. Most pods placed in a decision share a class with others (about five each in the
-    twin's first day), and each would otherwise cost a pass over every row. A row
-    placed on is read (its free capacity as a list, its free pod slots) once until it is placed on again, not once
-    per class that checks it: in a ramp, each placement fills a row that most classes then check."""
+    free devices and adds host ports in use and volumes attached there, and nothing else `feasible` reads changes (no
+    topology: affinity to placed pods is left out, so tables with a topology are not used with it; nor claims whose
+    verdicts placements change elsewhere, `VolumeState.reads_placed`), so a row outside a class's mask stays outside
+    and a row inside needs only its capacity (and, for a class asking host ports, its ports; for one attaching volumes
+    where rows have attach limits, its attach slots) checked again — what `feasible` does on that row. Most pods
+    placed in a decision share a class with others (about five each in the twin's first day), and each would
+    otherwise cost a pass over every row. A row placed on is read (its free capacity as a list, its free pod slots)
+    once until it is placed on again, not once per class that checks it: in a ramp, each placement fills a row that
+    most classes then check."""
 
     __slots__ = ("_left", "_single_rows", "_touched")
 
