@@ -118,7 +118,8 @@ def test_type_mismatch_says_no_such_overload() -> None:
 def test_a_result_that_is_not_a_bool_is_an_error() -> None:
     compiled = cel.compile("device.driver")
     assert isinstance(compiled, cel.Compiled)
-    with pytest.raises(cel.SelectorError, match=r"^CEL result of type string could not be converted to bool$"):
+    with pytest.raises(cel.SelectorError, match=r"^CEL result of type string could not be converted to bool: "
+                                                r"unsupported native conversion from string to 'bool'$"):
         compiled.matches(H100, NVIDIA)
 
 

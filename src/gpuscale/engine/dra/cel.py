@@ -19,6 +19,9 @@ v1.37). The runtime cost limit (1,000,000) is not enforced: selectors over a dev
 A quantity or version compared with `==` to a value of another type is false here, an error ("no such overload") in
 Kubernetes (its types refuse the comparison; tagged maps cannot).
 
+tests/engine/dra/test_cel_kubernetes.py holds this module to Kubernetes' own environment (the Go library, built by
+scripts/celref.sh): same outcomes and runtime error words on the documented expressions and more.
+
 Runtime errors come back worded as cel-go words the common ones ("no such key: x", with Kubernetes' hint, "no such
 overload"); `compile` caches per expression string and `Compiled` caches the answer per device shape (driver,
 attributes, capacity), so the thousands of identical GPUs of a pool cost one evaluation.
@@ -92,25 +95,53 @@ def _is_quantity(text: str) -> bool:
     return True
 
 
-_SEMVER_CORE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 _IDENTIFIER = re.compile(r"[0-9A-Za-z-]+")
 
 
 def parse_semver(text: str) -> tuple[int, int, int, str]:
     """Strict semantic version 2.0.0 (blang/semver's `Parse`, which Kubernetes uses): major, minor, patch and the
-    pre-release text; build metadata is checked and dropped (it takes no part in comparison or equality)."""
-    core, _, build = text.partition("+")
-    if "+" in text and (not build or not all(_IDENTIFIER.fullmatch(b) for b in build.split("."))):
-        raise ValueError(f"invalid build metadata in version {text!r}")
-    core, _, pre = core.partition("-") if "-" in core else (core, "", "")
-    m = _SEMVER_CORE.fullmatch(core)
-    if m is None:
-        raise ValueError(f"not a semantic version (major.minor.patch, no leading zeros): {text!r}")
-    if "-" in text.partition("+")[0]:
-        for part in pre.split("."):
-            if not _IDENTIFIER.fullmatch(part) or (part.isdigit() and len(part) > 1 and part[0] == "0"):
-                raise ValueError(f"invalid pre-release identifier {part!r} in version {text!r}")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3)), pre
+    pre-release text; build metadata is checked and dropped (it takes no part in comparison or equality). Errors are
+    worded as blang's."""
+    if not text:
+        raise ValueError("Version string empty")
+    parts = text.split(".", 2)
+    if len(parts) != 3:
+        raise ValueError("No Major.Minor.Patch elements found")
+    major, minor = (_number(p, n) for p, n in ((parts[0], "major"), (parts[1], "minor")))
+    rest = parts[2]
+    cut = min((i for i in (rest.find("-"), rest.find("+")) if i >= 0), default=len(rest))
+    patch = _number(rest[:cut], "patch")
+    tail, pre, build = rest[cut:], "", None
+    if tail.startswith("-"):
+        pre, plus, after = tail[1:].partition("+")
+        build = after if plus else None
+        _check_prerelease(pre)
+    elif tail.startswith("+"):
+        build = tail[1:]
+    for part in build.split(".") if build is not None else ():
+        if not part:
+            raise ValueError("Build meta data is empty")
+        if not _IDENTIFIER.fullmatch(part):
+            raise ValueError(f'Invalid character(s) found in build meta data "{part}"')
+    return major, minor, patch, pre
+
+
+def _check_prerelease(pre: str) -> None:
+    for part in pre.split("."):
+        if not part:
+            raise ValueError("Prerelease is empty")
+        if not _IDENTIFIER.fullmatch(part):
+            raise ValueError(f'Invalid character(s) found in prerelease "{part}"')
+        if part.isdigit() and len(part) > 1 and part[0] == "0":
+            raise ValueError(f'Numeric PreRelease version must not contain leading zeroes "{part}"')
+
+
+def _number(text: str, name: str) -> int:
+    if not text.isdigit() or not text.isascii():
+        raise ValueError(f'Invalid character(s) found in {name} number "{text}"')
+    if len(text) > 1 and text[0] == "0":
+        raise ValueError(f'{name.capitalize()} number must not contain leading zeroes "{text}"')
+    return int(text)
 
 
 def _semver(text: str) -> dict[str, list[object]]:
@@ -198,7 +229,6 @@ def _functions() -> list[Any]:
         function("isLessThan", boolean, [tagged, tagged], lambda a, b: _compare(a, b) < 0, member=True),
         _arithmetic("add", tagged, integer, 1),
         _arithmetic("sub", tagged, integer, -1),
-        member("sign", integer, lambda q: (lambda v: (v > 0) - (v < 0))(_quantity_value(q))),
         member("isInteger", boolean, lambda q: _quantity_value(q).denominator == 1),
         member("asInteger", integer, _as_integer),
         member("asApproximateFloat", cel.Type.DOUBLE, lambda q: float(_quantity_value(q))),
@@ -287,6 +317,7 @@ def _library_message(text: str) -> str:
     return re.sub(r" \[[A-Z_]+\]$", "", text)
 
 
+_CEL_GO_WORDS = {"divide by zero": "division by zero", "modulus by zero": "modulus by zero"}
 _KEY_NOT_FOUND = re.compile(r'Key not found in map : "?(.*?)"?$')
 
 
@@ -298,7 +329,7 @@ def runtime_message(text: str) -> str:
         return f"no such key: {m.group(1)}{NO_SUCH_KEY_HINT}"
     if message.startswith("No matching overloads found"):
         return "no such overload"
-    return message
+    return _CEL_GO_WORDS.get(message, message)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -335,7 +366,9 @@ class Compiled:
         if result.type() == cel.Type.ERROR:
             return runtime_message(str(value))
         if not isinstance(value, bool):
-            return f"CEL result of type {result.type().name().lower()} could not be converted to bool"
+            kind = result.type().name().lower()
+            return f"CEL result of type {kind} could not be converted to bool: unsupported native conversion from " \
+                f"{kind} to 'bool'"
         return value
 
 
