@@ -6,8 +6,8 @@ Capacity: a request consumes, per capacity the device publishes, what it asks (r
 values or range step) or, when it asks nothing of that capacity, the policy's default or else all of it; an amount the
 policy does not allow rejects the device; the device fits while what is allocated, what this allocation is taking
 and the request stay within each capacity. An exclusive device goes through the same check with nothing allocated,
-so a request asking more than the device has, or a capacity it does not publish, skips it. All amounts are milli-units;
-where Kubernetes computes in whole units (`Quantity.Value()`, the range step), so does this module.
+so a request asking more than the device has, or a capacity it does not publish, skips it. All amounts are milli-units,
+as Kubernetes computes range steps with `DRAFractionalCapacityRange` (beta, on by default in v1.37).
 
 Counters: a pool's shared counter sets, less what its allocated devices consume (those serving other nodes too), are
 what its partitions may take; a device fits while, with what this allocation takes, no counter goes below zero.
@@ -21,21 +21,13 @@ from gpuscale.engine.dra.pools import DeviceId, GatheredPool
 from gpuscale.model.dra import CapacityPolicy, CapacityRange, Device, DeviceCapacity
 
 
-def _units(milli: int) -> int:
-    """`Quantity.Value()`: whole units, rounded away from zero."""
-    whole = -(-abs(milli) // 1000)
-    return whole if milli >= 0 else -whole
-
-
 def _round_up_range(requested: int, valid: CapacityRange) -> int:
     if requested < valid.min_milli:
         return valid.min_milli
     if valid.step_milli is None:
         return requested
-    step, low = _units(valid.step_milli), _units(valid.min_milli)
-    added = _units(requested) - low
-    n = added // step + (1 if added % step else 0)
-    return (low + step * n) * 1000
+    added = requested - valid.min_milli
+    return valid.min_milli + valid.step_milli * -(-added // valid.step_milli)
 
 
 def consumed(requested: int | None, capacity: DeviceCapacity) -> int:
@@ -61,9 +53,7 @@ def violates(amount: int, policy: CapacityPolicy | None) -> bool:
         valid = policy.valid_range
         if valid.max_milli is not None and amount > valid.max_milli:
             return True
-        if valid.step_milli is None:
-            return False
-        return (_units(amount) - _units(valid.min_milli)) % _units(valid.step_milli) != 0
+        return valid.step_milli is not None and (amount - valid.min_milli) % valid.step_milli != 0
     return bool(policy.valid_values_milli) and amount not in policy.valid_values_milli
 
 
