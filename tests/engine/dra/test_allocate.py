@@ -301,8 +301,12 @@ def test_consumable_capacity_shares_a_device() -> None:
 def test_more_than_32_devices_is_an_error() -> None:
     result = run(dra(EIGHT), claim("c", request(count=33)))
     assert result == AllocationFailure(kind=FailureKind.ERROR,
-                                       message="claim default/c: number of requested devices 33 exceeds the claim "
-                                               "limit of 32")
+                                       message="claim default/c, request gpu: adding 33 devices exceeds the claim "
+                                               "limit of 32, with 0 already accounted for")
+    second = run(dra(EIGHT), claim("c", request("a", count=30), request("b", count=3)))
+    assert isinstance(second, AllocationFailure)
+    assert second.message == "claim default/c, request b: adding 3 devices exceeds the claim limit of 32, with 30 " \
+        "already accounted for"
 
 
 def test_in_use_reads_allocated_claims() -> None:
@@ -363,11 +367,12 @@ def test_a_constraint_naming_a_subrequest_applies_to_it_only() -> None:
     assert devices(run(dra(s), unnamed)) == [("x/one", "a"), ("y", "b")]
 
 
-def test_distinct_attribute_keeps_one_value_per_request_as_kube_does() -> None:
-    # Three devices of one request: the third is compared with the second only (kube keeps the last per request).
+def test_distinct_attribute_compares_every_device_added() -> None:
     s = node_slice("n1", gpu("a", numa=0), gpu("b", numa=1, index=1), gpu("c", numa=0, index=2))
-    c = claim("c", request("x", count=3), distinct=(f"{DRIVER}/numa", ()))
-    assert [d for _, d in devices(run(dra(s), c))] == ["a", "b", "c"]
+    assert run(dra(s), claim("c", request("x", count=3), distinct=(f"{DRIVER}/numa", ()))).kind is \
+        FailureKind.UNSCHEDULABLE
+    assert [d for _, d in devices(run(dra(s), claim("c", request("x", count=2),
+                                                    distinct=(f"{DRIVER}/numa", ()))))] == ["a", "b"]
 
 
 def test_node_selectors_of_the_allocated_slices_are_merged() -> None:
@@ -383,3 +388,15 @@ def test_node_selectors_of_the_allocated_slices_are_merged() -> None:
     assert isinstance(result, Allocated)
     selector = result.allocations[0].node_selector
     assert selector is not None and [r.key for r in selector[0].match_expressions] == ["rack", "fabric"]
+
+
+def test_counters_of_a_device_refused_for_its_taint_are_given_back() -> None:
+    counters = CounterSet(name="gpu-0", counters={"memory": 80_000})
+    taint = DeviceTaint(key="broken", effect=TaintEffect.NO_SCHEDULE)
+    whole = [CounterConsumption(counter_set="gpu-0", counters={"memory": 80_000})]
+    pool = PoolRef(name="n1", resource_slice_count=2)
+    s = ResourceSlice(name="s", driver=DRIVER, pool=pool, node_name="n1", devices=(
+        Device(name="tainted", consumes_counters=tuple(whole), taints=(taint,)),
+        Device(name="clean", consumes_counters=tuple(whole))))
+    sets = ResourceSlice(name="counters", driver=DRIVER, pool=pool, node_name="n1", shared_counters=(counters,))
+    assert devices(run(dra(s, sets), claim())) == [("gpu", "clean")]

@@ -1,7 +1,7 @@
 """Allocating a pod's ResourceClaims on one node, as kube-scheduler v1.37's DynamicResources Filter asks its
-structured allocator (k8s.io/dynamic-resource-allocation/structured, the "incubating" implementation the default
-features select: prioritized lists, admin access, device taints, partitionable devices, consumable capacity, binding
-conditions).
+structured allocator (k8s.io/dynamic-resource-allocation/structured v0.37.2, the "incubating" implementation the
+default features select: prioritized lists, admin access, device taints, partitionable devices, consumable capacity
+with fractional ranges, binding conditions).
 
 The search is kube's: claims in order, their requests in order, each request's devices one after another over the
 node's candidates (pools by driver and name, slices by name, devices in slice order); for a `firstAvailable` request

@@ -3,9 +3,6 @@
 capacity, on by default: values differ). A device without the attribute breaks either. Both are monotonic: once a
 device is refused, adding more cannot help, so the search backtracks. `requests` empty means every request of the
 claim; a name matches a request, or `request/subrequest` one subrequest.
-
-`distinctAttribute` keeps, as kube does, one value per request name (the last device added for it), so two devices of
-one request are compared only with the other requests' values and the previous device of their own.
 """
 
 from __future__ import annotations
@@ -71,25 +68,21 @@ class MatchAttribute:
 class DistinctAttribute:
     requests: frozenset[str]
     attribute: str
-    values: dict[str, AttributeValue] = field(default_factory=dict)
-    devices: int = 0
+    values: list[AttributeValue] = field(default_factory=list)
+    """The values of the devices added, in order (removals undo the last add)."""
 
     def add(self, request: str, sub: str, device: Device, device_id: DeviceId) -> bool:
         if not _applies(self.requests, request, sub):
             return True
         value = device.attributes.get(self.attribute)
-        if value is None:
+        if value is None or any(_same(value, held) for held in self.values):
             return False
-        if self.devices > 0 and any(_same(value, held) for held in self.values.values()):
-            return False
-        self.values[request] = value
-        self.devices += 1
+        self.values.append(value)
         return True
 
     def remove(self, request: str, sub: str, device: Device, device_id: DeviceId) -> None:
         if _applies(self.requests, request, sub):
-            self.values.pop(request, None)
-            self.devices -= 1
+            self.values.pop()
 
 
 class ConstraintError(ValueError):

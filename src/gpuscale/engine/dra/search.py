@@ -60,6 +60,21 @@ class Request:
 
 
 
+@dataclass(slots=True, kw_only=True)
+class _Taken:
+    """What taking one device changed, to give it back (kube's `deviceRollbackState`)."""
+
+    c: int
+    request: Request
+    candidate: Candidate
+    counted: bool
+    constraints: int = 0
+    marked: bool = False
+    capacity: dict[str, int] | None = None
+    capacity_existed: bool = False
+    result: bool = False
+
+
 class Selecting(Protocol):
     """What the search asks of its allocator: the snapshot, and whether a device passes a request's selectors."""
 
@@ -110,18 +125,19 @@ class Search:
                 if request.first_available:
                     alternatives = [self._request(claim, request.name, sub.name, sub, admin=False)
                                     for sub in request.first_available]
-                    least += min(r.count for r in alternatives)
                     entries.append(Entry(alternatives, True))
                 elif request.exactly is not None:
-                    exact = self._request(claim, request.name, "", request.exactly, admin=request.exactly.admin_access)
-                    least += exact.count
-                    entries.append(Entry([exact], False))
+                    alternatives = [self._request(claim, request.name, "", request.exactly,
+                                                  admin=request.exactly.admin_access)]
+                    entries.append(Entry(alternatives, False))
                 else:
                     raise Fatal(f"claim {claim.key}, request {request.name}: missing device class name "
                                  "(unsupported request type?)")
-            if least > MAX_DEVICES_PER_CLAIM:
-                raise Fatal(f"claim {claim.key}: number of requested devices {least} exceeds the claim limit of "
-                             f"{MAX_DEVICES_PER_CLAIM}")
+                fewest = min(r.count for r in alternatives)
+                if fewest > MAX_DEVICES_PER_CLAIM - least:
+                    raise Fatal(f"claim {claim.key}, request {request.name}: adding {fewest} devices exceeds the claim "
+                                f"limit of {MAX_DEVICES_PER_CLAIM}, with {least} already accounted for")
+                least += fewest
             self.entries.append(entries)
             try:
                 self.constraints.append([constraint_for(claim.key, i, c)
@@ -151,7 +167,7 @@ class Search:
                 raise Fatal(f"claim {claim.key}, request {request.short}: asks for all devices, but resource pool "
                              f"{pool.pool_id} is currently {state}")
         return [c for c in self.node.candidates if self.allocator.selectable(claim, request, c)
-                and self.capacity_fits(request, c)]
+                and fits(c.device, request.body.capacity_requests, None, None)]
 
     def hopeless(self) -> bool:
         """Whether some request has fewer free candidates than it needs (every subrequest, for `firstAvailable`),
@@ -276,8 +292,9 @@ class Search:
     # -- taking one device (kube's allocateDevice) ----------------------------------------------------------------
 
     def take(self, c: int, request: Request, candidate: Candidate, *, must: bool) -> Callable[[], None] | None:
-        """Take the device for the request if it is free, has its counters, tolerates its taints and keeps the
-        claim's constraints; the function that gives it back, or None."""
+        """Take the device for the request if it is free, has its counters, tolerates its taints, keeps the claim's
+        constraints and fits its capacity; the function that gives it back, or None (everything taken on the way
+        given back, as kube's `rollbackDevice` does)."""
         device, device_id = candidate.device, candidate.id
         shared = device.allow_multiple_allocations
         if not shared and request.admin and c in self.allocating.get(device_id, ()):
@@ -285,46 +302,54 @@ class Search:
         if not request.admin and self.in_use(device_id):
             return None
         capacity_in_use = device_id in self.used.shared or device_id in self.allocating_capacity
-        if device.consumes_counters and not (shared and capacity_in_use) and not self._take_counters(candidate):
+        counted = bool(device.consumes_counters) and not (shared and capacity_in_use)
+        if counted and not self._take_counters(candidate):
             return None
-        # As kube, counters taken just above are not given back when the taint or constraint checks fail.
+        taken = _Taken(c=c, request=request, candidate=candidate, counted=counted)
         if any(t.effect in (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
                and not any(tol.tolerates(t) for tol in request.body.tolerations) for t in device.taints):
+            self._give_back(taken)
             return None
-        constraints = self.constraints[c]
-        for i, constraint in enumerate(constraints):
+        for constraint in self.constraints[c]:
             if not constraint.add(request.base, request.sub, device, device_id):
+                self._give_back(taken)
                 if must:
                     raise Fatal(f"claim {self.claims[c].key}, request {request.short}: cannot add device "
                                  f"{'/'.join(device_id)} because a claim constraint would not be satisfied")
-                for earlier in constraints[:i]:
-                    earlier.remove(request.base, request.sub, device, device_id)
                 return None
+            taken.constraints += 1
         if not shared:
             self.allocating.setdefault(device_id, set()).add(c)
-        taken: dict[str, int] | None = None
+            taken.marked = True
+        if not self.capacity_fits(request, candidate):
+            self._give_back(taken)
+            return None
         if shared:
-            taken = consumption(device, request.body.capacity_requests)
+            taken.capacity = consumption(device, request.body.capacity_requests)
+            taken.capacity_existed = device_id in self.allocating_capacity
             held = self.allocating_capacity.setdefault(device_id, {})
-            for name, amount in taken.items():
+            for name, amount in taken.capacity.items():
                 held[name] = held.get(name, 0) + amount
-        self.results[c].append((request, candidate, taken))
-        return lambda: self._give_back(c, request, candidate, taken)
+        self.results[c].append((request, candidate, taken.capacity))
+        taken.result = True
+        return lambda: self._give_back(taken)
 
-    def _give_back(self, c: int, request: Request, candidate: Candidate, taken: dict[str, int] | None) -> None:
-        device, device_id = candidate.device, candidate.id
-        for constraint in self.constraints[c]:
-            constraint.remove(request.base, request.sub, device, device_id)
-        self.allocating.get(device_id, set()).discard(c)
-        if taken is not None:
+    def _give_back(self, taken: _Taken) -> None:
+        device, device_id = taken.candidate.device, taken.candidate.id
+        if taken.result:
+            self.results[taken.c].pop()
+        if taken.capacity is not None:
             held = self.allocating_capacity[device_id]
-            for name, amount in taken.items():
+            for name, amount in taken.capacity.items():
                 held[name] -= amount
-            if not any(held.values()):
+            if not taken.capacity_existed:
                 del self.allocating_capacity[device_id]
-        elif device.consumes_counters:
-            add_counters(self.counters_used[candidate.pool.pool_id], device, -1)
-        self.results[c].pop()
+        if taken.marked:
+            self.allocating[device_id].discard(taken.c)
+        for constraint in reversed(self.constraints[taken.c][:taken.constraints]):
+            constraint.remove(taken.request.base, taken.request.sub, device, device_id)
+        if taken.counted:
+            add_counters(self.counters_used[taken.candidate.pool.pool_id], device, -1)
 
     def _take_counters(self, candidate: Candidate) -> bool:
         pool = candidate.pool
