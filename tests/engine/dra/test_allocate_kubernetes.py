@@ -1,0 +1,122 @@
+"""gpuscale's allocator against kube-scheduler v1.37.2's own (k8s.io/dynamic-resource-allocation/structured v0.37.2,
+built by scripts/allocref.sh from the Go module cache): on random small nodes and pods (exact counts, "All",
+`firstAvailable`, `matchAttribute`, devices in use), the same devices for the same requests, or the same failure
+(unschedulable, or an error with the same words)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from gpuscale.engine.dra.allocate import Allocated, Allocator, FailureKind, InUse
+from gpuscale.model.dra import (
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    Dra,
+    ExactDeviceRequest,
+    ResourceClaim,
+    ResourceSlice,
+    Version,
+)
+from tests.engine.dra.builders import DRIVER, GPU_CLASS, node_slice
+from tests.engine.dra.test_allocate_property import NO_LABELS, claims, devices
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def allocref() -> Iterator[subprocess.Popen[str]]:
+    if shutil.which("go") is None:
+        pytest.skip("go is not installed: scripts/allocref.sh builds kube-scheduler's allocator with it")
+    built = subprocess.run(["bash", str(ROOT / "scripts" / "allocref.sh")], capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.skip("scripts/allocref.sh could not build from the Go module cache (run scripts/k8s-binaries.sh, or "
+                    f"CELREF_GOPROXY=…): {built.stderr[-300:]}")
+    process = subprocess.Popen([built.stdout.strip().splitlines()[-1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+    yield process
+    assert process.stdin is not None
+    process.stdin.close()
+    process.wait()
+
+
+def _attribute(value: object) -> dict[str, object]:
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if isinstance(value, Version):
+        return {"version": value.text}
+    return {"string": value}
+
+
+def _device(d: Device) -> dict[str, object]:
+    return {"name": d.name, "attributes": {k: _attribute(v) for k, v in d.attributes.items()},
+            "capacity": {k: {"value": f"{c.value_milli}m"} for k, c in d.capacity.items()}}
+
+
+def _slice(s: ResourceSlice) -> dict[str, object]:
+    return {"metadata": {"name": s.name}, "spec": {
+        "driver": s.driver, "nodeName": s.node_name, "devices": [_device(d) for d in s.devices],
+        "pool": {"name": s.pool.name, "generation": s.pool.generation,
+                 "resourceSliceCount": s.pool.resource_slice_count}}}
+
+
+def _exact(body: ExactDeviceRequest) -> dict[str, object]:
+    return {"deviceClassName": body.device_class_name, "allocationMode": str(body.allocation_mode),
+            "count": body.count, "selectors": [{"cel": {"expression": e}} for e in body.selectors]}
+
+
+def _request(r: DeviceRequest) -> dict[str, object]:
+    if r.exactly is not None:
+        return {"name": r.name, "exactly": _exact(r.exactly)}
+    return {"name": r.name, "firstAvailable": [{"name": s.name, **_exact(s)} for s in r.first_available]}
+
+
+def _claim(c: ResourceClaim) -> dict[str, object]:
+    constraints = [{"requests": list(k.requests), "matchAttribute": k.match_attribute}
+                   for k in c.spec.constraints if k.match_attribute]
+    return {"metadata": {"namespace": c.namespace, "name": c.name, "uid": f"uid-{c.name}"},
+            "spec": {"devices": {"requests": [_request(r) for r in c.spec.requests], "constraints": constraints}}}
+
+
+def _class(c: DeviceClass) -> dict[str, object]:
+    return {"metadata": {"name": c.name}, "spec": {"selectors": [{"cel": {"expression": e}} for e in c.selectors]}}
+
+
+def kube(process: subprocess.Popen[str], dra: Dra, pod: list[ResourceClaim], used: set[str]) -> dict[str, object]:
+    line = json.dumps({"node": {"name": "n1", "labels": {}}, "slices": [_slice(s) for s in dra.slices],
+                       "classes": [_class(c) for c in dra.classes], "claims": [_claim(c) for c in pod],
+                       "allocated": [[DRIVER, "n1", n] for n in sorted(used)]})
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+    answer: dict[str, object] = json.loads(process.stdout.readline())
+    return answer
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(devices(), claims(), st.data())
+def test_the_same_devices_as_kube_scheduler(allocref: subprocess.Popen[str], node_devices: tuple[Device, ...],
+                                             pod: list[ResourceClaim], data: st.DataObject) -> None:
+    used = data.draw(st.sets(st.sampled_from([d.name for d in node_devices])) if node_devices else st.just(set()))
+    dra = Dra(slices=(node_slice("n1", *node_devices),), classes=(GPU_CLASS,))
+    ours = Allocator(dra).allocate("n1", NO_LABELS, pod, InUse(devices=frozenset((DRIVER, "n1", n) for n in used)))
+    theirs = kube(allocref, dra, pod, used)
+    event(f"kube-scheduler: {next(iter(theirs))}")
+    if isinstance(ours, Allocated):
+        got = [[{"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device} for r in a.devices]
+               for a in ours.allocations]
+        assert theirs == {"allocations": got}
+    elif ours.kind is FailureKind.UNSCHEDULABLE:
+        assert theirs == {"unschedulable": ours.message}
+    else:
+        assert theirs == {"error": ours.message}
