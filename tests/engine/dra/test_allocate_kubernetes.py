@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
