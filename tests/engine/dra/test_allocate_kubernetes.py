@@ -17,15 +17,23 @@ from hypothesis import strategies as st
 
 from gpuscale.engine.dra.allocate import Allocated, Allocator, FailureKind, InUse
 from gpuscale.model.dra import (
+    AllocationMode,
+    ClaimSpec,
     Device,
+    DeviceCapacity,
     DeviceClass,
+    DeviceConstraint,
     DeviceRequest,
+    DeviceTaint,
+    DeviceToleration,
     Dra,
     ExactDeviceRequest,
     ResourceClaim,
     ResourceSlice,
+    TaintEffect,
     Version,
 )
+from gpuscale.model.quantity import to_milli
 from tests.engine.dra.builders import DRIVER, GPU_CLASS, node_slice
 from tests.engine.dra.test_allocate_property import NO_LABELS, claims, devices
 
@@ -59,8 +67,13 @@ def _attribute(value: object) -> dict[str, object]:
 
 
 def _device(d: Device) -> dict[str, object]:
-    return {"name": d.name, "attributes": {k: _attribute(v) for k, v in d.attributes.items()},
-            "capacity": {k: {"value": f"{c.value_milli}m"} for k, c in d.capacity.items()}}
+    device: dict[str, object] = {"name": d.name, "attributes": {k: _attribute(v) for k, v in d.attributes.items()},
+                                 "capacity": {k: {"value": f"{c.value_milli}m"} for k, c in d.capacity.items()}}
+    if d.taints:
+        device["taints"] = [{"key": t.key, "effect": str(t.effect)} for t in d.taints]
+    if d.allow_multiple_allocations:
+        device["allowMultipleAllocations"] = True
+    return device
 
 
 def _slice(s: ResourceSlice) -> dict[str, object]:
@@ -71,8 +84,15 @@ def _slice(s: ResourceSlice) -> dict[str, object]:
 
 
 def _exact(body: ExactDeviceRequest) -> dict[str, object]:
-    return {"deviceClassName": body.device_class_name, "allocationMode": str(body.allocation_mode),
-            "count": body.count, "selectors": [{"cel": {"expression": e}} for e in body.selectors]}
+    exact: dict[str, object] = {"deviceClassName": body.device_class_name, "allocationMode": str(body.allocation_mode),
+                                "count": body.count, "selectors": [{"cel": {"expression": e}} for e in body.selectors]}
+    if body.admin_access:
+        exact["adminAccess"] = True
+    if body.tolerations:
+        exact["tolerations"] = [{"key": t.key, "operator": t.operator} for t in body.tolerations]
+    if body.capacity_requests:
+        exact["capacity"] = {"requests": {k: f"{v}m" for k, v in body.capacity_requests.items()}}
+    return exact
 
 
 def _request(r: DeviceRequest) -> dict[str, object]:
@@ -120,3 +140,67 @@ def test_the_same_devices_as_kube_scheduler(allocref: subprocess.Popen[str], nod
         assert theirs == {"unschedulable": ours.message}
     else:
         assert theirs == {"error": ours.message}
+
+
+MODEL = f'device.attributes["{DRIVER}"].model == "%s"'
+MEMORY = f"{DRIVER}/memory"
+
+
+@st.composite
+def rich_devices(draw: st.DrawFn) -> tuple[Device, ...]:
+    """Devices that may lack the attribute a selector reads (a CEL runtime error), carry a NoSchedule taint, or
+    allow multiple allocations of their memory."""
+    found = []
+    for i in range(draw(st.integers(0, 5))):
+        attributes: dict[str, str | int | bool | Version] = {f"{DRIVER}/index": i}
+        if draw(st.integers(0, 9)) > 0:
+            attributes[f"{DRIVER}/model"] = draw(st.sampled_from(["A", "B"]))
+        if draw(st.booleans()):
+            attributes[f"{DRIVER}/numa"] = draw(st.integers(0, 1))
+        taints = (DeviceTaint(key="t", effect=TaintEffect.NO_SCHEDULE),) if draw(st.integers(0, 4)) == 0 else ()
+        found.append(Device(name=f"d{i}", attributes=attributes, taints=taints,
+                            allow_multiple_allocations=draw(st.integers(0, 3)) == 0,
+                            capacity={MEMORY: DeviceCapacity(value_milli=to_milli("80Gi"))}))
+    return tuple(found)
+
+
+@st.composite
+def rich_claims(draw: st.DrawFn) -> list[ResourceClaim]:
+    found = []
+    for c in range(draw(st.integers(1, 2))):
+        requests = []
+        for r in range(draw(st.integers(1, 2))):
+            model = draw(st.sampled_from([None, "A", "B"]))
+            requests.append(DeviceRequest(name=f"r{r}", exactly=ExactDeviceRequest(
+                device_class_name="gpu", selectors=() if model is None else (MODEL % model,),
+                count=draw(st.integers(1, 3)), admin_access=draw(st.integers(0, 4)) == 0,
+                allocation_mode=AllocationMode.ALL if draw(st.integers(0, 5)) == 0 else AllocationMode.EXACT_COUNT,
+                tolerations=(DeviceToleration(key="t", operator="Exists"),) if draw(st.booleans()) else (),
+                capacity_requests={MEMORY: to_milli(draw(st.sampled_from(["10Gi", "50Gi"])))}
+                if draw(st.booleans()) else {})))
+        constraints = (DeviceConstraint(match_attribute=f"{DRIVER}/numa"),) if draw(st.booleans()) else ()
+        found.append(ResourceClaim(namespace="default", name=f"c{c}",
+                                   spec=ClaimSpec(requests=tuple(requests), constraints=constraints)))
+    return found
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rich_devices(), rich_claims(), st.data())
+def test_taints_admin_access_shares_and_cel_errors_as_kube_scheduler(
+        allocref: subprocess.Popen[str], node_devices: tuple[Device, ...], pod: list[ResourceClaim],
+        data: st.DataObject) -> None:
+    exclusive = [d.name for d in node_devices if not d.allow_multiple_allocations]
+    used = data.draw(st.sets(st.sampled_from(exclusive)) if exclusive else st.just(set()))
+    dra = Dra(slices=(node_slice("n1", *node_devices),), classes=(GPU_CLASS,))
+    ours = Allocator(dra).allocate("n1", NO_LABELS, pod, InUse(devices=frozenset((DRIVER, "n1", n) for n in used)))
+    theirs = kube(allocref, dra, pod, used)
+    event(f"kube-scheduler: {next(iter(theirs))}")
+    if isinstance(ours, Allocated):
+        got = [[{"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device} for r in a.devices]
+               for a in ours.allocations]
+        assert theirs == {"allocations": got}
+    elif ours.kind is FailureKind.UNSCHEDULABLE:
+        assert theirs == {"unschedulable": ours.message}
+    else:
+        assert theirs == {"error": ours.message}
+
