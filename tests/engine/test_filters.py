@@ -102,7 +102,7 @@ def test_filters_in_the_profiles_order() -> None:
     assert [f.name for f in FILTERS] == ["NodeName, NodeUnschedulable, TaintToleration, NodeAffinity",
                                          "NodePorts", "NodeResourcesFit", "GpuDevices", "VolumeRestrictions",
                                          "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
-                                         "InterPodAffinity", "Unsupported"]
+                                         "InterPodAffinity", "DynamicResources", "Unsupported"]
 
 
 def test_reasons_count_each_rows_explain() -> None:
@@ -513,3 +513,24 @@ def test_volume_counts_equal_each_rows_why() -> None:
         rejected = [i for i in range(len(table)) if f.why(pod, table, i)]
         if rejected:
             assert f.count(pod, table, rejected) == _count_each(f, pod, table, rejected)
+
+
+def test_dynamic_resources_words_from_a_dump() -> None:
+    """A pod whose claim template asks a device only node b publishes: b takes it, a says kube-scheduler's words,
+    and `reasons` counts what each row's `why` says."""
+    from gpuscale.engine.fit import explain_fit
+    from gpuscale.kube.convert import cluster_from_objects
+    from tests.builders import k8s_node, k8s_pod
+
+    slice_b = {"kind": "ResourceSlice", "metadata": {"name": "b-gpus"}, "spec": {
+        "driver": "gpu.example.com", "pool": {"name": "b", "generation": 0, "resourceSliceCount": 1},
+        "nodeName": "b", "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "H100"}}}]}}
+    cls = {"kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": {}}
+    template = {"kind": "ResourceClaimTemplate", "metadata": {"name": "h100", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": "gpu", "selectors": [
+                        {"cel": {"expression": 'device.attributes["gpu.example.com"].model == "H100"'}}]}}]}}}}
+    pod = k8s_pod("p", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "h100"}])
+    cluster = cluster_from_objects([k8s_node("a"), k8s_node("b"), slice_b, cls, template, pod])
+    (fit,) = explain_fit(cluster)
+    assert fit.fits == ("b",) and fit.reasons == {"cannot allocate all claims": 1}

@@ -24,6 +24,18 @@ from gpuscale.engine.whatif.facts import NodeFacts
 from gpuscale.engine.whatif.model import GroupKey, WhatIf
 from gpuscale.engine.whatif.store import IncrementalStore, ReferenceStore, Store
 from gpuscale.model.cluster import Cluster
+from gpuscale.model.dra import (
+    ClaimSpec,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    Dra,
+    ExactDeviceRequest,
+    PodResourceClaim,
+    PoolRef,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from gpuscale.model.node import Node
 from gpuscale.model.pod import HostPort, Pod, PodPhase, TopologySpreadConstraint
 from gpuscale.model.pool import NodePool
@@ -115,11 +127,27 @@ def storage_of(version: int) -> Storage:
                    csi_nodes=(CSINode(name=NAMES[0], limits={"d": 1}),))
 
 
+DRA_DRIVER = "gpu.example.com"
+ONE_DEVICE = ClaimSpec(requests=(DeviceRequest(name="gpu", exactly=ExactDeviceRequest(device_class_name="gpu")),))
+
+
+def dra_of(version: int) -> Dra:
+    """The DRA objects: a class, a template of one device, and one or two devices on some nodes (by `version`; new
+    objects each time, equal for one version)."""
+    count = 1 + version % 2
+    slices = tuple(ResourceSlice(name=f"{n}-gpus", driver=DRA_DRIVER, pool=PoolRef(name=n), node_name=n,
+                                 devices=tuple(Device(name=f"gpu-{d}") for d in range(count)))
+                   for n in NAMES[: 2 + version % 3])
+    return Dra(slices=slices, classes=(DeviceClass(name="gpu"),),
+               templates=(ResourceClaimTemplate(namespace="default", name="one", spec=ONE_DEVICE),))
+
+
 def pod(i: int, kind: int, where: str | None, phase: int) -> Pod:
     """`kind`: 0 CPU, 1 a GPU fraction, 2 a whole GPU, 3 a resource no node offers, 4 anti-affinity to its own kind
     per node, 5 affinity to those per zone, 6 host port 8080 (on any IP, or on one, by `i`), 7 spread with its kind
     over zones (DoNotSchedule), 8 also over nodes (three domains at least, taints honoured), 9 a PVC (`CLAIMS`: bound to
-    a zone's PV, ReadWriteOncePod, or an unbound WaitForFirstConsumer claim, by `i`)."""
+    a zone's PV, ReadWriteOncePod, or an unbound WaitForFirstConsumer claim, by `i`), 10 a ResourceClaim from a
+    template (`dra_of`)."""
     gpu = {1: {GPU_MILLI: 500}, 2: {NVIDIA_GPU: 1}, 3: {"example.com/fpga": 1}}.get(kind, {})
     p = make_pod(f"p{i % 30}", cpu="500m", memory="1Gi", extra=gpu, node=where)
     if kind == 4:
@@ -131,6 +159,9 @@ def pod(i: int, kind: int, where: str | None, phase: int) -> Pod:
         p = replace(p, constraints=replace(p.constraints, host_ports=(port,)))
     elif kind == 9:
         p = replace(p, constraints=replace(p.constraints, claims=(PodClaim("default", CLAIM_NAMES[i % 4]),)))
+    elif kind == 10:
+        ref = PodResourceClaim(name="gpu", template_name="one")
+        p = replace(p, constraints=replace(p.constraints, resource_claims=(ref,)))
     elif kind in (7, 8):
         p = replace(p, labels={"app": "spread"}, constraints=replace(
             p.constraints, topology_spread=(SPREAD_ZONE, SPREAD_HOST)[: kind - 6]))
@@ -218,8 +249,9 @@ def assert_stores_agree(store: RecordingIncremental, snapshot: Snapshot, pools: 
 
 
 steps = st.lists(st.tuples(st.sampled_from(["flip", "flip", "node", "drop", "pod", "pod", "delete", "answer", "ask",
-                                            "swap", "registered", "pools", "claims", "decide", "decide", "decide"]),
-                           st.integers(0, 100), st.integers(0, 6), st.integers(0, 9), st.integers(0, 2)),
+                                            "swap", "registered", "pools", "claims", "devices", "decide", "decide",
+                                            "decide"]),
+                           st.integers(0, 100), st.integers(0, 6), st.integers(0, 10), st.integers(0, 2)),
                  min_size=1, max_size=50)
 
 LIMITS = [{}, {"max_node_provision_time_s": 125.0, "max_gpu_init_time_s": 105.0},
@@ -255,13 +287,14 @@ def test_the_incremental_store_decides_as_the_reference(limits: dict[str, float]
     policy = Policy(buffers=(Buffer(pool="gpu", free_gpus=1, free_gpus_ratio=0.5),), **limits)
     threaded = EngineState()
     storage = storage_of(0)
+    dra = dra_of(0)
 
     def check() -> None:
         nonlocal threaded
         node_list, pod_list = list(nodes.values()), list(pods.values())
         shuffle.shuffle(node_list)
         shuffle.shuffle(pod_list)
-        snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list), storage=storage),
+        snapshot = Snapshot(cluster=Cluster(nodes=tuple(node_list), pods=tuple(pod_list), storage=storage, dra=dra),
                             upcoming=tuple(upcoming.values()), node_pools=dict(answers))
         threaded = assert_stores_agree(store, snapshot, pools, threaded, policy, now).state
 
@@ -282,6 +315,8 @@ def test_the_incremental_store_decides_as_the_reference(limits: dict[str, float]
             pods[p.key] = p
         elif op == "claims":  # the storage objects listed again: equal, or a claim bound or unbound since
             storage = storage_of(kind)
+        elif op == "devices":  # the DRA objects listed again: equal, or devices published or gone since
+            dra = dra_of(kind)
         elif op == "delete" and pods:
             del pods[sorted(pods)[i % len(pods)]]
         elif op == "answer" and name in nodes:  # the provider names the node's pool (or another one)

@@ -213,8 +213,7 @@ def test_spread_constraints_keep_do_not_schedule_ones_with_match_label_keys_merg
     ({"volumes": [{"name": "cfg", "configMap": {"name": "c"}}]}, ()),
     ({"containers": [k8s_container(ports=[{"containerPort": 80, "hostPort": 8080}])]}, ()),
     ({"containers": [k8s_container(ports=[{"containerPort": 80}])]}, ()),
-    ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]},
-     ("dynamic resource allocation (resourceClaims)",)),
+    ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}, ()),
 ])
 def test_unsupported_constraints_are_named(spec: dict[str, Any], unsupported: tuple[str, ...]) -> None:
     assert pod_from_k8s(k8s_pod(**spec)).constraints.unsupported == unsupported

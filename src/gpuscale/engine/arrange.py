@@ -37,7 +37,7 @@ from gpuscale.model.cluster import (
 )
 from gpuscale.model.node import Node
 from gpuscale.model.pdb import PodDisruptionBudget
-from gpuscale.model.pod import Pod, depends_on_placed, uses_claims
+from gpuscale.model.pod import Pod, depends_on_placed, uses_claims, uses_devices
 
 T = TypeVar("T")
 K = TypeVar("K", PodDisruptionBudget, PodGroupSpec)
@@ -264,8 +264,8 @@ def _add(items: list[Pod], pod: Pod) -> None:
 class ArrangeCache:
     """The last arrangement's sorted nodes and pods and its pod index (see the module docstring)."""
 
-    __slots__ = ("_affinity", "_by_node", "_claims", "_generation", "_groups", "_nodes", "_pending", "_placed", "_pods",
-                 "_rest", "last")
+    __slots__ = ("_affinity", "_by_node", "_claims", "_devices", "_generation", "_groups", "_nodes", "_pending",
+                 "_placed", "_pods", "_rest", "last")
 
     def __init__(self) -> None:
         self._nodes: _Sorted[Node] = _Sorted(_NODE_ORDER)
@@ -276,6 +276,7 @@ class ArrangeCache:
         self._affinity = 0
         """Pods with inter-pod affinity terms."""
         self._claims = 0
+        self._devices = 0
         """Pods whose volumes use claims."""
         self._groups: dict[str, int] = {}
         self._generation = 0
@@ -307,13 +308,14 @@ class ArrangeCache:
             self._groups = dict(index.group_members)
             self._affinity = sum(1 for p in ordered.pods if depends_on_placed(p))
             self._claims = sum(1 for p in ordered.pods if uses_claims(p))
+            self._devices = sum(1 for p in ordered.pods if uses_devices(p))
             moved = None
         else:
             left, came = pod_change
             moved = frozenset(self._move(left, -1) + self._move(came, 1))
             index = PodIndex(pending=tuple(self._pending), placed=tuple(self._placed), by_node=self._by_node,
                              depends_on_placed=self._affinity > 0, uses_claims=self._claims > 0,
-                             group_members=self._groups)
+                             uses_devices=self._devices > 0, group_members=self._groups)
         replaced: dict[str, Node] | None = None
         edits = self._nodes.edits
         node_edits = tuple(edits) if edits is not None and self._generation > 1 else None
@@ -337,7 +339,8 @@ class ArrangeCache:
         if rest is None or not _same(rest[0], cluster.pdbs) or not _same(rest[1], cluster.pod_groups):
             rest = self._rest = (cluster.pdbs, cluster.pod_groups, _by_key(cluster.pdbs), _by_key(cluster.pod_groups))
         if (nodes is last.nodes and pods is last.pods and rest[2] is last.pdbs and rest[3] is last.pod_groups
-                and cluster.other_kinds == last.other_kinds and cluster.storage is last.storage):
+                and cluster.other_kinds == last.other_kinds and cluster.storage is last.storage
+                and cluster.dra is last.dra):
             return last
         return replace(cluster, nodes=nodes, pods=pods, pdbs=rest[2], pod_groups=rest[3], changes=None)
 
@@ -349,6 +352,8 @@ class ArrangeCache:
                 self._affinity += sign
             if uses_claims(pod):
                 self._claims += sign
+            if uses_devices(pod):
+                self._devices += sign
             if (group := group_member(pod)) is not None:
                 left = self._groups.get(group, 0) + sign
                 if left:

@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuscale.engine.scheduling import FitCode, FitFailure, summarize
+from gpuscale.engine.whatif.dra import DraState
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.cluster import Cluster
-from gpuscale.model.pod import Pod, depends_on_placed, uses_claims
+from gpuscale.model.pod import Pod, depends_on_placed, uses_claims, uses_devices
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import EPHEMERAL_STORAGE
 
@@ -44,12 +45,17 @@ def explain_fit(cluster: Cluster, pools: Sequence[NodePool] = ()) -> tuple[PodFi
                       {r for p in pending for r in p.requests.names()},
                       with_topology=any(map(depends_on_placed, cluster.pods)),
                       storage=cluster.storage if any(map(uses_claims, cluster.pods)) else None)
+    if any(map(uses_devices, cluster.pods)):
+        table.dra = DraState.of(cluster.dra, nodes, cluster.pods_by_node(), {p.name: p for p in pools},
+                                [False] * len(nodes))
     by_class: dict[tuple[object, ...], PodFit] = {}
     results = []
     for pod in pending:
         key: tuple[object, ...] = (pod.requests, pod.constraints)
         if table.depends_on_placed:
             key = (*key, pod.namespace, tuple(sorted(pod.labels.items())))
+        if pod.constraints.resource_claims:  # its own claims (generated from a template, or named)
+            key = (*key, pod.key, pod.uid)
         known = by_class.get(key)
         if known is None:
             known = by_class[key] = _explain_class(pod, table, pools)

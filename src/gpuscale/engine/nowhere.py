@@ -3,7 +3,8 @@
 Scale-down's removal simulation (`engine.scaledown`) finds the first pod of a candidate that no other row takes; the
 kept node's verdict says which pod, and — when the pod carries a constraint that reads more than free capacity — which
 one, with kube-scheduler's own failure words over the other rows (`WhatIf.reasons`): its claims and the volume
-filters' messages, its host ports (NodePorts), its topology spread constraints (PodTopologySpread's topology keys). A
+filters' messages, its ResourceClaims and DynamicResources' messages, its host
+ports (NodePorts), its topology spread constraints (PodTopologySpread's topology keys). A
 pod that fits nowhere only once the node's pods moved before it took the room says so, so the verdict never reads as
 "fits nowhere" for a pod `gpuscale explain` would place.
 
@@ -14,14 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuscale.engine.dra.allocate import CANNOT_ALLOCATE, INVALID_POOLS
 from gpuscale.engine.reasons import Reason, ReasonCode
-from gpuscale.engine.scheduling import FitCode, FitFailure, is_prefilter_message
+from gpuscale.engine.scheduling import FitCode, FitFailure, is_dra_prefilter_message, is_prefilter_message
+from gpuscale.engine.whatif.dra import NOT_AVAILABLE
 from gpuscale.engine.whatif.model import BoolArray, WhatIf
 from gpuscale.model.pod import ANY_HOST_IP, HostPort, Pod
 
 _VOLUME_REASONS = frozenset(FitFailure(code).message for code in (
     FitCode.RWOP_CONFLICT, FitCode.MAX_VOLUME_COUNT, FitCode.VOLUME_NODE_CONFLICT, FitCode.VOLUME_BIND_CONFLICT,
     FitCode.VOLUME_ZONE_CONFLICT, FitCode.VOLUME_PV_MISSING))
+_DEVICE_REASONS = frozenset((CANNOT_ALLOCATE, INVALID_POOLS, NOT_AVAILABLE))
+"""DynamicResources' Filter messages (its allocator errors name the claim already)."""
 _PORTS = FitFailure(FitCode.NODE_PORTS).message
 _SPREAD = frozenset(FitFailure(code).message for code in (FitCode.SPREAD, FitCode.SPREAD_LABEL))
 
@@ -40,7 +45,8 @@ def port_text(port: HostPort) -> str:
 def _details(pod: Pod, table: WhatIf, among: BoolArray) -> list[str]:
     """The constraints of the pod that the rows of `among` reject it for, each with kube-scheduler's words."""
     c = pod.constraints
-    if not ((c.claims and table.volumes is not None) or c.host_ports or (c.topology_spread and table.topology)):
+    if not ((c.claims and table.volumes is not None) or c.host_ports or (c.topology_spread and table.topology)
+            or (c.resource_claims and table.dra is not None)):
         return []
     _, counts = table.reasons(pod, among)
     failed = {m for m, n in counts.items() if n}
@@ -48,6 +54,10 @@ def _details(pod: Pod, table: WhatIf, among: BoolArray) -> list[str]:
     volume = sorted(m for m in failed if is_volume_reason(m))
     if volume and c.claims:
         details.append(f"its volume claim(s) {', '.join(claim.key for claim in c.claims)}: {'; '.join(volume)}")
+    devices = sorted(m for m in failed if m in _DEVICE_REASONS or is_dra_prefilter_message(m))
+    if devices and c.resource_claims and table.dra is not None:
+        names = [claim.key for claim in table.dra.devices_of(pod).claims] or [r.name for r in c.resource_claims]
+        details.append(f"its resource claim(s) {', '.join(names)}: {'; '.join(devices)}")
     if _PORTS in failed:
         details.append(f"{_PORTS} ({', '.join(port_text(p) for p in c.host_ports)})")
     spread = sorted(failed & _SPREAD)

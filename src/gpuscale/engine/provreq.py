@@ -26,12 +26,13 @@ from gpuscale.engine.plan import Plan
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.scaleup import Unit, place_units
 from gpuscale.engine.scheduling import static_failures
+from gpuscale.engine.whatif.dra import DraState
 from gpuscale.engine.whatif.filters import names_nodes_individually
 from gpuscale.engine.whatif.model import WhatIf, node_group_key
 from gpuscale.engine.whatif.rows import whatif_of
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, PodGroupRef, PodPhase, depends_on_placed, uses_claims
+from gpuscale.model.pod import Pod, PodGroupRef, PodPhase, depends_on_placed, uses_claims, uses_devices
 from gpuscale.model.pool import NodePool
 
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
@@ -178,10 +179,16 @@ def usable_table(cluster: Cluster, pools: Mapping[str, NodePool], node_pools: Ma
         nodes.append(node)
     kept = {n.name for n in nodes}
     names = {r for n in nodes for r in n.allocatable.names()}
-    return whatif_of(nodes, [n.allocatable for n in nodes],
-                     [p for p in cluster.pods if p.node_name in kept and p.consumes_capacity()], names,
-                     with_topology=any(map(depends_on_placed, cluster.pods)),
-                     storage=cluster.storage if any(map(uses_claims, cluster.pods)) else None)
+    placed = [p for p in cluster.pods if p.node_name in kept and p.consumes_capacity()]
+    table = whatif_of(nodes, [n.allocatable for n in nodes], placed, names,
+                      with_topology=any(map(depends_on_placed, cluster.pods)),
+                      storage=cluster.storage if any(map(uses_claims, cluster.pods)) else None)
+    if any(map(uses_devices, cluster.pods)):
+        by_node: dict[str, list[Pod]] = {}
+        for pod in placed:
+            by_node.setdefault(pod.node_name or "", []).append(pod)
+        table.dra = DraState.of(cluster.dra, nodes, by_node, pools, [False] * len(nodes))
+    return table
 
 
 def _book(table: WhatIf, pods: Sequence[Pod], group: str) -> tuple[Pod, ...] | None:

@@ -1093,7 +1093,7 @@ class _Simulation:
         changed only by rows disabled since (candidates in one decision often lead with pods of one shape). Not with
         inter-pod affinity in the table, where feasibility reads more of the pod than its shape."""
         table = self._work if self._work is not None else self._table
-        if table.topology is not None or (table.volumes is not None and pod.constraints.claims):
+        if table.topology is not None or table.keeps_claims_of(pod):
             return self.work.feasible(pod)
         shape = (pod.requests, pod.constraints)
         mask = self._masks.get(shape)
@@ -1146,7 +1146,7 @@ class _Simulation:
         pods = [*candidate.drain.move, *received] if received else list(candidate.drain.move)
         if len(pods) > 1:  # (one pod, often: no share to work out)
             pods.sort(key=lambda p: (-self._share(p.requests), p.requests.items, p.key, p.uid))
-        volumes = self._table.volumes is not None and any(p.constraints.claims for p in pods)
+        volumes = any(map(self._table.keeps_claims_of, pods))
         trial, feasible = self._first(pods, row, volumes)
         if not np.count_nonzero(feasible):
             return self._nowhere(candidate, pods[0], len(pods), 0, trial, row)
@@ -1197,7 +1197,7 @@ class _Simulation:
 
 def _reads_placed(table: WhatIf, pod: Pod) -> bool:
     """Whether the pod's verdicts on other rows change when a pod is placed (inter-pod affinity, claims)."""
-    return table.topology is not None or bool(table.volumes is not None and pod.constraints.claims)
+    return table.topology is not None or table.keeps_claims_of(pod)
 
 
 # -------------------------------------------------------------------------------------------------------- selection

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from itertools import compress, count
 from operator import attrgetter, is_, is_not, itemgetter
 from typing import Generic, TypeVar
@@ -370,6 +371,8 @@ def _keeps_class_mask(table: WhatIf, pod: Pod, relevant: bool, shared: frozenset
     topology = table.topology
     if topology is not None and (relevant or depends_on_placed(pod)):
         return False
+    if pod.constraints.resource_claims and table.dra is not None:
+        return False  # devices taken on one row, a shared claim pinning its other users: other rows' verdicts move
     return not (pod.constraints.claims and table.volumes is not None and table.volumes.reads_placed(pod, shared))
 
 
@@ -517,13 +520,20 @@ def verdict_of(pod: Pod, pool: NodePool, verdicts: Verdicts) -> str:
     """`pool_verdict(pod, pool)`, once per pool and pod shape in a decision: pods that wait loop after loop, and the
     members of a gang, share few shapes."""
     constraints = pod.constraints
-    if constraints.claims:  # a pool's verdict reads no claims (the volume filters judge the rows): one per shape
-        constraints = without_claims(constraints)
+    if constraints.claims or constraints.resource_claims:  # a pool's verdict reads no claims (the volume and
+        # device filters judge the rows): one per shape
+        constraints = _without_any_claims(constraints)
     key = (pool.key, pod.requests, constraints)
     verdict = verdicts.get(key)
     if verdict is None:
         verdict = verdicts[key] = pool_verdict(pod, pool)
     return verdict
+
+
+@lru_cache(maxsize=4096)
+def _without_any_claims(constraints: SchedulingConstraints) -> SchedulingConstraints:
+    """Without volume claims nor ResourceClaims: what a pool's verdict reads."""
+    return replace(without_claims(constraints), resource_claims=())
 
 
 _NO_SLOT = -1
@@ -1270,7 +1280,8 @@ def _zone_needed(best: Estimate, offers: Sequence[NodePool], hosts: Mapping[int,
     zone = best.option.pool.zone
     if zone is None:
         return None
-    if any(depends_on_placed(p) or p.constraints.claims for u in best.placed for p in u.pods):
+    if any(depends_on_placed(p) or p.constraints.claims or p.constraints.resource_claims
+           for u in best.placed for p in u.pods):
         return zone  # (claims: the volume filters judged this zone's rows; the pool verdicts read no claims)
     siblings = [o.key for o in offers if o.name == best.option.pool.name]
     if all(key in hosts[id(u)] for u in best.placed for key in siblings):

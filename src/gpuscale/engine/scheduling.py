@@ -45,6 +45,8 @@ class FitCode(StrEnum):
     VOLUME_BIND_CONFLICT = "VolumeBindConflict"
     VOLUME_ZONE_CONFLICT = "VolumeZone"
     VOLUME_PV_MISSING = "VolumePVNotExist"
+    DRA_PREFILTER = "DynamicResourcesPreFilter"
+    DRA = "DynamicResources"
     UNSUPPORTED = "Unsupported"
 
 
@@ -87,17 +89,29 @@ _MESSAGES = {
     FitCode.VOLUME_BIND_CONFLICT: "node(s) didn't find available persistent volumes to bind",
     FitCode.VOLUME_ZONE_CONFLICT: "node(s) had no available volume zone",
     FitCode.VOLUME_PV_MISSING: "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)",
+    # DynamicResources: its PreFilter's rejection (a claim not created yet or missing, a class missing) is said once
+    # for every node, as the volume PreFilters'; its Filter's message per node ("cannot allocate all claims",
+    # "resourceclaim not available on the node", or the allocator's error).
+    FitCode.DRA_PREFILTER: "{detail}",
+    FitCode.DRA: "{detail}",
     FitCode.UNSUPPORTED: "unsupported constraint: {detail}",
 }
 
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 _PREFILTER_STARTS = ('persistentvolumeclaim "', 'persistentvolume "', 'storageclass.storage.k8s.io "',
                      UNBOUND_IMMEDIATE)
+_DRA_PREFILTER_STARTS = ('pod "', 'could not find ResourceClaim "', 'resourceclaim "', "ResourceClaim ", "request ")
+
+
+def is_dra_prefilter_message(message: str) -> bool:
+    """Whether a failure message is DynamicResources' PreFilter rejection (`FitCode.DRA_PREFILTER`)."""
+    return message.startswith(_DRA_PREFILTER_STARTS)
 
 
 def is_prefilter_message(message: str) -> bool:
-    """Whether a failure message is a PreFilter rejection (`FitCode.VOLUME_PREFILTER`): said once, without a count."""
-    return message.startswith(_PREFILTER_STARTS)
+    """Whether a failure message is a PreFilter rejection (`FitCode.VOLUME_PREFILTER`, `FitCode.DRA_PREFILTER`): said
+    once, without a count."""
+    return message.startswith(_PREFILTER_STARTS) or is_dra_prefilter_message(message)
 
 
 def static_failures(constraints: SchedulingConstraints, node: Node) -> tuple[FitFailure, ...]:

@@ -488,9 +488,10 @@ def pod_claim_statuses(ctx: _Ctx, status: Mapping[str, Any]) -> dict[str, str | 
 
 
 def _unsupported(ctx: _Ctx, spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """What the pod asks that gpuscale does not model, one line each."""
     found = []
-    if spec.get("resourceClaims"):
-        found.append("dynamic resource allocation (resourceClaims)")
+    if spec.get("schedulingGroup"):  # PodGroup (workload) ResourceClaims: off by default in v1.37
+        found.append("PodGroup resource claims (schedulingGroup)")
     return tuple(found)
 
 

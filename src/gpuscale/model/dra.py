@@ -426,7 +426,8 @@ class Dra:
     classes: tuple[DeviceClass, ...] = ()
     claims: tuple[ResourceClaim, ...] = ()
     templates: tuple[ResourceClaimTemplate, ...] = ()
-    _index: list[_Index] = field(default_factory=list, compare=False, repr=False)
+    _index: list[_Index] = field(default_factory=list, init=False, compare=False, repr=False)
+    """Built on first use; not an argument, so `dataclasses.replace` makes a copy with its own index."""
 
     def _built(self) -> _Index:
         if not self._index:

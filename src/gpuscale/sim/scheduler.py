@@ -1045,6 +1045,8 @@ class _Rows:
 
     volumes: None = None
     """The twin's workloads use no claims: no volume state."""
+    dra: None = None
+    """Nor ResourceClaims: no DRA state."""
 
     def __init__(self, scheduler: SimScheduler, free: IntArray, free_pods: IntArray, devices: GpuDevices | None,
                  topology: Topology | None, ports: HostPorts) -> None:

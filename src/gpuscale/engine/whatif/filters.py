@@ -6,7 +6,9 @@ filters: they read the node's name, cordon, taints and labels, so their mask is 
 `Rows.static_mask`) → NodePorts (host ports in use, `Rows.ports`) → NodeResourcesFit (pod slots and every requested
 resource) → GPU devices (per-device accounting, `engine.placement.devices`) → VolumeRestrictions → NodeVolumeLimits →
 VolumeBinding → VolumeZone (`whatif.volumes`; their PreFilter rejections fail every row at once, `prefilter`) →
-PodTopologySpread → InterPodAffinity → Unsupported (constraints gpuscale does not model: never a silent "fits").
+PodTopologySpread → InterPodAffinity → DynamicResources (ResourceClaims allocated per node, `whatif.dra`; its
+PreFilter rejections fail every row at once too, after the volume ones) → Unsupported (constraints gpuscale does not
+model: never a silent "fits").
 
 Each filter has three operations:
 - `mask(pod, rows, mask)`: narrow the boolean candidate mask over the rows in place, vectorised where it can be;
@@ -31,6 +33,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from gpuscale.engine.dra.allocate import AllocationFailure, FailureKind
 from gpuscale.engine.placement.devices import GpuDevices, GpuNeed
 from gpuscale.engine.scheduling import (
     FitCode,
@@ -41,6 +44,7 @@ from gpuscale.engine.scheduling import (
     static_failures,
     unsupported_failures,
 )
+from gpuscale.engine.whatif.dra import DraState
 from gpuscale.engine.whatif.volumes import PodVolumes, VolumeState
 from gpuscale.model.node import HOSTNAME_LABEL, Node
 from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
@@ -113,6 +117,12 @@ class Rows(Protocol):
     def volumes(self) -> VolumeState | None:
         """The volume filters' state (claims in use, volumes attached per row, the storage objects); None when no pod
         uses claims."""
+        ...
+
+    @property
+    def dra(self) -> DraState | None:
+        """DynamicResources' state (devices in use, claims allocated in this what-if, the DRA objects); None when no
+        pod uses ResourceClaims."""
         ...
 
     @property
@@ -339,14 +349,21 @@ def _volumes(pod: Pod, rows: Rows) -> tuple[VolumeState, PodVolumes] | None:
 
 
 def prefilter(pod: Pod, rows: Rows) -> FitFailure | None:
-    """A volume PreFilter's rejection of the pod (VolumeRestrictions, VolumeBinding, VolumeZone: a claim or PV that
-    does not exist, an unbound immediate claim, …): every row fails with it, whatever the other filters say. O(1)
-    once the pod's claims are resolved."""
+    """A PreFilter's rejection of the pod: the volume ones (VolumeRestrictions, VolumeBinding, VolumeZone: a claim or
+    PV that does not exist, an unbound immediate claim, …), then DynamicResources' (a ResourceClaim not created yet
+    or missing, a DeviceClass missing): every row fails with it, whatever the other filters say. O(1) once the pod's
+    claims are resolved."""
     state = rows.volumes
-    if state is None or not pod.constraints.claims:
-        return None
-    message = state.volumes_of(pod).prefilter
-    return FitFailure(FitCode.VOLUME_PREFILTER, message) if message is not None else None
+    if state is not None and pod.constraints.claims:
+        message = state.volumes_of(pod).prefilter
+        if message is not None:
+            return FitFailure(FitCode.VOLUME_PREFILTER, message)
+    dra = rows.dra
+    if dra is not None and pod.constraints.resource_claims:
+        message = dra.devices_of(pod).prefilter
+        if message is not None:
+            return FitFailure(FitCode.DRA_PREFILTER, message)
+    return None
 
 
 def _by_group(rows: Rows, mask: BoolArray, passes: Callable[[int], bool], per_row: bool) -> None:
@@ -458,6 +475,40 @@ class VolumeZone:
         return _count_each(self, pod, rows, rejected)
 
 
+class DynamicResources:
+    """The pod's ResourceClaims on each candidate: claims allocated (in the snapshot or in this what-if) must allow
+    the node, the others are allocated there beside the devices in use (`DraState.verdict`, `engine.dra.allocate`).
+    An allocator error (a CEL selector that fails, a search past its budget) is kube-scheduler's Error: the pod's
+    attempt ends, so every row fails. Per candidate: one allocator call, kept per node, claim specs and devices in
+    use."""
+
+    name = "DynamicResources"
+
+    def mask(self, pod: Pod, rows: Rows, mask: BoolArray) -> None:
+        dra = rows.dra
+        if dra is None or not pod.constraints.resource_claims:
+            return
+        devices = dra.devices_of(pod)
+        nodes = rows.nodes
+        for i in mask.nonzero()[0].tolist():
+            outcome = dra.verdict(devices, nodes[i])
+            if isinstance(outcome, AllocationFailure):
+                mask[i] = False
+                if outcome.kind is FailureKind.ERROR:
+                    mask[:] = False
+                    return
+
+    def why(self, pod: Pod, rows: Rows, row: int) -> tuple[FitFailure, ...]:
+        dra = rows.dra
+        if dra is None or not pod.constraints.resource_claims:
+            return ()
+        outcome = dra.verdict(dra.devices_of(pod), rows.nodes[row])
+        return (FitFailure(FitCode.DRA, outcome.message),) if isinstance(outcome, AllocationFailure) else ()
+
+    def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
+        return _count_each(self, pod, rows, rejected)
+
+
 class Unsupported:
     """Constraints gpuscale does not model: they fail every row that passes the rest. O(1) / O(rows)."""
 
@@ -476,7 +527,7 @@ class Unsupported:
 
 FILTERS: tuple[Filter, ...] = (NodeOnly(), NodePorts(), NodeResourcesFit(), GpuDevicesFit(), VolumeRestrictions(),
                                NodeVolumeLimits(), VolumeBinding(), VolumeZone(), PodTopologySpread(),
-                               InterPodAffinity(), Unsupported())
+                               InterPodAffinity(), DynamicResources(), Unsupported())
 """The filters in the default profile's order."""
 
 
@@ -488,7 +539,7 @@ def feasible(pod: Pod, rows: Rows, enabled: BoolArray) -> BoolArray:
     """The `enabled` rows where the pod passes every filter (a new mask): the node-only filters' cached mask starts
     it (`FILTERS[0]`), the others narrow it in order. Cost: the filters' masks, O(rows × asked columns) vectorised
     plus devices and inter-pod affinity on the candidates."""
-    if pod.constraints.claims and prefilter(pod, rows) is not None:
+    if (pod.constraints.claims or pod.constraints.resource_claims) and prefilter(pod, rows) is not None:
         return np.zeros(len(enabled), dtype=bool)
     mask = enabled & rows.static_mask(pod.constraints)
     for narrow in _NARROW:

@@ -39,6 +39,7 @@ from gpuscale.engine.placement.frag import TypicalTables
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import FitFailure, HostPorts, Topology, static_failures
 from gpuscale.engine.whatif import filters
+from gpuscale.engine.whatif.dra import DraState
 from gpuscale.engine.whatif.filters import names_nodes_individually
 from gpuscale.engine.whatif.volumes import VolumeState, without_claims
 from gpuscale.model.node import HOSTNAME_LABEL, Node
@@ -215,12 +216,12 @@ def _add_to_groups(keys: Iterable[GroupKey], start: int, groups: dict[GroupKey, 
 class WhatIf:
     """Free capacity of a set of nodes (real, upcoming or hypothetical), for what-if placement."""
 
-    __slots__ = ("_s", "devices", "enabled", "free", "free_pods", "ports", "topology", "version", "volumes")
+    __slots__ = ("_s", "devices", "dra", "enabled", "free", "free_pods", "ports", "topology", "version", "volumes")
 
     def __init__(self, shared: _Shared, free: IntArray, free_pods: IntArray, enabled: BoolArray,
                  topology: Topology | None, devices: GpuDevices | None = None,
                  version: IntArray | None = None, ports: HostPorts | None = None,
-                 volumes: VolumeState | None = None) -> None:
+                 volumes: VolumeState | None = None, dra: DraState | None = None) -> None:
         self._s = shared
         self.ports = ports
         """The host ports in use per node name (NodePorts); None: none in use. Kept by `place` and `unplace`."""
@@ -234,6 +235,8 @@ class WhatIf:
         """Bumped (to a fresh value of the shared clock) whenever a row's free capacity changes."""
         self.volumes = volumes
         """The volume filters' state (`whatif.volumes.VolumeState`); None when no pod uses claims."""
+        self.dra = dra
+        """DynamicResources' state (`whatif.dra.DraState`); None when no pod uses ResourceClaims."""
 
     # ------------------------------------------------------------------------------------------------ structure
     @property
@@ -277,7 +280,8 @@ class WhatIf:
         return WhatIf(self._s, self.free.copy(), self.free_pods.copy(), self.enabled.copy(), topology,
                       self.devices.copy() if self.devices is not None else None, self.version.copy(),
                       self.ports.copy() if self.ports is not None else None,
-                      self.volumes.copy() if self.volumes is not None else None)
+                      self.volumes.copy() if self.volumes is not None else None,
+                      self.dra.copy() if self.dra is not None else None)
 
     def extend(self, nodes: Sequence[Node], capacity: Sequence[Resources],
                group_keys: Sequence[GroupKey] | None = None) -> WhatIf:
@@ -313,7 +317,8 @@ class WhatIf:
                       devices if devices else None,
                       np.concatenate([self.version, np.zeros(len(nodes), dtype=np.int64)]),
                       self.ports.copy() if self.ports is not None else None,
-                      self.volumes.extended(len(nodes)) if self.volumes is not None else None)
+                      self.volumes.extended(len(nodes)) if self.volumes is not None else None,
+                      self.dra.extended(nodes) if self.dra is not None else None)
 
     # ----------------------------------------------------------------------------------------------- feasibility
     def request_vector(self, requests: Resources) -> IntArray | None:
@@ -411,7 +416,10 @@ class WhatIf:
         if pod.constraints.host_ports and self.ports and self.ports.conflicts(pod, self._s.nodes[index].name):
             return False
         need = self._s.need(pod.requests) if self.devices is not None else None
-        return need is None or self.devices is None or self.devices.can_take(index, need)
+        if need is not None and self.devices is not None and not self.devices.can_take(index, need):
+            return False
+        return not (pod.constraints.resource_claims and self.dra is not None
+                    and filters.DynamicResources().why(pod, self, index))
 
     def first_fit(self, pod: Pod) -> int | None:
         """Index of the first feasible node in table order, or `None`."""
@@ -487,6 +495,8 @@ class WhatIf:
             self.ports.add(pod, self._s.nodes[index].name)
         if self.volumes is not None and pod.constraints.claims:
             self.volumes.add(pod, index, self._s.nodes[index])
+        if self.dra is not None and pod.constraints.resource_claims:
+            self.dra.add(pod, self._s.nodes[index])
 
     def unplace(self, index: int, pod: Pod) -> None:
         """Give back a pod's requests (a pod leaving a node in a drain what-if). Its devices are those of its
@@ -508,12 +518,22 @@ class WhatIf:
             self.ports.remove(pod, self._s.nodes[index].name)
         if self.volumes is not None and pod.constraints.claims:
             self.volumes.remove(pod, index)
+        if self.dra is not None and pod.constraints.resource_claims:
+            self.dra.remove(pod)
 
     def unplace_volumes(self, index: int, pod: Pod) -> None:
         """The pod's claims leave row `index` (a pod evicted in a drain what-if, its requests still counted there:
-        the row is disabled). O(claims)."""
+        the row is disabled): its volumes, and its ResourceClaims, released when no other pod uses them. O(claims)."""
         if self.volumes is not None and pod.constraints.claims:
             self.volumes.remove(pod, index)
+        if self.dra is not None and pod.constraints.resource_claims:
+            self.dra.remove(pod)
+
+    def keeps_claims_of(self, pod: Pod) -> bool:
+        """Whether this what-if keeps state of the pod's claims (volume claims, ResourceClaims) that placements change:
+        a placement may then change the pod's verdict on rows other than its own. O(1)."""
+        c = pod.constraints
+        return bool((c.claims and self.volumes is not None) or (c.resource_claims and self.dra is not None))
 
     def disable(self, index: int) -> None:
         """Take a node out of consideration (it is being removed in this what-if)."""

@@ -15,6 +15,7 @@ from gpuscale.engine.arrange import Arranged
 from gpuscale.engine.limits import Totals
 from gpuscale.engine.nodes import as_it_will_be
 from gpuscale.engine.plan import UpcomingNode
+from gpuscale.engine.whatif.dra import DraState
 from gpuscale.engine.whatif.facts import NodeFacts
 from gpuscale.engine.whatif.model import WhatIf, node_group_key
 from gpuscale.engine.whatif.store import Store
@@ -95,6 +96,8 @@ def build_world(store: Store, arranged: Arranged, upcoming: Sequence[UpcomingNod
                         group_keys=group_keys, by_node=pods.by_node, names=names, arranged=arranged,
                         templates=templates, held=excluded.held | excluded.setting_up,
                         storage=cluster.storage if pods.uses_claims else None)
+    if pods.uses_devices:
+        table.dra = DraState.of(cluster.dra, nodes, pods.by_node, pools, upcoming_rows.tolist())
     return World(table=table, rows=tuple(nodes), row_pool=(*base.row_pool, *(pool.name for pool in extra)),
                  upcoming_rows=upcoming_rows, totals=store.totals(base.counted, extra),
                  free_pods_before=table.free_pods.copy(), gpu_capacity=gpus)
