@@ -42,6 +42,15 @@ def port_text(port: HostPort) -> str:
     return f"{port.protocol} {where}"
 
 
+def _device_details(pod: Pod, table: WhatIf, failed: set[str]) -> list[str]:
+    """The pod's ResourceClaims and DynamicResources' messages among the failures, if any."""
+    devices = sorted(m for m in failed if m in _DEVICE_REASONS or is_dra_prefilter_message(m))
+    if not devices or not pod.constraints.resource_claims or table.dra is None:
+        return []
+    names = [c.key for c in table.dra.devices_of(pod).claims] or [r.name for r in pod.constraints.resource_claims]
+    return [f"its resource claim(s) {', '.join(names)}: {'; '.join(devices)}"]
+
+
 def _details(pod: Pod, table: WhatIf, among: BoolArray) -> list[str]:
     """The constraints of the pod that the rows of `among` reject it for, each with kube-scheduler's words."""
     c = pod.constraints
@@ -54,10 +63,7 @@ def _details(pod: Pod, table: WhatIf, among: BoolArray) -> list[str]:
     volume = sorted(m for m in failed if is_volume_reason(m))
     if volume and c.claims:
         details.append(f"its volume claim(s) {', '.join(claim.key for claim in c.claims)}: {'; '.join(volume)}")
-    devices = sorted(m for m in failed if m in _DEVICE_REASONS or is_dra_prefilter_message(m))
-    if devices and c.resource_claims and table.dra is not None:
-        names = [claim.key for claim in table.dra.devices_of(pod).claims] or [r.name for r in c.resource_claims]
-        details.append(f"its resource claim(s) {', '.join(names)}: {'; '.join(devices)}")
+    details.extend(_device_details(pod, table, failed))
     if _PORTS in failed:
         details.append(f"{_PORTS} ({', '.join(port_text(p) for p in c.host_ports)})")
     spread = sorted(failed & _SPREAD)
