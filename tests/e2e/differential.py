@@ -14,7 +14,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness import kwok_node_body
@@ -542,15 +542,15 @@ class Outcome:
 
 
 PLUGIN_ERROR = 'running "DynamicResources" filter plugin: '
-_DEVICE = re.compile(r"(on device [^/ ]+)/[^/ ]+/[^: ]+")
-_CLAIM = re.compile(r"^.*?: claim [^ ]+: ")
+_DEVICE = re.compile(r"on device [^: ]+:")
+_CLAIM = re.compile(r"claim [^/ ]+/[^: ]+: ")
 
 
 def error_words(message: str) -> str:
-    """A DRA plugin error without the names that change between runs and between the scheduler's attempts (the
-    plugin prefix and claim, and which device the failing selector met first): `selector #0 on device
-    gpu.nvidia.com: CEL runtime error: no such key: nosuch. consider …`."""
-    return _DEVICE.sub(r"\1", _CLAIM.sub("", message.strip()))
+    """A DRA plugin error without the names that change between runs and between the scheduler's attempts: the
+    plugin prefix, the claim's name and the device the failing selector met first (`class big: selector #0 on
+    device: CEL runtime error: no such key: memory. consider …`)."""
+    return _DEVICE.sub("on device:", _CLAIM.sub("claim: ", message.strip().removeprefix(PLUGIN_ERROR)))
 
 
 def scheduler_outcome(pod: Mapping[str, Any]) -> Outcome | None:
@@ -600,12 +600,12 @@ def compare(index: int, pod: Mapping[str, Any], outcome: Outcome, cluster: Clust
         node = next((n for n in cluster.nodes if n.name == outcome.node), None)
         if node is None:
             return Disagreement(index, pod, outcome, fit, f"bound to {outcome.node}, which gpuscale does not know")
-        alone = Cluster(nodes=(node,), pods=cluster.pods)
+        alone = replace(cluster, nodes=(node,))  # its storage and DRA objects kept
         (why,) = [f for f in explain_fit(alone) if f.pod.key == fit.pod.key]
         return Disagreement(index, pod, outcome, fit,
                             f"scheduler bound it to {outcome.node}; gpuscale says no: {dict(why.reasons)}")
     if outcome.error is not None:
-        ours = _DEVICE.sub(r"\1", " ".join([fit.message, *fit.reasons]))
+        ours = error_words(" ".join([fit.message, *fit.reasons]))
         if not fit.fits and error_words(outcome.error) in ours:
             return None
         return Disagreement(index, pod, outcome, fit, f"scheduler: plugin error {error_words(outcome.error)!r}; "

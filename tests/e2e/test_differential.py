@@ -442,7 +442,7 @@ def test_dra_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, names
             tally.record(bound=outcome.node is not None)
             tally.categories.update(case.categories)
             if outcome.error is not None:
-                tally.reasons["plugin error: " + error_words(outcome.error).split(": ", 1)[-1][:40]] += 1
+                tally.reasons["plugin error: " + error_words(outcome.error)[:60]] += 1
             elif outcome.node is None:
                 tally.reasons.update(parse_scheduler_message(outcome.message or "")[1].keys())
             if outcome.node is None:
@@ -465,6 +465,10 @@ def test_dra_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, names
                 ignore_status(404, resource_v1.delete_device_class, name)
     summary = tally.summary()
     print("\n" + summary)
+    report = os.environ.get("GPUSCALE_DIFF_DRA_REPORT")
+    if report:  # every disagreement, in full, for the engineer who fixes them
+        with open(report, "w", encoding="utf-8") as out:
+            out.write("\n".join([*(d.render(SEED + 2) for d in disagreements), *whatif_disagreements, summary]))
     assert not disagreements, (
         f"gpuscale disagrees with kube-scheduler on {len(disagreements)} of {tally.pods} DRA pods "
         f"(seed {SEED + 2}):\n" + "\n".join(d.render(SEED + 2) for d in disagreements[:SHOWN]) + f"\n{summary}")
