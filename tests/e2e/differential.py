@@ -543,14 +543,14 @@ class Outcome:
 
 PLUGIN_ERROR = 'running "DynamicResources" filter plugin: '
 _DEVICE = re.compile(r"on device [^: ]+:")
-_CLAIM = re.compile(r"claim [^/ ]+/[^: ]+: ")
+_CLAIM = re.compile(r"claim [^/ ]+/[^:, ]+")
 
 
 def error_words(message: str) -> str:
     """A DRA plugin error without the names that change between runs and between the scheduler's attempts: the
     plugin prefix, the claim's name and the device the failing selector met first (`class big: selector #0 on
     device: CEL runtime error: no such key: memory. consider …`)."""
-    return _DEVICE.sub("on device:", _CLAIM.sub("claim: ", message.strip().removeprefix(PLUGIN_ERROR)))
+    return _DEVICE.sub("on device:", _CLAIM.sub("claim", message.strip().removeprefix(PLUGIN_ERROR)))
 
 
 def scheduler_outcome(pod: Mapping[str, Any]) -> Outcome | None:

@@ -96,6 +96,23 @@ def test_parse_scheduler_message() -> None:
     assert parse_scheduler_message("0/3 nodes are available: 3 Too many pods.") == (3, {"Too many pods": 3})
 
 
+def test_parse_dra_messages() -> None:
+    """kube-scheduler v1.37.2's DRA words (tests/e2e/dra_messages.txt, asserted against it by test_dra.py): Filter
+    failures counted per node, the missing-class PreFilter said once for all, a CEL error with its changing names
+    taken out."""
+    from test_dra import fixture_messages
+
+    words = {k: v.replace("<ns>", "ns").replace("<node>", "n1") for k, v in fixture_messages().items()}
+    assert parse_scheduler_message(words["exhausted"].removeprefix("Unschedulable: ")) == (
+        1, {"cannot allocate all claims": 1})
+    assert parse_scheduler_message(words["missing-device-class"].removeprefix("Unschedulable: ")) == (
+        1, {"request gpu: device class nosuch does not exist": 1})
+    error = words["cel-missing-attribute"].removeprefix("SchedulerError: ").replace("<claim>", "d1-c0-x7k2p")
+    assert error_words(error.replace("<device>", "gpu-3")) == error_words(error.replace("<device>", "gpu-5")) == (
+        "claim: selector #0 on device: CEL runtime error: no such key: nosuch. consider using CEL optional chaining "
+        "(.? followed by orValue()) or guarding the check with has() for optional fields")
+
+
 def _model_fit(objects: list[dict[str, Any]]) -> dict[str, int]:
     (fit,) = explain_fit(cluster_from_objects(objects))
     return dict(fit.reasons)
@@ -360,7 +377,7 @@ def test_volume_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, na
 
 
 DRA_PODS = int(os.environ.get("GPUSCALE_DIFF_DRA_PODS", "240"))
-DRA_BATCHES = {0: 8, DRA_PODS // 3: 4, 2 * DRA_PODS // 3: 4}
+DRA_BATCHES = {0: 8, DRA_PODS // 3: 6, 2 * DRA_PODS // 3: 6}
 SLICES_SEEN_S = 2.0
 """After a batch's ResourceSlices are created, how long to let the scheduler's informers see them before the next pod
 (the informers take milliseconds; no pod's verdict can show that a slice was seen, so there is no probe to poll)."""
