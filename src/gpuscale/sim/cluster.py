@@ -23,6 +23,7 @@ from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.sim.core import replaced
+from gpuscale.sim.storage import SimStorage
 
 T = TypeVar("T")
 
@@ -55,6 +56,9 @@ class CapacityListener(Protocol):
     def pending_changed(self, before: Pod | None, after: Pod | None) -> None: ...
     """A pod left (`before`), joined (`after`) or changed in (both) the pending pods."""
 
+    def storage_changed(self) -> None: ...
+    """A claim, volume or class came, went or was bound (`SimStorage`)."""
+
 
 class SimCluster:
     def __init__(self) -> None:
@@ -84,6 +88,9 @@ class SimCluster:
         `Cluster.changes` tells the engine (from the second snapshot on)."""
         self._pod_log: dict[str, Pod | None] = {}
         """`_node_log` for pods."""
+        self.storage = SimStorage()
+        """StorageClasses, PVs and claims (empty unless the scenario declares storage: snapshots then carry none)."""
+        self.storage.on_change = self.storage_changed
 
     # ---------------------------------------------------------------------------------------------- ClusterReader
     def snapshot(self) -> Cluster:
@@ -98,7 +105,11 @@ class SimCluster:
                 changes = Changes(nodes_before=self._before[0], nodes_left=nodes_left, nodes_came=nodes_came,
                                   pods_before=self._before[1], pods_left=pods_left, pods_came=pods_came)
             self._before, self._node_log, self._pod_log = (self._nodes, pods), {}, {}
-            cluster = Cluster(nodes=self._nodes, pods=pods, pdbs=tuple(self._live_pdbs()), changes=changes)
+            if self.storage:  # a scenario with storage: its objects, the same one while they are unchanged
+                cluster = Cluster(nodes=self._nodes, pods=pods, pdbs=tuple(self._live_pdbs()), changes=changes,
+                                  storage=self.storage.snapshot())
+            else:
+                cluster = Cluster(nodes=self._nodes, pods=pods, pdbs=tuple(self._live_pdbs()), changes=changes)
             self._snapshot = (self.version, cluster)
         return self._snapshot[1]
 
@@ -116,6 +127,12 @@ class SimCluster:
         return sum(self._held.values()) if self._bound else 0
 
     # ------------------------------------------------------------------------------------------------- mutation
+    def storage_changed(self) -> None:
+        """`SimStorage.on_change`: the storage objects changed (the scheduler is told, the version bumps)."""
+        if self.capacity_listener is not None:
+            self.capacity_listener.storage_changed()
+        self.version += 1
+
     def put_node(self, node: Node) -> None:
         old = self.nodes.get(node.name)
         self._node_log.setdefault(node.name, old)

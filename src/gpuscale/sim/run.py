@@ -29,6 +29,7 @@ from gpuscale.loop.trace import decided_pods
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import PODS
+from gpuscale.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from gpuscale.sim.cloud import CloudPool, SimCloud, Spell
 from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Handle, Priority, Simulation, VirtualClock
@@ -36,6 +37,7 @@ from gpuscale.sim.queue_config import QueueSpec
 from gpuscale.sim.queueing import QueueManager
 from gpuscale.sim.result import Notable, PodRecord, Series, SimResult, never_ran
 from gpuscale.sim.scheduler import Scoring, SimScheduler
+from gpuscale.sim.storage import SimStorage
 from gpuscale.sim.workloads import Job, JobSpec, Pause, PauseSpec, Service, ServiceSpec
 from gpuscale.sim.world import World
 
@@ -59,6 +61,9 @@ class TwinSetup:
     sample_s: float = 300.0
     queues: QueueSpec | None = None
     """The Kueue-like queueing layer (docs/queues.md); None = jobs get their pods at submission."""
+    storage_classes: tuple[StorageClass, ...] = ()
+    bound_volumes: tuple[tuple[PersistentVolume, PersistentVolumeClaim], ...] = ()
+    """Pre-provisioned volumes bound to their claims (datasets), created before the run (`sim.storage`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +105,13 @@ def _simulate(setup: TwinSetup, policy: TwinPolicy, progress: Callable[[float, f
     rng = np.random.default_rng(setup.seed)
     cluster = SimCluster()
     cluster.pdbs = list(setup.pdbs)
+    if setup.storage_classes or setup.bound_volumes:
+        cluster.storage = SimStorage(zone for p in setup.pools for zone in p.pool.zones)
+        cluster.storage.on_change = cluster.storage_changed
+        for storage_class in setup.storage_classes:
+            cluster.storage.add_class(storage_class)
+        for pv, claim in setup.bound_volumes:
+            cluster.storage.add_bound(pv, claim)
     columns = sorted({n for p in setup.pools for n in p.pool.allocatable.names()} - {PODS}
                      | {n for j in setup.jobs for n in j.requests.names()}
                      | {n for s in setup.services for n in s.requests.names()}

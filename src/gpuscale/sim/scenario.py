@@ -41,6 +41,16 @@ from gpuscale.sim.openb import bundled, read_pods
 from gpuscale.sim.profiles import PROFILES, STOCKOUT_PROBABILITY
 from gpuscale.sim.queue_config import QueuesConfig, build_queue_spec
 from gpuscale.sim.run import TwinPolicy, TwinSetup
+from gpuscale.sim.scenario_volumes import (
+    StorageConfig,
+    WorkloadVolumes,
+    check_storage,
+    check_workload,
+    claim_templates,
+    dataset_volumes,
+    storage_classes,
+    with_section,
+)
 from gpuscale.sim.scheduler import Scoring
 from gpuscale.sim.synthetic import (
     BatchMix,
@@ -51,7 +61,7 @@ from gpuscale.sim.synthetic import (
     inference_service,
 )
 from gpuscale.sim.traces import GKE_PLACEMENT, read_jobs
-from gpuscale.sim.workloads import JobSpec, PauseSpec, ServiceSpec
+from gpuscale.sim.workloads import JobSpec, PauseSpec, ServiceSpec, job_labels, service_labels
 
 DEFAULT_SCENARIO = "default"
 
@@ -89,13 +99,13 @@ class TeamConfig(_Strict):
     peak_hour: float = Field(default=14.0, ge=0, lt=24)
 
 
-class TrainingConfig(_Strict):
+class TrainingConfig(WorkloadVolumes):
     jobs_per_hour: float = Field(default=4.0, ge=0)
     max_run_time: Duration = 14 * 86_400.0
     teams: tuple[TeamConfig, ...] = ()
 
 
-class BatchConfig(_Strict):
+class BatchConfig(WorkloadVolumes):
     jobs_per_hour: float = Field(default=20.0, ge=0)
     teams: tuple[TeamConfig, ...] = ()
 
@@ -106,7 +116,7 @@ class SpikeConfig(_Strict):
     factor: float = Field(gt=0, le=1000)
 
 
-class ServiceConfig(_Strict):
+class ServiceConfig(WorkloadVolumes):
     name: str
     gpu_model: str = "nvidia-tesla-t4"
     peak_rps: float = Field(gt=0, le=1e7)
@@ -163,6 +173,8 @@ class ScenarioFile(_Strict):
     workload: WorkloadConfig = WorkloadConfig()
     queues: QueuesConfig | None = None
     """Kueue-like ClusterQueues, LocalQueues and flavors in front of the jobs (docs/queues.md)."""
+    storage: StorageConfig | None = None
+    """StorageClasses and datasets the workloads' volumes use (`sim.scenario_volumes`, docs/twin.md)."""
 
     @field_validator("duration")
     @classmethod
@@ -195,7 +207,8 @@ def _jobs(parsed: ScenarioFile, base: Path | None, rng: np.random.Generator) -> 
                                teams=_teams(work.training.teams if work.training else ()))
         batch = BatchMix(jobs_per_hour=work.batch.jobs_per_hour if work.batch else 0.0,
                          teams=_teams(work.batch.teams if work.batch else ()))
-        jobs += generate_jobs(rng, parsed.duration, training=training, batch=batch)
+        jobs += [_with_volumes(job, work.training if job.kind == "training" else work.batch)
+                 for job in generate_jobs(rng, parsed.duration, training=training, batch=batch)]
     if work.trace is not None:
         path = Path(work.trace)
         if not path.is_absolute() and base is not None:
@@ -209,12 +222,50 @@ def _jobs(parsed: ScenarioFile, base: Path | None, rng: np.random.Generator) -> 
     return jobs
 
 
+def _with_volumes(job: JobSpec, section: WorkloadVolumes | None) -> JobSpec:
+    """A generated job with its section's spread constraints, dataset claims and claim templates."""
+    if section is None or not (section.topologySpreadConstraints or section.volumes):
+        return job
+    labels = job_labels(job.name, job.kind)
+    constraints = with_section(job.constraints, section, job.team, {"job-name": job.name}, labels)
+    return replace(job, constraints=constraints, claims=claim_templates(section))
+
+
 def _services(parsed: ScenarioFile) -> list[ServiceSpec]:
-    return [inference_service(
-        s.name, traffic=chat_traffic(peak_rps=s.peak_rps, duration_s=parsed.duration,
-                                     spikes=tuple((k.start, k.duration, k.factor) for k in s.spikes)),
-        rps_per_replica=s.rps_per_replica, gpu_model=s.gpu_model, min_replicas=s.min_replicas,
-        max_replicas=s.max_replicas, team=s.team) for s in parsed.workload.services]
+    services = []
+    for s in parsed.workload.services:
+        spec = inference_service(
+            s.name, traffic=chat_traffic(peak_rps=s.peak_rps, duration_s=parsed.duration,
+                                         spikes=tuple((k.start, k.duration, k.factor) for k in s.spikes)),
+            rps_per_replica=s.rps_per_replica, gpu_model=s.gpu_model, min_replicas=s.min_replicas,
+            max_replicas=s.max_replicas, team=s.team)
+        if s.topologySpreadConstraints or s.volumes:
+            spec = replace(spec, constraints=with_section(spec.constraints, s, s.team, {"app": s.name},
+                                                          service_labels(s.name)))
+        services.append(spec)
+    return services
+
+
+def _check_volumes(parsed: ScenarioFile, config: Config, source: str) -> None:
+    """The `storage` section and each workload's spread constraints and volumes, against the pools' zones."""
+    check_storage(parsed.storage, {z for p in config.pools for z in p.zones}, f"{source}: storage")
+    work = parsed.workload
+    for name, section in (("training", work.training), ("batch", work.batch)):
+        if section is not None:
+            check_workload(section, parsed.storage, f"{source}: workload.{name}", service=False)
+    for i, service in enumerate(work.services):
+        check_workload(service, parsed.storage, f"{source}: workload.services.{i}", service=True)
+
+
+def _datasets(parsed: ScenarioFile, specs: list[JobSpec | ServiceSpec]) -> dict[str, set[str]]:
+    """Dataset → the namespaces whose pods use its claim."""
+    names = {d.name for d in parsed.storage.datasets} if parsed.storage is not None else set()
+    used: dict[str, set[str]] = {}
+    for spec in specs:
+        for claim in spec.constraints.claims:
+            if claim.name in names:
+                used.setdefault(claim.name, set()).add(claim.namespace)
+    return used
 
 
 def _calibrated(name: str | None, base: Path | None, source: str, pools: set[str]) -> dict[str, StartupProfile]:
@@ -297,6 +348,7 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
         if parsed.initial_nodes.get(pool.name, 0) > pool.max_size:
             raise ConfigError(f"{source}: initial_nodes.{pool.name}", f"{parsed.initial_nodes[pool.name]} is above the "
                                                                      f"pool's max_size {pool.max_size}")
+    _check_volumes(parsed, config, source)
     rng = np.random.default_rng(parsed.seed)
     calibrated = _calibrated(parsed.calibrated_profiles, base, source, names)
     sampled = _samples(parsed.startup_samples, source, names)
@@ -320,11 +372,13 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
             if job.queue and queues.cluster_queue_of(job.team, job.queue) is None:
                 raise ConfigError(f"{source}: job {job.name}",
                                   f"queue {job.queue!r} is not a LocalQueue of namespace {job.team!r}")
+    services = _services(parsed)
     setup = TwinSetup(name=parsed.name, pools=tuple(cloud_pools), jobs=tuple(jobs), queues=queues,
-                      services=tuple(_services(parsed)), pauses=pauses,
+                      services=tuple(services), pauses=pauses,
                       spells=tuple(Spell(pool=s.pool, start_s=s.start, end_s=s.end) for s in parsed.stockouts),
                       initial_nodes={k: v for k, v in initial.items() if v}, duration_s=parsed.duration,
-                      seed=parsed.seed)
+                      seed=parsed.seed, storage_classes=storage_classes(parsed.storage),
+                      bound_volumes=dataset_volumes(parsed.storage, _datasets(parsed, [*jobs, *services])))
     return setup, config
 
 

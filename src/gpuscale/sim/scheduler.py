@@ -62,6 +62,7 @@ from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import FitFailure, HostPorts, Topology, static_failures
 from gpuscale.engine.whatif import filters
+from gpuscale.engine.whatif.volumes import VolumeState
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
@@ -212,6 +213,12 @@ class SimScheduler:
         at the first pass after one is, then kept in step with binds, removals and node changes."""
         self._ports = HostPorts()
         """The host ports of the bound pods, per node (NodePorts), kept in step with binds and removals."""
+        self._claims_seen = False
+        """Some pod using PersistentVolumeClaims was seen (pending or bound): the volume filters then get `_volumes`."""
+        self._volumes: VolumeState | None = None
+        """The volume filters' state over the rows (`engine.whatif.volumes.VolumeState`: the storage objects, each
+        claim's placed users); None until needed after a change of the storage or of the rows, then built from the
+        cluster (O(nodes + bound pods)) and kept in step with binds and removals."""
         self._inexact: set[str] = set()
         """Device-accounted nodes whose devices were reconstructed (a GPU pod without a valid device annotation, or
         more milli on a device than it has: GPUs that re-registered fewer). A rebuild reconstructs them again from
@@ -227,6 +234,10 @@ class SimScheduler:
                 self._topology.add(pod, node)
         elif depends_on_placed(pod):
             self._inter_pod = True
+        if pod.constraints.claims:
+            self._claims_seen = True
+            if self._volumes is not None:
+                self._volumes.add(pod, self._row.get(pod.node_name or "", -1))
         if self._still_failing:
             self._still_failing = {k: p for k, p in self._still_failing.items() if p <= pod.priority}
         self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
@@ -247,6 +258,8 @@ class SimScheduler:
             self._ports.remove(pod, pod.node_name)
         if self._topology is not None:
             self._topology.remove(pod)
+        if self._volumes is not None and pod.constraints.claims:
+            self._volumes.remove(pod, self._row.get(pod.node_name or "", -1))
         self._room_changed(pod.node_name or "")
         left = self._bound_priorities.get(pod.priority, 0) - 1
         if left > 0:
@@ -281,9 +294,19 @@ class SimScheduler:
         if after is not None:
             if depends_on_placed(after):
                 self._inter_pod = True
+            if after.constraints.claims:
+                self._claims_seen = True
             self._count_class(self._request(after.requests), 1)
             if self._queue_order is not None:
                 bisect.insort(self._queue_order, self._enqueue(after))
+
+    def storage_changed(self) -> None:
+        """A claim, volume or class changed: the volume state is built again when next read, and every kind is tried
+        again (a claim bound or deleted changes the verdicts of the pods using it)."""
+        self._volumes = None
+        self._still_failing.clear()
+        self._forget_no_fit()
+        self.request_pass()
 
     def _enqueue(self, pod: Pod) -> _Entry:
         key = (self._request(pod.requests), self._constraint(pod.constraints), pod.priority)  # one object per value
@@ -308,6 +331,7 @@ class SimScheduler:
                 self._topology.remove_node(name)
         if name not in self._cluster.nodes:
             self._ports.remove_node(name)
+        self._volumes = None  # its rows may have moved
         if not self._stale:
             row = self._row.get(name)
             node = self._cluster.nodes.get(name)
@@ -465,6 +489,7 @@ class SimScheduler:
         self._set_devices(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64))
         self._fit_alloc, self._fit_zero_rows = [np.zeros(0, dtype=np.int64) for _ in self._fit_cols], 0
         self._static, self._soft, self._filtered = {}, {}, {}
+        self._volumes = None
         for node in sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting),
                            key=lambda n: n.name):
             self._insert_row(len(self._names), node)
@@ -741,16 +766,29 @@ class SimScheduler:
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
                   devices: GpuDevices | None = None, topology: Topology | None = None,
-                  ports: HostPorts | None = None) -> BoolArray:
+                  ports: HostPorts | None = None, volumes: VolumeState | None = None) -> BoolArray:
         """Which rows can take `pod`: the engine's filters (`engine.whatif.filters`) over the scheduler's rows, with
-        `free`, `free_pods`, `devices`, `topology` and `ports` those of a trial (a gang's), default the scheduler's
-        own."""
+        `free`, `free_pods`, `devices`, `topology`, `ports` and `volumes` those of a trial (a gang's), default the
+        scheduler's own."""
         view = _Rows(self, free, free_pods, devices or self._devices,
-                     self._topology if topology is None else topology, self._ports if ports is None else ports)
+                     self._topology if topology is None else topology, self._ports if ports is None else ports,
+                     self._volume_state() if volumes is None else volumes)
         return filters.feasible(pod, view, self._every_row)
 
     def _view(self) -> _Rows:
-        return _Rows(self, self._free, self._free_pods, self._devices, self._topology, self._ports)
+        return _Rows(self, self._free, self._free_pods, self._devices, self._topology, self._ports,
+                     self._volume_state())
+
+    def _volume_state(self) -> VolumeState | None:
+        """The volume filters' state over the rows, once some pod with claims was seen (None before: no cost)."""
+        if not self._claims_seen:
+            return None
+        if self._volumes is None:
+            pods = self._cluster.pods
+            by_node = {name: [pods[key] for key in sorted(keys) if pods[key].constraints.claims]
+                       for name, keys in self._cluster.pods_on.items()}
+            self._volumes = VolumeState.of(self._cluster.storage.snapshot(), self._nodes, by_node)
+        return self._volumes
 
     def _choose(self, pod: Pod, mask: BoolArray, free: IntArray,
                 devices: GpuDevices | None = None) -> tuple[int, tuple[int, ...]]:
@@ -869,6 +907,8 @@ class SimScheduler:
         if gpus:
             annotations = {**annotations, DEVICE_ANNOTATION: ",".join(str(g) for g in gpus)}
         bound = replaced(pod, node_name=node.name, unschedulable=False, nominated_node=None, annotations=annotations)
+        if pod.constraints.claims:  # VolumeBinding's PreBind: unbound WaitForFirstConsumer claims provisioned there
+            self._cluster.storage.bind_for(pod, node)
         self._cluster.put_pod(bound)  # the listener updates the arrays
         self._on_bound(bound, node)
 
@@ -883,9 +923,10 @@ class SimScheduler:
         devices = self._devices.copy() if self._devices is not None else None
         topology = self._topology.copy() if self._topology is not None else None
         ports = self._ports.copy()
+        volumes = state.copy() if (state := self._volume_state()) is not None else None
         rows: list[tuple[int, tuple[int, ...]]] = []
         for pod in members:
-            mask = self._feasible(pod, free, free_pods, devices, topology, ports)
+            mask = self._feasible(pod, free, free_pods, devices, topology, ports, volumes)
             if not mask.any():
                 for member in members:
                     self._mark_unschedulable(member)
@@ -901,6 +942,8 @@ class SimScheduler:
                 topology.add(pod, self._cluster.nodes[self._names[row]])
             if pod.constraints.host_ports:
                 ports.add(pod, self._names[row])
+            if volumes is not None and pod.constraints.claims:  # assumed, as the scheduler's assume cache does
+                volumes.add(pod, row, self._cluster.nodes[self._names[row]])
             rows.append((row, gpus))
         for pod, (row, gpus) in zip(members, rows, strict=True):
             self._bind(pod, row, gpus)
@@ -919,6 +962,8 @@ class SimScheduler:
         if vec is None:
             return False
         static = self._static_mask(pod.constraints)
+        if pod.constraints.claims:
+            static = static & self._volumes_allow(pod)
         topology = self._topology
         if topology is not None and not self._depends_on_placed(pod, topology):
             topology = None
@@ -965,6 +1010,19 @@ class SimScheduler:
         gpus = devices.best_fit(row, need) if devices is not None and need and devices.count[row] else ()
         self._bind(pod, row, gpus)
         return True
+
+    def _volumes_allow(self, pod: Pod) -> BoolArray:
+        """The rows the pod's volumes allow (the volume PreFilters, VolumeBinding, VolumeZone) with the pods bound
+        now: evicting victims moves no volume's zone (a ReadWriteOncePod claim a victim holds still counts: a
+        preemption it would free is not tried)."""
+        view = self._view()
+        mask = np.ones(len(self._names), dtype=bool)
+        if filters.prefilter(pod, view) is not None:
+            mask[:] = False
+            return mask
+        for check in _VOLUME_FILTERS:
+            check.mask(pod, view, mask)
+        return mask
 
     def _ports_after(self, pod: Pod, name: str, lower: Sequence[Pod], chosen: list[Pod]) -> bool:
         """Whether the pod's host ports are free on node `name` once victims leave it: no pod staying (priority not
@@ -1031,6 +1089,10 @@ class SimScheduler:
         return trial.can_take(0, need)
 
 
+_VOLUME_FILTERS = (filters.VolumeRestrictions(), filters.VolumeBinding(), filters.VolumeZone())
+"""The volume filters preemption asks (`SimScheduler._volumes_allow`)."""
+
+
 def _placed_failures(topology: Topology, pod: Pod, node: Node) -> tuple[FitFailure, ...]:
     """The filters that read placed pods, in the profile's order: PodTopologySpread, then InterPodAffinity."""
     return topology.spread_failures(pod, node) or topology.failures(pod, node)
@@ -1041,17 +1103,16 @@ class _Rows:
     request readings, with free capacity, devices and topology its own or a trial's. Each row is its own node group.
     Cost O(1) to make; every operation is the scheduler's cached one."""
 
-    __slots__ = ("_s", "devices", "free", "free_pods", "ports", "topology")
+    __slots__ = ("_s", "devices", "free", "free_pods", "ports", "topology", "volumes")
 
-    volumes: None = None
-    """The twin's workloads use no claims: no volume state."""
     dra: None = None
-    """Nor ResourceClaims: no DRA state."""
+    """The twin's workloads use no ResourceClaims: no DRA state."""
 
     def __init__(self, scheduler: SimScheduler, free: IntArray, free_pods: IntArray, devices: GpuDevices | None,
-                 topology: Topology | None, ports: HostPorts) -> None:
+                 topology: Topology | None, ports: HostPorts, volumes: VolumeState | None) -> None:
         self._s = scheduler
         self.free, self.free_pods, self.devices, self.topology = free, free_pods, devices, topology
+        self.volumes = volumes
         self.ports: HostPorts | None = ports
 
     def row_index(self) -> dict[str, int]:

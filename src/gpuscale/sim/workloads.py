@@ -21,11 +21,44 @@ from typing import TYPE_CHECKING
 from gpuscale.engine.checkpoint import CHECKPOINT_INTERVAL
 from gpuscale.model.pod import OwnerRef, Pod, PodGroupRef, SchedulingConstraints
 from gpuscale.model.resources import Resources
+from gpuscale.model.volumes import PersistentVolumeClaim, PodClaim
 from gpuscale.sim.cluster import Termination, pod_gpus
 from gpuscale.sim.core import Handle, Priority
 
 if TYPE_CHECKING:
     from gpuscale.sim.world import World
+
+
+PER_JOB = "per-job"
+PER_POD = "per-pod"
+"""`ClaimTemplate.per` values."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimTemplate:
+    """A volume of a job's pods backed by a claim of its own: one claim per job (`<job>-<volume>`, shared by its pods)
+    or one per pod index (`<job>-<volume>-<i>`, as a StatefulSet's or an indexed JobSet's templates give). A claim is
+    created with the job's first pods, kept while the job is requeued or restarted (its restarted pods find it bound
+    where it was provisioned) and deleted when the job finishes."""
+
+    volume: str
+    per: str = PER_JOB
+    storage_class: str
+    request_bytes: int = 0
+    access_modes: frozenset[str] = frozenset({"ReadWriteOnce"})
+
+    def claim_name(self, job: str, index: int) -> str:
+        return f"{job}-{self.volume}" if self.per == PER_JOB else f"{job}-{self.volume}-{index}"
+
+
+def job_labels(name: str, kind: str) -> dict[str, str]:
+    """The labels of a job's pods (what spread constraints' selectors and `matchLabelKeys` read)."""
+    return {"job-name": name, "gpuscale.io/workload": kind}
+
+
+def service_labels(name: str) -> dict[str, str]:
+    """The labels of a service's pods."""
+    return {"app": name, "gpuscale.io/workload": "inference"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +80,8 @@ class JobSpec:
     queue: str = ""
     """Kueue LocalQueue (in the team's namespace) the job is submitted to; empty = the LocalQueue named after the
     team, if the scenario has one (docs/queues.md)."""
+    claims: tuple[ClaimTemplate, ...] = ()
+    """Volumes backed by claims of the job's own (shared claims, such as a dataset's, are in `constraints`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,18 +158,34 @@ class Job:
         group = PodGroupRef(key=f"{spec.team}/{spec.name}-{self.attempt}", source="kueue", min_member=spec.pods) \
             if spec.pods > 1 else None
         owner = OwnerRef(kind="Job", name=spec.name)
+        labels = job_labels(spec.name, spec.kind)
         # The checkpoint interval, as a job declares it to gpuscale (engine/checkpoint.py): progress is kept at
         # multiples of it from the start of the run (`_stop`), which is the pod's start for a single-pod job.
         annotations = {CHECKPOINT_INTERVAL: f"{spec.checkpoint_s:g}s"} if spec.checkpoint_s > 0 else {}
         for i in range(spec.pods):
             name = f"{spec.name}-{self.attempt}-{i}"
             pod = Pod(namespace=spec.team, name=name, uid=name,
-                      requests=spec.requests, constraints=self.constraints, priority=spec.priority,
-                      labels={"job-name": spec.name, "gpuscale.io/workload": spec.kind}, owner=owner, group=group,
+                      requests=spec.requests, constraints=self._with_claims(i), priority=spec.priority,
+                      labels=labels, owner=owner, group=group,
                       annotations=annotations,
                       created_s=self.world.now, image_bytes=spec.image_bytes)
             self.pods.add(pod.key)
             self.world.create_pod(pod, self, job=f"{spec.team}/{spec.name}", waiting_since=self.waiting_since)
+
+    def _with_claims(self, index: int) -> SchedulingConstraints:
+        """The constraints of the job's pod `index`: its own claims (created now if they do not exist: a requeued job
+        keeps them) after the shared ones."""
+        spec = self.spec
+        if not spec.claims:
+            return self.constraints
+        own = []
+        for template in spec.claims:
+            name = template.claim_name(spec.name, index)
+            self.world.cluster.storage.create_claim(PersistentVolumeClaim(
+                namespace=spec.team, name=name, storage_class=template.storage_class,
+                access_modes=template.access_modes, request=template.request_bytes))
+            own.append(PodClaim(spec.team, name))
+        return replace(self.constraints, claims=(*self.constraints.claims, *own))
 
     def on_running(self, pod: Pod) -> None:
         self.running.add(pod.key)
@@ -193,6 +244,9 @@ class Job:
         for key in sorted(self.pods):
             self.world.complete_pod(key)
         self.pods.clear()
+        for template in self.spec.claims:  # its own claims go with it (a dynamically provisioned PV with its claim)
+            for i in range(self.spec.pods if template.per == PER_POD else 1):
+                self.world.cluster.storage.delete_claim(f"{self.spec.team}/{template.claim_name(self.spec.name, i)}")
         if self.world.queues is not None:
             self.world.queues.finished(self)
 
@@ -227,6 +281,7 @@ class Service:
         self.seq = 0
         self.recommended = WindowMax(spec.stabilization_s)
         """The HPA's recommendations over the stabilisation window."""
+        self.labels = service_labels(spec.name)
         world.sim.at(0.0, Priority.WORKLOAD, self._sync)
 
     def desired(self, t: float) -> int:
@@ -256,7 +311,7 @@ class Service:
         spec = self.spec
         pod = Pod(namespace=spec.team, name=f"{spec.name}-{self.seq:05d}", uid=f"{spec.name}-{self.seq}",
                   requests=spec.requests, constraints=spec.constraints, priority=spec.priority,
-                  labels={"app": spec.name, "gpuscale.io/workload": "inference"},
+                  labels=self.labels,
                   owner=OwnerRef(kind="ReplicaSet", name=spec.name), created_s=self.world.now,
                   image_bytes=spec.image_bytes)
         self.pods.append(pod.key)
