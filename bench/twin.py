@@ -3,7 +3,8 @@
 Workload: openb pod shapes (Alibaba 2023) arriving along the Helios `vc3sl` demand curve scaled so its p95 is
 1,000 GPUs (docs/traces.md), plus a chat inference service. Pools: CPU, 8×A100, 1×T4 and a time-sliced T4 pool for
 fractional-GPU pods. Prints simulated events per second, pods, wall time and the run's headline numbers.
-Run: `.venv/bin/python bench/twin.py [--days 7] [--gpus 1000]`.
+Run: `.venv/bin/python bench/twin.py [--days 7] [--gpus 1000]`; `--scenario NAME` runs a bundled scenario (or a
+scenario file) under the `gpuscale` preset instead (e.g. `zones`: topology spread and volumes).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from gpuscale.engine.plan import Plan
 from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.report.twin import result_json
 from gpuscale.sim.run import simulate
-from gpuscale.sim.scenario import parse_scenario, policy_named
+from gpuscale.sim.scenario import load_scenario, parse_scenario, policy_named
 
 GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
 
@@ -82,9 +83,14 @@ def main() -> None:
     parser.add_argument("--gpus", type=float, default=1000.0)
     parser.add_argument("--shape", choices=("t4x1", "openb"), default="t4x1",
                         help="node shapes: many 1-GPU T4 nodes (default), or openb's 8-GPU and 2-GPU nodes")
+    parser.add_argument("--scenario", help="a bundled scenario or scenario file instead of the bench's (its duration)")
     args = parser.parse_args()
     start = time.perf_counter()
-    setup, config = parse_scenario(scenario(args.days, args.gpus, args.shape), "bench")
+    if args.scenario:
+        setup, config = load_scenario(args.scenario)
+        args.days = setup.duration_s / 86_400
+    else:
+        setup, config = parse_scenario(scenario(args.days, args.gpus, args.shape), "bench")
     built = time.perf_counter() - start
     timed = _Timed()
     start, cpu = time.perf_counter(), time.process_time()
