@@ -10,7 +10,9 @@
   pod only once the device plugin put them in allocatable. InterPodAffinity (required affinity and anti-affinity,
   existing pods' anti-affinity) and PodTopologySpread (`DoNotSchedule` constraints) read an
   `engine.scheduling.Topology` of every node and bound pod, kept only once some pod with inter-pod terms or spread
-  constraints was seen.
+  constraints was seen. The volume filters read a `VolumeState` of the cluster's storage (`sim.storage`) and the
+  bound pods' claims, kept once some pod with claims was seen and rebuilt after the storage or the rows change;
+  binding a pod provisions its unbound WaitForFirstConsumer claims in the node's zone (VolumeBinding's PreBind).
 - Scoring: `least-allocated` (kube's default NodeResourcesFit strategy), `most-allocated`, or `gpu-binpack` (most
   allocated GPUs first), each 0–100, plus TaintToleration's score at its default weight 3: nodes with fewer
   `PreferNoSchedule` taints the pod does not tolerate score higher (0–100, normalised over the feasible nodes), so
