@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gpuscale.config import parse_config
 from gpuscale.engine.decide import decide
 from gpuscale.engine.nodes import NodePhase, awaiting_slices, phase, slices_published
@@ -92,3 +94,42 @@ def test_memo_and_no_memo_agree_when_only_the_slices_change() -> None:
         assert with_memo.timed_out == without.timed_out
         assert with_memo.scale_up == without.scale_up
         assert with_memo.covered == without.covered
+
+
+def _claiming(product: str) -> Cluster:
+    """A pending pod whose template asks one GPU of `product`, its DeviceClass and template, no node at all."""
+    from gpuscale.kube.convert import cluster_from_objects
+
+    selector = f'device.attributes["{DRIVER}"].productName == "{product}"'
+    return cluster_from_objects([
+        {"kind": "DeviceClass", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": "gpu"},
+         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}},
+        {"kind": "ResourceClaimTemplate", "apiVersion": "resource.k8s.io/v1",
+         "metadata": {"name": "one", "namespace": "ml"},
+         "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+             "deviceClassName": "gpu", "selectors": [{"cel": {"expression": selector}}]}}]}}}},
+        {"kind": "Pod", "metadata": {"name": "train", "namespace": "ml", "uid": "u1"},
+         "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one"}],
+                  "containers": [{"name": "c", "resources": {"requests": {"cpu": "8"}}}]},
+         "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                        "reason": "Unschedulable"}]}},
+    ])
+
+
+def test_a_claim_scales_the_pool_whose_template_devices_satisfy_it_from_zero() -> None:
+    a100 = parse_config({"pools": [{**CONFIG["pools"][0], "name": "a100", "resource_slices": [
+        {"driver": DRIVER, "count": 8, "device": {"name": "gpu-{index}", "attributes": {
+            "productName": {"string": "NVIDIA A100-SXM4-40GB"}}}}]}]}).pools[0]
+    pools = (a100, H100)
+    plan = decide(Snapshot(cluster=_claiming("NVIDIA H100 80GB HBM3")), pools, EngineState(), Policy(), T0)
+    assert [(s.pool, s.nodes) for s in plan.scale_up] == [("h100", 1)]
+    nowhere = decide(Snapshot(cluster=_claiming("NVIDIA B200")), pools, EngineState(), Policy(), T0)
+    assert nowhere.scale_up == () and [v.pod for v in nowhere.unplaceable] == ["ml/train"]
+
+
+@pytest.mark.xfail(strict=True, reason="a pool whose template devices cannot satisfy the claim is reported as 'not "
+                                       "enough room within limit pool … max_size 4' instead of the scheduler's words")
+def test_a_claim_no_template_satisfies_says_so_in_the_schedulers_words() -> None:
+    nowhere = decide(Snapshot(cluster=_claiming("NVIDIA B200")), (H100,), EngineState(), Policy(), T0)
+    (verdict,) = nowhere.unplaceable
+    assert "cannot allocate all claims" in " ".join(r.message for r in verdict.reasons), verdict
