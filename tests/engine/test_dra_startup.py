@@ -133,3 +133,13 @@ def test_a_claim_no_template_satisfies_says_so_in_the_schedulers_words() -> None
     nowhere = decide(Snapshot(cluster=_claiming("NVIDIA B200")), (H100,), EngineState(), Policy(), T0)
     (verdict,) = nowhere.unplaceable
     assert "cannot allocate all claims" in " ".join(r.message for r in verdict.reasons), verdict
+
+
+def test_status_and_provisioning_requests_see_a_node_without_its_slices_as_starting() -> None:
+    from gpuscale.engine.provreq import usable_table
+    from gpuscale.kube.status import ReportedState, node_states
+
+    for dra, state, rows in ((Dra(), ReportedState.UNREADY_GPU, 0), (_published("h100-1"), ReportedState.USABLE, 1)):
+        snapshot = Snapshot(cluster=Cluster(nodes=(_node(),), dra=dra))
+        assert node_states(snapshot, {"h100": H100})["h100"] == {state: 1}
+        assert len(usable_table(snapshot.cluster, {"h100": H100}, {}).nodes) == rows

@@ -225,3 +225,9 @@ def awaiting_slices(nodes: Iterable[Node], node_pools: Mapping[str, str], pools:
         if pool is not None and node.ready and not slices_published(node.name, pool, dra):
             out.append(node.name)
     return frozenset(out)
+
+
+def phase_in(node: Node, pool: NodePool | None, dra: Dra) -> NodePhase:
+    """`phase` with the node's DRA slices looked up in the snapshot's `dra` (for callers that judge a node alone,
+    not through a decision's facts)."""
+    return phase(node, pool, slices=pool is None or slices_published(node.name, pool, dra))

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from gpuscale.engine.nodes import NodePhase, phase, pool_of
+from gpuscale.engine.nodes import NodePhase, phase_in, pool_of
 from gpuscale.engine.plan import Plan
 from gpuscale.engine.reasons import ReasonCode
 from gpuscale.engine.scaleup import Unit, place_units
@@ -168,7 +168,7 @@ def usable_table(cluster: Cluster, pools: Mapping[str, NodePool], node_pools: Ma
     nodes: list[Node] = []
     for node in cluster.nodes:
         name = pool_of(node, node_pools)
-        if phase(node, pools.get(name) if name else None) is not NodePhase.USABLE:
+        if phase_in(node, pools.get(name) if name else None, cluster.dra) is not NodePhase.USABLE:
             continue
         if templates:
             key = (node.name,) if per_node else node_group_key(node)

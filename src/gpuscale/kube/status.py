@@ -24,7 +24,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gpuscale.engine.nodes import NodePhase, phase, pool_of
+from gpuscale.engine.nodes import NodePhase, phase_in, pool_of
 from gpuscale.engine.plan import Snapshot
 from gpuscale.engine.policy import Limits
 from gpuscale.engine.reasons import ReasonCode
@@ -76,7 +76,7 @@ def node_states(snapshot: Snapshot, pools: Mapping[str, NodePool],
     for node in snapshot.cluster.nodes:
         pool = pool_of(node, snapshot.node_pools)
         if pool in counts:
-            counts[pool][reported_state(phase(node, pools[pool]), node.name in degraded)] += 1
+            counts[pool][reported_state(phase_in(node, pools[pool], snapshot.cluster.dra), node.name in degraded)] += 1
     for upcoming in snapshot.upcoming:
         if upcoming.pool in counts:
             counts[upcoming.pool][ReportedState.UPCOMING] += 1
