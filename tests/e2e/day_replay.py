@@ -6,8 +6,9 @@ Workload: the bundled `default` scenario's jobs for a seed (training: 1-GPU T4 j
 of 8-GPU pods; batch: CPU jobs), its chat service left out. `day_jobs` keeps a pod budget: GPU jobs take 85 % of it,
 CPU jobs the rest, each picked evenly over the day; submission times and run times are divided by `compress`. Images,
 checkpoints and priorities are dropped (kwok pulls nothing; a job without checkpoints is protected from scale-down,
-D38). Each job is a `batch/v1` Job (`parallelism = completions = pods`, a gang's pods carry Kueue's pod-group label and
-total count, which gpuscale reads as a gang) whose pods run for `gpuscale.io/run-for` once Ready.
+D38). Each job is a `batch/v1` Job (`parallelism = completions = pods`) whose pods run for `gpuscale.io/run-for` once
+Ready. The harness has no gang scheduler: the pods of an A100 "gang" are placed and run one by one (`job_body`), and
+the twin replays them so (`per_pod`).
 
 Measured (`measure`), only from what the API serves — objects and watch events of them:
 - a node's creation (`creationTimestamp`), Ready (the Ready condition's `lastTransitionTime`), GPUs registered (the
@@ -17,7 +18,9 @@ Measured (`measure`), only from what the API serves — objects and watch events
 - cost and provisioned GPU-hours: each node from creation to deletion (or the end of the run), at its pool's price —
   the twin's count too (it charges from capacity acquired, which is the Node's creation on kwok); allocated
   GPU-hours: each pod's GPUs from bind until it ends; idle = provisioned − allocated;
-- pending→running = running − creation; a pod "needed a new node" when its node was created after it.
+- pending→running = running − creation; a pod "needed a new node" when it ran on a node the controller added that
+  was not yet usable (GPUs registered; Ready for a CPU pool) when the pod was created — what the twin calls a pod
+  that waited for a node the autoscaler added.
 Timestamps the API stores have whole seconds, so each difference of two carries up to ±1 s.
 
 The twin replay (`twin_replay`) takes the jobs at their measured submission offsets (requests and constraints read
@@ -62,8 +65,6 @@ from gpuscale.sim.workloads import JobSpec
 GPU_SHARE = 0.85
 """Of the pod budget, what GPU jobs may take (the rest: CPU jobs)."""
 RUN_FOR = "gpuscale.io/run-for"
-GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
-GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
 JOB_LABEL = "gpuscale.io/replay-job"
 ZERO = LogNormal(median=0.0, sigma=0.0)
 
@@ -115,13 +116,15 @@ def _pod_spec(job: JobSpec) -> dict[str, Any]:
 
 
 def job_body(job: JobSpec, namespace: str) -> dict[str, Any]:
-    """The `batch/v1` Job that plays `job`: its pods run `duration_s` once Ready (kwok's pod-complete stage)."""
-    labels = {JOB_LABEL: job.name, **({GROUP_LABEL: job.name} if job.pods > 1 else {})}
-    annotations = {RUN_FOR: f"{job.duration_s:g}s", **({GROUP_TOTAL: str(job.pods)} if job.pods > 1 else {})}
+    """The `batch/v1` Job that plays `job`: its pods run `duration_s` once Ready (kwok's pod-complete stage). The
+    harness has no gang scheduler, so a multi-pod job's pods are placed and run one by one; they carry no pod-group
+    label, or the autoscaler would plan all-or-nothing for pods the scheduler places one at a time."""
+    labels = {JOB_LABEL: job.name}
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": job.name, "namespace": namespace, "labels": {JOB_LABEL: job.name}},
+            "metadata": {"name": job.name, "namespace": namespace, "labels": labels},
             "spec": {"parallelism": job.pods, "completions": job.pods, "backoffLimit": 100,
-                     "template": {"metadata": {"labels": labels, "annotations": annotations},
+                     "template": {"metadata": {"labels": labels,
+                                               "annotations": {RUN_FOR: f"{job.duration_s:g}s"}},
                                   "spec": _pod_spec(job)}}}
 
 
@@ -440,13 +443,13 @@ def measure(run: RealRun, pools: Sequence[NodePool]) -> tuple[Figures, Chain]:
             allocated += pod.gpus * max(min(pod.ended_s or end, end) - max(pod.bound_s, t0), 0.0) / 3600
     nodes = {n.name: n for n in run.nodes}
     ran = [p for p in run.pods if p.running_s is not None]
-    fresh = [p for p in ran if p.node in nodes and nodes[p.node].created_s >= p.created_s]
     created = run.created()
+    usable = {n.name: u for n in created if (u := _usable(n, by_pool.get(n.pool))) is not None}
+    fresh = [p for p in ran if p.node in usable and usable[p.node] > p.created_s]
     figures = Figures(cost_usd=cost, gpu_hours_provisioned=provisioned, gpu_hours_allocated=allocated,
                       pending_to_running=Spread.of([p.running_s - p.created_s for p in ran]),  # type: ignore[operator]
                       new_node=Spread.of([p.running_s - p.created_s for p in fresh]),  # type: ignore[operator]
                       nodes_created=len(created))
-    usable = {n.name: u for n in created if (u := _usable(n, by_pool.get(n.pool))) is not None}
     chain = Chain(
         ready={pool: Spread.of([n.ready_s - n.created_s for n in created if n.pool == pool and n.ready_s])
                for pool in sorted({n.pool for n in created})},
@@ -490,9 +493,17 @@ def measured_profiles(run: RealRun, pools: Sequence[NodePool], kwok: KwokSetting
     return out
 
 
+def per_pod(jobs: Sequence[JobSpec]) -> tuple[JobSpec, ...]:
+    """A multi-pod job as the harness runs it: one job per pod (no gang scheduler places them together)."""
+    return tuple(j if j.pods == 1 else replace(j, name=f"{j.name}-{i}", pods=1) for j in jobs for i in range(j.pods))
+
+
 def twin_replay(run: RealRun, config: Config, profiles: Mapping[str, StartupProfile], seed: int = 0) -> SimResult:
+    """The run in the twin: the same pools, its jobs (one per pod, `per_pod`) at their measured submission times,
+    `profiles` (`measured_profiles`), kube-scheduler's default scoring, the run's policy, scan and length."""
     setup = TwinSetup(name="replay", pools=tuple(CloudPool(pool=p, profile=profiles[p.name]) for p in config.pools),
-                      jobs=run.jobs, initial_nodes=run.initial_nodes, duration_s=run.end_s, seed=seed, sample_s=60.0)
+                      jobs=per_pod(run.jobs), initial_nodes=run.initial_nodes, duration_s=run.end_s, seed=seed,
+                      sample_s=60.0)
     policy = TwinPolicy(name="replay", policy=config.policy, scoring=Scoring.LEAST_ALLOCATED,
                         settings=LoopSettings(scan_interval_s=config.scan_interval_s,
                                               max_graceful_termination_s=config.max_graceful_termination_s))
