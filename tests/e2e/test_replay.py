@@ -81,9 +81,9 @@ DAY_UNNEEDED_S = 120.0
 DAY_KWOK = KwokSettings(default=KwokProfile(ready_after_s=60.0, gpu_register_after_s=5.0))
 DAY_COST_TOLERANCE, DAY_PROVISIONED_TOLERANCE, DAY_ALLOCATED_TOLERANCE = 0.20, 0.20, 0.05
 DAY_P95_TOLERANCE_S = 12.0
-"""The twin on this recording (2026-12-03): cost 1.166 and provisioned GPU-hours 1.144 of the measured (one A100
-node more at the 60 s burst, 3 in the second A100 pool against 2, and a second A100 node kept ~5 minutes longer),
-allocated 1.007, p95 pending→running 70.6 s against 62.0 s (new-node pods 76.5 s against 76.0 s). The bounds hold
+"""The twin on this recording (2026-12-03, at 03bca32): cost 1.108 and provisioned GPU-hours 1.093 of the measured (one
+A100 node more at the 60 s burst, 3 in the second A100 pool against 2, and a second A100 node kept minutes longer),
+allocated 1.006, p95 pending→running 70.6 s against 62.0 s (new-node pods 74.5 s against 76.0 s). The bounds hold
 today's agreement, not the issue's "few per cent", which this recording does not reproduce on cost
 (docs/benchmarks.md)."""
 
