@@ -158,6 +158,13 @@ def _pool() -> NodePool:
     return parse_config(config).pools[0]
 
 
+def test_fit_judges_a_pool_by_the_slices_it_declares() -> None:
+    dra = Dra(classes=(GPU_CLASS,), templates=(TEMPLATE,))
+    (fit,) = explain_fit(Cluster(nodes=(make_node("a"),), pods=(with_template(make_pod("p")),), dra=dra),
+                         (_pool(), replace(_pool(), name="bare", resource_slices=())))
+    assert fit.pools == {"gpu": "fits", "bare": "cannot allocate all claims"}
+
+
 def test_dra_pods_scale_an_empty_pool_from_its_declared_slices() -> None:
     pool = _pool()
     pods = tuple(with_template(owned_pod(f"train-{i}", cpu=1000, owner="Job")) for i in range(3))

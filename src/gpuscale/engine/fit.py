@@ -72,7 +72,8 @@ def _explain_class(pod: Pod, table: WhatIf, pools: Sequence[NodePool]) -> PodFit
     fits = [nodes[i].name for i in mask.nonzero()[0].tolist()]
     message = f"fits on {len(fits)} of {len(nodes)} node(s)" if fits else (
         summarize(len(nodes), reasons) if nodes else "no nodes available to schedule pods")
-    with_placed = table if table.depends_on_placed else None
+    # placed pods matter (inter-pod affinity), or the devices in use and the pool's declared slices (ResourceClaims)
+    with_placed = table if table.depends_on_placed or (pod.constraints.resource_claims and table.dra) else None
     return PodFit(pod=pod, fits=tuple(fits), reasons=dict(sorted(reasons.items())),
                   message=message, pools={p.name: pool_verdict(pod, p, with_placed) for p in pools})
 
