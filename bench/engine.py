@@ -32,6 +32,18 @@ from gpuscale.engine.policy import Policy
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
+from gpuscale.model.dra import (
+    ClaimSpec,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    Dra,
+    ExactDeviceRequest,
+    PodResourceClaim,
+    PoolRef,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from gpuscale.model.node import ZONE_LABEL, Node
 from gpuscale.model.pod import OwnerRef, Pod, PodPhase, SchedulingConstraints, TopologySpreadConstraint
 from gpuscale.model.pool import NodePool
@@ -175,6 +187,27 @@ def with_claims(cluster: Cluster, share: float, seed: int) -> Cluster:
     return replace(cluster, pods=tuple(pods), storage=storage)
 
 
+def with_devices(cluster: Cluster, share: float, seed: int) -> tuple[Cluster, Cluster]:
+    """A ResourceSlice per GPU node (one device per GPU), a DeviceClass and a one-device claim template; the cluster
+    with them but no pod using them, and with `share` of the pending pods (GPU pods, drawn at random; all of them if
+    fewer) asking a device through the template besides their GPUs."""
+    driver = "gpu.example.com"
+    slices = tuple(ResourceSlice(name=f"{n.name}-gpus", driver=driver, pool=PoolRef(name=n.name), node_name=n.name,
+                                 devices=tuple(Device(name=f"gpu-{i}") for i in range(n.allocatable.gpu_count())))
+                   for n in cluster.nodes if n.allocatable.gpu_count())
+    one = ClaimSpec(requests=(DeviceRequest(name="gpu", exactly=ExactDeviceRequest(device_class_name="gpu")),))
+    dra = Dra(slices=slices, classes=(DeviceClass(name="gpu", selectors=(f"device.driver == '{driver}'",)),),
+              templates=(ResourceClaimTemplate(namespace="default", name="one-gpu", spec=one),))
+    pending = cluster.pending_pods()
+    gpu_pods = [p.key for p in pending if p.requests.gpu_count()]
+    random.Random(seed).shuffle(gpu_pods)
+    chosen = set(gpu_pods[: round(share * len(pending))])
+    ref = (PodResourceClaim(name="gpu", template_name="one-gpu"),)
+    pods = [replace(p, constraints=replace(p.constraints, resource_claims=ref)) if p.key in chosen else p
+            for p in cluster.pods]
+    return replace(cluster, dra=dra), replace(cluster, pods=tuple(pods), dra=dra)
+
+
 def _median_decide(cluster: Cluster, pools: list[NodePool], runs: int) -> tuple[float, list[float], object]:
     times = []
     plan = None
@@ -209,6 +242,9 @@ def main() -> None:
                         help="also time the run with this fraction of the pending pods spread over zones")
     parser.add_argument("--pvc-share", type=float, default=0.0,
                         help="also time the run with this share of the pending pods using a bound PVC")
+    parser.add_argument("--dra-share", type=float, default=0.0,
+                        help="also time the run with a ResourceSlice per GPU node and this share of the pending pods "
+                             "asking a device through a ResourceClaimTemplate")
     args = parser.parse_args()
     start = time.perf_counter()
     cluster, pools = build(args.nodes, args.running, args.pending, seed=11)
@@ -264,6 +300,22 @@ def main() -> None:
               f"ratio={cpu:.2f}; wall s median without={statistics.median(base_wall):.3f} "
               f"with={statistics.median(pvc_wall):.3f} ratio={wall:.2f} (runs alternate; CPU with: "
               f"{', '.join(f'{t:.3f}' for t in pvc_cpu)}; without: {', '.join(f'{t:.3f}' for t in base_cpu)})")
+
+    if args.dra_share:
+        _time_devices(cluster, pools, args.dra_share, args.runs)
+
+
+def _time_devices(cluster: Cluster, pools: list[NodePool], share: float, runs: int) -> None:
+    base, claimed = with_devices(cluster, share, seed=13)
+    users = sum(1 for p in claimed.pods if p.constraints.resource_claims)
+    _, _, plan = _median_decide(claimed, pools, 1)
+    base_wall, dra_wall, base_cpu, dra_cpu = _paired(base, claimed, pools, runs)
+    print(f"DRA: {len(base.dra.slices)} ResourceSlices, {users} pending pods with a ResourceClaim; plan: "
+          f"scale_up={[(s.pool, s.nodes) for s in plan.scale_up]}")  # type: ignore[attr-defined]
+    print(f"decide CPU s median without claims={statistics.median(base_cpu):.3f} "
+          f"with={statistics.median(dra_cpu):.3f} ratio={statistics.median(dra_cpu) / statistics.median(base_cpu):.2f}"
+          f"; wall ratio={statistics.median(dra_wall) / statistics.median(base_wall):.2f} (runs alternate)")
+
 
 if __name__ == "__main__":
     main()
