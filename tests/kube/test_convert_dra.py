@@ -199,6 +199,8 @@ def _with(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     (_with(k8s_slice(), "spec/devices/0/capacity/memory", {"value": "80 Gi"}),
      "spec.devices[0].capacity.memory.value", "quantities must match"),
     (_with(k8s_slice(), "spec/pool/resourceSliceCount", 0), "spec.pool.resourceSliceCount", "greater than zero"),
+    (_with(k8s_slice(), "spec/devices/0/attributes", {7: {"int": 1}}),  # a YAML dump may have a number as a key
+     "spec.devices[0].attributes.7", "expected a string key"),
     (_with(k8s_slice(), "spec/allNodes", True), "spec", "exactly one of nodeName"),
     (_with(k8s_slice(), "spec/driver", ""), "spec.driver", "required"),
     (_with(k8s_claim(), "spec/devices/requests/0/exactly/allocationMode", "Some"),

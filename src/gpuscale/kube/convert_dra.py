@@ -86,6 +86,9 @@ def _quantities(ctx: _Ctx, raw: Any, path: str, at: str) -> dict[str, int]:
 
 def _dict(ctx: _Ctx, raw: Any, path: str, at: str) -> dict[str, Any]:
     found: dict[str, Any] = _get(ctx, raw, path, dict, {}, at=at)
+    for key in found:
+        if not isinstance(key, str):
+            raise ctx.fail(f"{_join(at, path)}.{str(key)[:80]}", f"expected a string key, got {excerpt(key)}")
     return found
 
 
