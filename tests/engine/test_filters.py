@@ -458,7 +458,8 @@ def test_read_write_once_pod_and_many_readers() -> None:
                _pod_obj("holder", "data", node="a1"))
     fits, reasons, _ = _fit(*objects, _pvc("data", volume="pv", modes=("ReadWriteOncePod",)), _pod_obj("p", "data"))
     assert not fits
-    rwop = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    rwop = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by "
+            "another pod")
     assert reasons == {rwop: 2, "Insufficient cpu": 1}
     fits, _, _ = _fit(*objects, _pvc("data", volume="pv", modes=("ReadWriteMany",)), _pod_obj("p", "data"))
     assert fits == ("a1", "b1")
@@ -489,7 +490,8 @@ def test_placed_pods_claims_in_one_decision() -> None:
     table.place(1, p)
     assert table.feasible(q).tolist() == [False, False]
     assert [f.message for f in table.explain(q, 0)] == [
-        "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"]
+        "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by "
+        "another pod"]
     table.unplace(1, p)
     assert table.feasible(q).tolist() == [True, True]
     shared = cluster_from_objects([*ZONED[:2], _class("fast"), _pvc("data"), _pod_obj("p", "data"),

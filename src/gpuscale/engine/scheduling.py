@@ -82,8 +82,8 @@ _MESSAGES = {
     # A volume PreFilter's rejection (VolumeRestrictions, VolumeBinding, VolumeZone) is its whole message, said once
     # for every node: `0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.`
     FitCode.VOLUME_PREFILTER: "{detail}",
-    FitCode.RWOP_CONFLICT: ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access "
-                            "mode"),
+    FitCode.RWOP_CONFLICT: ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+                            "already in-use by another pod"),
     FitCode.MAX_VOLUME_COUNT: "node(s) exceed max volume count",
     FitCode.VOLUME_NODE_CONFLICT: "node(s) didn't match PersistentVolume's node affinity",
     FitCode.VOLUME_BIND_CONFLICT: "node(s) didn't find available persistent volumes to bind",
