@@ -280,7 +280,7 @@ def test_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace
     assert not missing, f"the scheduler never gave {sorted(missing)} — the generator no longer covers them:\n{summary}"
 
 
-VOLUME_PODS = int(os.environ.get("GPUSCALE_DIFF_VOLUME_PODS", "80"))
+VOLUME_PODS = int(os.environ.get("GPUSCALE_DIFF_VOLUME_PODS", "200"))
 VOLUME_REASONS = {
     "node(s) didn't match PersistentVolume's node affinity",
     "node(s) had no available volume zone",
