@@ -250,18 +250,3 @@ def dra_unsupported() -> bool:
 
 
 NOT_YET = "gpuscale reads pods with ResourceClaims as unsupported until the DynamicResources filter lands (dra-model)"
-
-
-def capacity_unqualified() -> bool:
-    """Whether gpuscale's reader keeps a device capacity under its bare name (`memory`) instead of the driver's
-    qualified one (`gpu.nvidia.com/memory`, model/dra.py's convention): `device.capacity[driver].memory` then fails
-    at run time in gpuscale on every device, and in kube on none (found by the DRA differential, 2026-12-03)."""
-    from gpuscale.kube.convert import cluster_from_objects
-
-    one = resource_slice("probe", "n1", GPU_DRIVER, [{"name": "gpu-0", "capacity": {"memory": {"value": "1Gi"}}}])
-    (device,) = cluster_from_objects([one]).dra.slices[0].devices
-    return "memory" in device.capacity
-
-
-CAPACITY_BUG = ("kube/convert_dra reads device capacities without the driver's domain, so gpuscale fails every "
-                "`device.capacity[\"gpu.nvidia.com\"].memory` selector at run time (19 of 240 pods on main 3cb2ec1)")

@@ -55,7 +55,7 @@ from differential import (
     random_pod,
     scheduler_outcome,
 )
-from differential_dra import CAPACITY_BUG, NOT_YET, capacity_unqualified, dra_unsupported
+from differential_dra import NOT_YET, dra_unsupported
 from harness import ignore_status, kwok_node_body, wait_for
 from kubernetes import client
 
@@ -410,7 +410,6 @@ def _claims_of(pod: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.xfail(dra_unsupported(), reason=NOT_YET, strict=True)
-@pytest.mark.xfail(capacity_unqualified(), reason=CAPACITY_BUG, strict=True)
 def test_dra_feasibility_matches_kube_scheduler(core_v1: client.CoreV1Api, namespace: str) -> None:
     """Random pods asking for devices through ResourceClaims (templates of their own, or claims they share), on kwok
     nodes whose ResourceSlices are shaped as NVIDIA's DRA driver publishes them (H100, A100, L4, MIG partitions, a

@@ -61,7 +61,9 @@ def test_a_slice_reads_devices_with_typed_qualified_attributes() -> None:
     assert device.attributes == {f"{DRIVER}/productName": "NVIDIA H100 80GB HBM3", f"{DRIVER}/index": 0,
                                  f"{DRIVER}/driverVersion": Version("580.65.6"), f"{DRIVER}/mig.capable": True,
                                  "resource.kubernetes.io/pcieRoot": "pci0000:00"}
-    assert device.capacity["memory"].value_milli == 80 * Gi * 1000
+    # capacities qualified like attributes: CEL's `device.capacity["gpu.nvidia.com"].memory` reads them by domain
+    assert list(device.capacity) == [f"{DRIVER}/memory"]
+    assert device.capacity[f"{DRIVER}/memory"].value_milli == 80 * Gi * 1000
     assert s.serves("node1", {}) and not s.serves("node2", {})
 
 
@@ -87,7 +89,7 @@ def test_partitionable_and_shared_devices() -> None:
     assert device.consumes_counters[0].counters == {"memory": 10 * Gi * 1000}
     assert device.allow_multiple_allocations and device.binds_to_node and device.binding_conditions == ("Ready",)
     assert [t.effect for t in device.taints] == [TaintEffect.NO_SCHEDULE, TaintEffect.NONE]  # unknown: None
-    policy = device.capacity["memory"].request_policy
+    policy = device.capacity[f"{DRIVER}/memory"].request_policy
     assert policy is not None and policy.default_milli == Gi * 1000
     assert policy.valid_range is not None and policy.valid_range.step_milli == Gi * 1000
     assert policy.valid_range.max_milli is None

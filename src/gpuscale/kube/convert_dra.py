@@ -186,7 +186,7 @@ def _device(ctx: _Ctx, raw: Mapping[str, Any], where: str, driver: str, off: lis
             off.append("list-valued device attributes")
         else:
             attributes[_qualified(name, driver)] = attribute
-    capacity = {name: _capacity(ctx, value, f"{where}.capacity.{name}")
+    capacity = {_qualified(name, driver): _capacity(ctx, value, f"{where}.capacity.{name}")
                 for name, value in _dict(ctx, raw, "capacity", where).items()}
     consumes = []
     for i, c in enumerate(_objects(ctx, raw, "consumesCounters", at=where)):

@@ -57,18 +57,30 @@ def violates(amount: int, policy: CapacityPolicy | None) -> bool:
     return bool(policy.valid_values_milli) and amount not in policy.valid_values_milli
 
 
+def _asked(requests: Mapping[str, int], name: str) -> int | None:
+    """What the request asks of the device's capacity `name` (fully qualified, as the model keeps it): under that
+    name, or under its bare name as a request may write a capacity of the device's own driver."""
+    asked = requests.get(name)
+    return requests.get(name.rpartition("/")[2]) if asked is None else asked
+
+
+def _publishes(device: Device, asked: str) -> bool:
+    return asked in device.capacity or ("/" not in asked and any(n.rpartition("/")[2] == asked
+                                                                  for n in device.capacity))
+
+
 def consumption(device: Device, requests: Mapping[str, int]) -> dict[str, int]:
     """Per capacity of the device, what a share for these requests consumes (`GetConsumedCapacityFromRequest`)."""
-    return {name: consumed(requests.get(name), capacity) for name, capacity in device.capacity.items()}
+    return {name: consumed(_asked(requests, name), capacity) for name, capacity in device.capacity.items()}
 
 
 def fits(device: Device, requests: Mapping[str, int], allocated: Mapping[str, int] | None,
          allocating: Mapping[str, int] | None) -> bool:
     """Whether the request fits the device's capacity beside what is allocated and being allocated on it."""
-    if any(name not in device.capacity for name in requests):
+    if not all(_publishes(device, name) for name in requests):
         return False
     for name, capacity in device.capacity.items():
-        amount = consumed(requests.get(name), capacity)
+        amount = consumed(_asked(requests, name), capacity)
         if violates(amount, capacity.request_policy):
             return False
         total = amount + (allocated or {}).get(name, 0) + (allocating or {}).get(name, 0)
