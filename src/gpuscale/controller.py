@@ -490,8 +490,8 @@ def _loop(controller: Controller, *, once: bool, sync_timeout_s: float, stop: th
             if once:
                 return 0 if report.ok else 1
             wait = controller.settings.scan_interval_s - (time.monotonic() - started)
-            if controller.reacts and report.next_at_s is not None and report.next_at_s > report.now_s:
-                wait = min(wait, report.next_at_s - time.time())  # a batch closes, a delay ends (not: it acted)
+            if controller.reacts and (wake := report.wake_at_s) is not None:
+                wait = min(wait, wake - time.time())  # a batch closes, a delay ends (not: it acted)
         else:
             wait = idle_s
         if _sleep(controller, stop, max(0.0, wait), woken=leading and controller.reacts):

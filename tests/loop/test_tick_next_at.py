@@ -29,6 +29,16 @@ def test_a_tick_that_scaled_up_or_backed_a_pool_off_matters_again_at_once() -> N
     assert not refused.scaled_up and refused.errors and refused.next_at_s == refused.now_s
 
 
+def test_a_tick_that_acted_still_wakes_an_event_driven_runner_at_the_plans_time() -> None:
+    """A batch window the plan closes at T0 + 600 must not be lost because the same tick scaled up: the controller
+    and the twin wake at `wake_at_s` (they do not tick again at once; their next tick reads what this one did)."""
+    up = Plan(scale_up=(ScaleUp(pool="cpu-general", nodes=1, pods=(), reasons=R),), next_at_s=T0 + 600)
+    done = world(up).autoscaler.tick()
+    assert done.next_at_s == done.now_s and done.wake_at_s == T0 + 600
+    assert world(Plan(next_at_s=T0 + 120)).autoscaler.tick().wake_at_s == T0 + 120
+    assert world(Plan()).autoscaler.tick().wake_at_s is None
+
+
 def test_a_tick_that_could_not_read_the_cluster_tries_again_at_once() -> None:
     w = world(Plan(next_at_s=T0 + 600))
     w.cluster.not_synced = True

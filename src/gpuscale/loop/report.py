@@ -83,3 +83,13 @@ class TickReport:
     @property
     def ok(self) -> bool:
         return self.synced and not self.errors
+
+    @property
+    def wake_at_s(self) -> float | None:
+        """When a runner that decides on events should wake for this tick's sake if nothing else happens: the plan's
+        time (a batch window closes, a backoff or delay ends) still ahead — also after a tick that acted, whose
+        `next_at_s` is now (the runner's next tick reads what it did, but must not lose the plan's time)."""
+        for at in (self.next_at_s, self.plan.next_at_s if self.plan is not None else None):
+            if at is not None and at > self.now_s:
+                return at
+        return None

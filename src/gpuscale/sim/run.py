@@ -190,6 +190,8 @@ class _Loop:
         self.notable: list[Notable] = []
         self.next_at_s: float | None = None
         """When the last tick said the next one next matters (`TickReport.next_at_s`; None: on a change only)."""
+        self.wake_at_s: float | None = None
+        """When the last tick's plan wants a decision if nothing happens before (`TickReport.wake_at_s`)."""
         self.react = autoscaler.policy.batch_idle_s > 0
         """Decide when a pod turns Unschedulable and when the last decision said it next matters, besides the scan
         (the controller's watch trigger, D39); CA (no batch window) decides on the scan only."""
@@ -209,8 +211,8 @@ class _Loop:
         """The scan: every `interval_s`."""
         self.next_scan_s = self.sim.now + self.interval_s
         self._run()
-        if self.react and self.next_at_s is not None and self.next_at_s > self.sim.now:
-            self._wake(self.next_at_s)  # before the next scan: a batch closes, a backoff or delay ends
+        if self.react and self.wake_at_s is not None and self.wake_at_s > self.sim.now:
+            self._wake(self.wake_at_s)  # before the next scan: a batch closes, a backoff or delay ends
         self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
 
     def unschedulable(self) -> None:
@@ -231,8 +233,8 @@ class _Loop:
     def _woke(self) -> None:
         self._woken = None
         self._run()
-        if self.next_at_s is not None and self.next_at_s > self.sim.now:
-            self._wake(self.next_at_s)
+        if self.wake_at_s is not None and self.wake_at_s > self.sim.now:
+            self._wake(self.wake_at_s)
 
     def _run(self) -> None:
         if self._needed():
@@ -243,6 +245,7 @@ class _Loop:
             self._observe(report, before)
             self.last_version = self.cluster.version
             self.next_at_s = report.next_at_s
+            self.wake_at_s = report.wake_at_s
 
     def _observe(self, report: TickReport, before: Mapping[str, int]) -> None:
         now = self.sim.now
