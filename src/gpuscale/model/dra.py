@@ -104,6 +104,17 @@ class Version:
 
 
 AttributeValue = str | int | bool | Version
+
+
+def attribute_json(value: AttributeValue) -> dict[str, object]:
+    """A device attribute as the API writes it (`DeviceAttribute`: one of `bool`, `int`, `version`, `string`)."""
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if isinstance(value, Version):
+        return {"version": value.text}
+    return {"string": value}
 """A device attribute's typed value (`DeviceAttribute`: exactly one of string, int, bool, version)."""
 
 

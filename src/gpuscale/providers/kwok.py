@@ -40,7 +40,7 @@ from kubernetes.client.exceptions import ApiException
 from gpuscale.engine.plan import UpcomingNode
 from gpuscale.engine.state import FailureKind
 from gpuscale.loop.ports import ProviderError
-from gpuscale.model.dra import AttributeValue, ResourceSlice, Version
+from gpuscale.model.dra import ResourceSlice, attribute_json
 from gpuscale.model.node import HOSTNAME_LABEL, POOL_LABEL, ZONE_LABEL
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import format_milli, format_units
@@ -87,15 +87,6 @@ class KwokSettings:
         return self.profiles.get(pool, self.default)
 
 
-def _attribute(value: AttributeValue) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"bool": value}
-    if isinstance(value, int):
-        return {"int": value}
-    if isinstance(value, Version):
-        return {"version": value.text}
-    return {"string": value}
-
 
 def _milli_quantity(milli: int) -> str:
     return format_units(milli // 1000) if milli % 1000 == 0 else format_milli(milli)
@@ -106,7 +97,7 @@ def slice_body(one: ResourceSlice) -> dict[str, Any]:
     fully qualified names (a driver's own domain may be left out; the API keeps both spellings apart, the allocator
     reads them alike)."""
     devices = [{"name": d.name,
-                **({"attributes": {k: _attribute(v) for k, v in d.attributes.items()}} if d.attributes else {}),
+                **({"attributes": {k: attribute_json(v) for k, v in d.attributes.items()}} if d.attributes else {}),
                 **({"capacity": {k: {"value": _milli_quantity(c.value_milli)} for k, c in d.capacity.items()}}
                    if d.capacity else {})}
                for d in one.devices]

@@ -35,6 +35,7 @@ from gpuscale.model.dra import (
     ResourceSlice,
     TaintEffect,
     Version,
+    attribute_json,
 )
 from gpuscale.model.quantity import to_milli
 from tests.engine.dra.builders import DRIVER, GPU_CLASS, node_slice
@@ -59,18 +60,9 @@ def allocref() -> Iterator[subprocess.Popen[str]]:
     process.wait()
 
 
-def _attribute(value: object) -> dict[str, object]:
-    if isinstance(value, bool):
-        return {"bool": value}
-    if isinstance(value, int):
-        return {"int": value}
-    if isinstance(value, Version):
-        return {"version": value.text}
-    return {"string": value}
-
 
 def _device(d: Device) -> dict[str, object]:
-    device: dict[str, object] = {"name": d.name, "attributes": {k: _attribute(v) for k, v in d.attributes.items()},
+    device: dict[str, object] = {"name": d.name, "attributes": {k: attribute_json(v) for k, v in d.attributes.items()},
                                  "capacity": {k: {"value": f"{c.value_milli}m"} for k, c in d.capacity.items()}}
     if d.taints:
         device["taints"] = [{"key": t.key, "effect": str(t.effect)} for t in d.taints]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpuscale.engine.dra import cel
-from gpuscale.model.dra import Device, Version
+from gpuscale.model.dra import Device, attribute_json
 from tests.engine.dra.test_cel import CASES, DEVICES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -63,15 +63,6 @@ def celref() -> Path:
     return Path(built.stdout.strip().splitlines()[-1])
 
 
-def _attribute(value: object) -> dict[str, object]:
-    if isinstance(value, bool):
-        return {"bool": value}
-    if isinstance(value, int):
-        return {"int": value}
-    if isinstance(value, Version):
-        return {"version": value.text}
-    return {"string": value}
-
 
 def _quantity(milli: int) -> str:
     return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
@@ -94,7 +85,7 @@ def test_outcomes_and_words_are_kubernetes(celref: Path) -> None:
     for expression, name in asked:
         device, driver = DEVICES[name]
         lines.append(json.dumps({"expression": expression, "driver": driver,
-                                 "attributes": {k: _attribute(v) for k, v in device.attributes.items()},
+                                 "attributes": {k: attribute_json(v) for k, v in device.attributes.items()},
                                  "capacity": {k: _quantity(c.value_milli) for k, c in device.capacity.items()}}))
     out = subprocess.run([str(celref)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
     differ = []
