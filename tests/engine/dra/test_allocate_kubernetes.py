@@ -130,14 +130,11 @@ def kube(process: subprocess.Popen[str], dra: Dra, pod: list[ResourceClaim], use
     return answer
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(devices(), claims(), st.data())
-def test_the_same_devices_as_kube_scheduler(allocref: subprocess.Popen[str], node_devices: tuple[Device, ...],
-                                             pod: list[ResourceClaim], data: st.DataObject) -> None:
-    used = data.draw(st.sets(st.sampled_from([d.name for d in node_devices])) if node_devices else st.just(set()))
-    dra = Dra(slices=(node_slice("n1", *node_devices),), classes=(GPU_CLASS,))
+def assert_same_as_kube(process: subprocess.Popen[str], dra: Dra, pod: list[ResourceClaim], used: set[str]) -> None:
+    """gpuscale's allocator and kube's, on node n1 with `used` devices taken: the very same devices per request, or
+    the same failure (unschedulable or error) in the same words."""
     ours = Allocator(dra).allocate("n1", NO_LABELS, pod, InUse(devices=frozenset((DRIVER, "n1", n) for n in used)))
-    theirs = kube(allocref, dra, pod, used)
+    theirs = kube(process, dra, pod, used)
     kind, said = next(iter(theirs.items()))
     event(f"kube-scheduler: {kind}" + (f" ({str(said).split(': ')[-1][:40]})" if kind != "allocations" else ""))
     if isinstance(ours, Allocated):
@@ -148,6 +145,15 @@ def test_the_same_devices_as_kube_scheduler(allocref: subprocess.Popen[str], nod
         assert theirs == {"unschedulable": ours.message}
     else:
         assert theirs == {"error": ours.message}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(devices(), claims(), st.data())
+def test_the_same_devices_as_kube_scheduler(allocref: subprocess.Popen[str], node_devices: tuple[Device, ...],
+                                             pod: list[ResourceClaim], data: st.DataObject) -> None:
+    used = data.draw(st.sets(st.sampled_from([d.name for d in node_devices])) if node_devices else st.just(set()))
+    dra = Dra(slices=(node_slice("n1", *node_devices),), classes=(GPU_CLASS,))
+    assert_same_as_kube(allocref, dra, pod, used)
 
 
 MODEL = f'device.attributes["{DRIVER}"].model == "%s"'
@@ -200,18 +206,7 @@ def test_taints_admin_access_shares_and_cel_errors_as_kube_scheduler(
     exclusive = [d.name for d in node_devices if not d.allow_multiple_allocations]
     used = data.draw(st.sets(st.sampled_from(exclusive)) if exclusive else st.just(set()))
     dra = Dra(slices=(node_slice("n1", *node_devices),), classes=(GPU_CLASS,))
-    ours = Allocator(dra).allocate("n1", NO_LABELS, pod, InUse(devices=frozenset((DRIVER, "n1", n) for n in used)))
-    theirs = kube(allocref, dra, pod, used)
-    kind, said = next(iter(theirs.items()))
-    event(f"kube-scheduler: {kind}" + (f" ({str(said).split(': ')[-1][:40]})" if kind != "allocations" else ""))
-    if isinstance(ours, Allocated):
-        got = [[{"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device} for r in a.devices]
-               for a in ours.allocations]
-        assert theirs == {"allocations": got}
-    elif ours.kind is FailureKind.UNSCHEDULABLE:
-        assert theirs == {"unschedulable": ours.message}
-    else:
-        assert theirs == {"error": ours.message}
+    assert_same_as_kube(allocref, dra, pod, used)
 
 
 
@@ -256,15 +251,4 @@ def test_pools_generations_counters_as_kube_scheduler(allocref: subprocess.Popen
     dra = Dra(slices=slices, classes=(GPU_CLASS,))
     names = sorted({d.name for s in slices if s.node_name for d in s.devices})
     used = data.draw(st.sets(st.sampled_from(names)) if names else st.just(set()))
-    ours = Allocator(dra).allocate("n1", NO_LABELS, pod, InUse(devices=frozenset((DRIVER, "n1", n) for n in used)))
-    theirs = kube(allocref, dra, pod, used)
-    kind, said = next(iter(theirs.items()))
-    event(f"kube-scheduler: {kind}" + (f" ({str(said).split(': ')[-1][:40]})" if kind != "allocations" else ""))
-    if isinstance(ours, Allocated):
-        got = [[{"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device} for r in a.devices]
-               for a in ours.allocations]
-        assert theirs == {"allocations": got}
-    elif ours.kind is FailureKind.UNSCHEDULABLE:
-        assert theirs == {"unschedulable": ours.message}
-    else:
-        assert theirs == {"error": ours.message}
+    assert_same_as_kube(allocref, dra, pod, used)
