@@ -36,6 +36,8 @@ class Milestone(StrEnum):
     GPU_REGISTERED = "gpu_registered"
     """The device plugin advertises the node's GPUs in allocatable (at `READY` for a node that expects none). The
     engine's `NodePhase.USABLE` also waits for the start-up taints to go; these milestones do not watch taints."""
+    SLICES_PUBLISHED = "slices_published"
+    """The node's DRA drivers published its ResourceSlices (only on nodes of pools that declare `resource_slices`)."""
     BOUND = "pod_bound"
     PULLED = "image_pulled"
     STARTED = "pod_ready"
@@ -56,6 +58,9 @@ class Phase(StrEnum):
     REGISTRATION = "node_registration"
     NODE_READY = "node_ready"
     GPU_REGISTRATION = "gpu_registration"
+    SLICE_PUBLICATION = "slice_publication"
+    """Until the node's DRA drivers published its ResourceSlices; in a record only when its chain had that step
+    (`OPTIONAL_PHASES`)."""
     BIND = "scheduling"
     IMAGE_PULL = "image_pull"
     CONTAINER_START = "container_start"
@@ -70,6 +75,7 @@ ORDER: tuple[tuple[Milestone, Phase], ...] = (
     (Milestone.REGISTERED, Phase.REGISTRATION),
     (Milestone.READY, Phase.NODE_READY),
     (Milestone.GPU_REGISTERED, Phase.GPU_REGISTRATION),
+    (Milestone.SLICES_PUBLISHED, Phase.SLICE_PUBLICATION),
     (Milestone.BOUND, Phase.BIND),
     (Milestone.PULLED, Phase.IMAGE_PULL),
     (Milestone.STARTED, Phase.CONTAINER_START),
@@ -86,6 +92,9 @@ def phases_of(times: Mapping[Milestone, float], blocked_s: float = 0.0) -> dict[
 
 PHASES = (Phase.FIRST_ATTEMPT, Phase.BLOCKED, *(p for _, p in ORDER[1:]))
 """Every phase, in the order `phases_of` gives them (the enum's)."""
+OPTIONAL_PHASES = {Phase.SLICE_PUBLICATION: Milestone.SLICES_PUBLISHED}
+"""Phases a trace names only when their milestone happened (a step most start-up chains lack), so records of pods
+whose nodes publish no ResourceSlices keep the phases they always had."""
 _MILESTONES = tuple(m for m, _ in ORDER)
 
 
@@ -108,7 +117,7 @@ def phase_durations(times: Mapping[Milestone, float], blocked_s: float = 0.0) ->
 
 
 NODE_MILESTONES = (Milestone.DECIDED, Milestone.REQUESTED, Milestone.ACQUIRED, Milestone.RUNNING,
-                   Milestone.REGISTERED, Milestone.READY, Milestone.GPU_REGISTERED)
+                   Milestone.REGISTERED, Milestone.READY, Milestone.GPU_REGISTERED, Milestone.SLICES_PUBLISHED)
 """Milestones of the long path only: a pod that fit existing capacity has none of them."""
 
 

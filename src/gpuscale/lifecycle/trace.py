@@ -8,9 +8,11 @@ A trace file is JSON lines, one object per pod that reached Ready (or, for `comp
      "pending_to_running_s": float | null}
 
 `created_at` is the clock of the world that wrote it (Unix seconds for the controller, simulated seconds for the
-twin); milestones are offsets from it, so traces from both worlds compare directly. `phases` always has every phase
-of `Phase` and sums to `pending_to_running_s`. `reason` says why the pod was blocked (backoff, stockout, limits),
-if it was. Parsing is strict: a line that breaks the schema is an `InputError` naming the line and field.
+twin); milestones are offsets from it, so traces from both worlds compare directly. `phases` has every phase of
+`Phase` but the optional ones whose milestone did not happen (`OPTIONAL_PHASES`: `slice_publication` on nodes that
+publish no ResourceSlices) and sums to `pending_to_running_s`. `reason` says why the pod was blocked (backoff,
+stockout, limits), if it was. Parsing is strict: a line that breaks the schema is an `InputError` naming the line
+and field.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscale.inputs.files import excerpt
-from gpuscale.lifecycle.phases import PHASES, Milestone, Phase, phase_durations
+from gpuscale.lifecycle.phases import OPTIONAL_PHASES, PHASES, Milestone, Phase, phase_durations
 from gpuscale.model.errors import InputError
 from gpuscale.model.frozen import quick_init
 
@@ -70,8 +72,10 @@ class PodTrace:
 
 _MILESTONE_NAMES = tuple((m, m.value) for m in Milestone)
 _PHASE_NAMES = tuple(p.value for p in PHASES)
-"""Milestones in order with their names, and phase names: iterating the enum and reading `.value` per pod are slow
-(Python-level), and the twin writes a trace per pod."""
+_OPTIONAL = tuple((p.value, m) for p, m in OPTIONAL_PHASES.items())
+"""Milestones in order with their names, phase names, and the optional phases' names with their milestones:
+iterating the enum and reading `.value` per pod are slow (Python-level), and the twin writes a trace per pod."""
+_REQUIRED = frozenset(p.value for p in Phase) - {name for name, _ in _OPTIONAL}
 
 
 def build_trace(*, pod: str, source: str, times: Mapping[Milestone, float], new_node: bool, pool: str | None,
@@ -82,6 +86,9 @@ def build_trace(*, pod: str, source: str, times: Mapping[Milestone, float], new_
     complete = Milestone.STARTED in times
     ordered = {name: times[m] - created for m, name in _MILESTONE_NAMES if m in times}
     phases = dict(zip(_PHASE_NAMES, phase_durations(times, blocked_s), strict=True)) if complete else {}
+    for name, milestone in _OPTIONAL:
+        if complete and milestone not in times:
+            del phases[name]
     return PodTrace(pod=pod, source=source, created_at=created, milestones=ordered, phases=phases, pool=pool,
                     node=node, new_node=new_node, reason=reason, complete=complete)
 
@@ -132,8 +139,8 @@ def trace_from_json(raw: Any, where: str) -> PodTrace:
         total = trace.pending_to_running_s
         if total is None:
             raise InputError(where, f"milestones.{Milestone.STARTED.value}", "missing on a complete trace")
-        if set(phases) != {p.value for p in Phase}:
-            raise InputError(where, "phases", f"missing {', '.join(sorted({p.value for p in Phase} - set(phases)))}")
+        if not set(phases) >= _REQUIRED:
+            raise InputError(where, "phases", f"missing {', '.join(sorted(_REQUIRED - set(phases)))}")
         if abs(sum(phases.values()) - total) > 0.01:
             raise InputError(where, "phases", f"sum {sum(phases.values()):.3f}s differs from pending_to_running_s "
                                     f"{total:.3f}s")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from gpuscale.lifecycle.phases import Phase, percentile
+from gpuscale.lifecycle.phases import OPTIONAL_PHASES, Phase, percentile
 from gpuscale.lifecycle.trace import PodTrace
 from gpuscale.report import html
 from gpuscale.report.twin import format_duration
@@ -108,7 +108,8 @@ def print_traces(traces: Sequence[PodTrace], console: Console, *, top: int = 5) 
 def render_trace_html(traces: Sequence[PodTrace], title: str) -> str:
     """Per-pool p50 phases and the slowest pods' waterfalls, stacked bars in lifecycle order, plus the tables."""
     done = _complete(traces)
-    colours = {p.value: html.PHASE_COLOURS[i % len(html.PHASE_COLOURS)] for i, p in enumerate(Phase)}
+    ordered = [p for p in Phase if p not in OPTIONAL_PHASES] + list(OPTIONAL_PHASES)  # colours kept as before them
+    colours = {p.value: html.PHASE_COLOURS[i % len(html.PHASE_COLOURS)] for i, p in enumerate(ordered)}
     used = [p.value for p in Phase if any(t.phases.get(p.value, 0.0) > 0 for t in done)]
     legend = html._legend([(html._human(n), colours[n]) for n in used])
     pools: dict[str, dict[str, float]] = {}

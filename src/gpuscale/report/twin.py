@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuscale.lifecycle.phases import Phase, percentile
+from gpuscale.lifecycle.phases import OPTIONAL_PHASES, Phase, percentile
 from gpuscale.sim.result import REQUEUED, Notable, PodRecord, SimResult, never_ran
 
 DECIMALS = 3
@@ -56,10 +56,10 @@ def capacity_waits(pods: Iterable[PodRecord]) -> list[float]:
 
 
 def phase_names(pods: Sequence[PodRecord]) -> list[str]:
-    """`requeued` when a record has it (it comes first), every `Phase` in lifecycle order, then any other name the
-    records carry, sorted."""
+    """`requeued` when a record has it (it comes first), every `Phase` in lifecycle order (an optional one only when a
+    record has it: `OPTIONAL_PHASES`), then any other name the records carry, sorted."""
     names = {name for pod in pods for name in pod.phases}
-    known = [str(p) for p in Phase]
+    known = [str(p) for p in Phase if p not in OPTIONAL_PHASES or str(p) in names]
     extra = sorted(names - set(known) - {REQUEUED})
     return ([REQUEUED] if REQUEUED in names else []) + known + extra
 
