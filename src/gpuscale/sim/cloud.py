@@ -1,11 +1,12 @@
 """The simulated cloud: a `NodeProvider` whose nodes go through the real start-up chain, with sampled durations.
 
-requested → capacity acquired → instance running → node registered (Node object, not Ready, GPUs withheld) →
-node Ready → GPU registered (device plugin puts GPUs in allocatable). Each step's duration is drawn from the pool's
-`StartupProfile` (lognormals given as median and p90, the form docs/twin.md cites them in). Stockouts: a pool may be
-out of capacity during given spells, and any request may hit a stockout with the pool's probability; the provider
-then refuses the whole request with `ProviderError(STOCKOUT)`, as clouds answer `ZONE_RESOURCE_POOL_EXHAUSTED`.
-Billing runs from capacity acquired until deletion.
+requested → capacity acquired → instance running → node registered (Node object, not Ready, GPUs withheld) → node Ready
+→ GPU registered (device plugin puts GPUs in allocatable) → ResourceSlices published (the DRA drivers' kubelet plugins,
+for pools that declare `resource_slices`: the pool's template slices for that node). Each step's duration is drawn from
+the pool's `StartupProfile` (lognormals given as median and p90, the form docs/twin.md cites them in). Stockouts: a pool
+may be out of capacity during given spells, and any request may hit a stockout with the pool's probability; the provider
+then refuses the whole request with `ProviderError(STOCKOUT)`, as clouds answer `ZONE_RESOURCE_POOL_EXHAUSTED`. Billing
+runs from capacity acquired until deletion.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ PULL_MB_PER_S = LogNormal.from_p90(45.0, 85.0)
 """Cold image pull throughput, extraction included (TWIN-DEFAULTS §2)."""
 CONTAINER_START_S = LogNormal.from_p90(5.0, 20.0, cap=60.0)
 """A plain container's start → Ready (TWIN-DEFAULTS §5, cpu row), capped at 60 s (an assumption: a minute)."""
+DRA_SLICES_S = LogNormal.from_p90(45.0, 120.0)
+"""A DRA driver's kubelet plugin publishing the node's ResourceSlices, for a profile without a GPU step (a `cpu`
+profile): TWIN-DEFAULTS §5's "Ready → GPU allocatable, driver preinstalled" row for gpu-small (aws#1459: a GPU plugin
+DaemonSet needs > 60 s after node start). An assumption: no published measurement of slice publication exists."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +56,10 @@ class StartupProfile:
     warm_start_s: Duration | None = None
     """Container start → Ready when the pod's image was already on the node at bind (the pull skipped: the files
     are local); `None`: as `start_s`."""
+    slices_s: Duration | None = None
+    """GPUs registered (Ready, for a pool without extended GPUs) → the node's ResourceSlices published, for pools that
+    declare `resource_slices`; `None`: as `gpu_s` (the DRA plugin waits for the driver as the device plugin does),
+    else `DRA_SLICES_S` (docs/twin.md, "Devices by claim")."""
 
     def start(self, warm: bool) -> Duration:
         """The container start a pod meets: `warm_start_s` when its image was on the node already."""
@@ -104,6 +113,8 @@ class NodeTimeline:
     registered_s: float | None = None
     ready_s: float | None = None
     gpu_s: float | None = None
+    slices_s: float | None = None
+    """When its ResourceSlices were published (only on nodes of pools that declare them)."""
     deleted_s: float | None = None
     node: str | None = None
     pending: list[Handle] = field(default_factory=list)
@@ -117,7 +128,8 @@ class NodeTimeline:
         return {m: v for m, v in (
             (Milestone.REQUESTED, self.requested_s), (Milestone.ACQUIRED, self.acquired_s),
             (Milestone.RUNNING, self.running_s), (Milestone.REGISTERED, self.registered_s),
-            (Milestone.READY, self.ready_s), (Milestone.GPU_REGISTERED, self.gpu_s)) if v is not None}
+            (Milestone.READY, self.ready_s), (Milestone.GPU_REGISTERED, self.gpu_s),
+            (Milestone.SLICES_PUBLISHED, self.slices_s)) if v is not None}
 
 
 class SimCloud:
@@ -227,6 +239,10 @@ class SimCloud:
                 for handle in t.pending:
                     handle.cancel()
                 self._gpu_registered(t)
+            if t.slices_s is None and self.pools[pool].pool.resource_slices:
+                for handle in t.pending:
+                    handle.cancel()
+                self._slices_published(t)
 
     def _next(self, pool: str) -> int:
         self._ordinal[pool] = self._ordinal.get(pool, 0) + 1
@@ -280,6 +296,7 @@ class SimCloud:
         if gpu is None or not self.pools[t.pool].pool.is_gpu_pool():
             t.gpu_s = self._sim.now
             t.pending = []
+            self._drivers(t)
         else:
             self._step(t, gpu, self._gpu_registered)
 
@@ -290,6 +307,19 @@ class SimCloud:
         if node is not None:
             full = self.pools[t.pool].pool.allocatable
             self._cluster.put_node(replace(node, allocatable=full, capacity=full))
+        self._drivers(t)
+
+    def _drivers(self, t: NodeTimeline) -> None:
+        """After GPU registration: a pool that declares ResourceSlices has its node's DRA drivers publish them."""
+        spec = self.pools[t.pool]
+        if spec.pool.resource_slices:
+            self._step(t, spec.profile.slices_s or spec.profile.gpu_s or DRA_SLICES_S, self._slices_published)
+
+    def _slices_published(self, t: NodeTimeline) -> None:
+        t.slices_s = self._sim.now
+        t.pending = []
+        if t.node is not None and t.node in self._cluster.nodes:
+            self._cluster.dra.publish(t.node, self.pools[t.pool].pool.template_slices(t.node))
 
     # ------------------------------------------------------------------------------------------------ billing
     def _close(self, t: NodeTimeline) -> None:

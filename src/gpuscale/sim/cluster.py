@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from enum import StrEnum
 from functools import cache
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from gpuscale.loop.ports import EvictionOutcome
@@ -23,6 +23,7 @@ from gpuscale.model.pod import Pod, PodPhase
 from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
 from gpuscale.model.taints import Taint, TaintEffect
 from gpuscale.sim.core import replaced
+from gpuscale.sim.devices import SimDra
 from gpuscale.sim.storage import SimStorage
 
 T = TypeVar("T")
@@ -59,6 +60,9 @@ class CapacityListener(Protocol):
     def storage_changed(self) -> None: ...
     """A claim, volume or class came, went or was bound (`SimStorage`)."""
 
+    def dra_changed(self) -> None: ...
+    """A DRA object came, went or changed: a ResourceClaim allocated or released, a node's slices (`SimDra`)."""
+
 
 class SimCluster:
     def __init__(self) -> None:
@@ -91,6 +95,10 @@ class SimCluster:
         self.storage = SimStorage()
         """StorageClasses, PVs and claims (empty unless the scenario declares storage: snapshots then carry none)."""
         self.storage.on_change = self.storage_changed
+        self.dra = SimDra()
+        """DeviceClasses, claim templates, claims and slices (empty unless the scenario uses DRA: snapshots then
+        carry none)."""
+        self.dra.on_change = self.dra_changed
 
     # ---------------------------------------------------------------------------------------------- ClusterReader
     def snapshot(self) -> Cluster:
@@ -105,11 +113,12 @@ class SimCluster:
                 changes = Changes(nodes_before=self._before[0], nodes_left=nodes_left, nodes_came=nodes_came,
                                   pods_before=self._before[1], pods_left=pods_left, pods_came=pods_came)
             self._before, self._node_log, self._pod_log = (self._nodes, pods), {}, {}
+            extra: dict[str, Any] = {}
             if self.storage:  # a scenario with storage: its objects, the same one while they are unchanged
-                cluster = Cluster(nodes=self._nodes, pods=pods, pdbs=tuple(self._live_pdbs()), changes=changes,
-                                  storage=self.storage.snapshot())
-            else:
-                cluster = Cluster(nodes=self._nodes, pods=pods, pdbs=tuple(self._live_pdbs()), changes=changes)
+                extra["storage"] = self.storage.snapshot()
+            if self.dra:  # a scenario with DRA: likewise
+                extra["dra"] = self.dra.snapshot()
+            cluster = Cluster(nodes=self._nodes, pods=pods, pdbs=tuple(self._live_pdbs()), changes=changes, **extra)
             self._snapshot = (self.version, cluster)
         return self._snapshot[1]
 
@@ -131,6 +140,12 @@ class SimCluster:
         """`SimStorage.on_change`: the storage objects changed (the scheduler is told, the version bumps)."""
         if self.capacity_listener is not None:
             self.capacity_listener.storage_changed()
+        self.version += 1
+
+    def dra_changed(self) -> None:
+        """`SimDra.on_change`: the DRA objects changed (the scheduler is told, the version bumps)."""
+        if self.capacity_listener is not None:
+            self.capacity_listener.dra_changed()
         self.version += 1
 
     def put_node(self, node: Node) -> None:
@@ -159,6 +174,7 @@ class SimCluster:
         del self.nodes[name]
         self._nodes = None
         self.pods_on.pop(name, None)
+        self.dra.unpublish(name)
         if self.capacity_listener is not None:
             self.capacity_listener.node_changed(name)
         self.on_node_removed(name)
@@ -209,6 +225,8 @@ class SimCluster:
                 self.capacity_listener.pod_removed(pod)
         elif self.capacity_listener is not None:
             self.capacity_listener.pending_changed(pod, None)
+        if pod.constraints.resource_claims:  # its reservations released, its own claims deleted
+            self.dra.pod_gone(pod)
         self.version += 1
         return pod
 

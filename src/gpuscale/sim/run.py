@@ -26,6 +26,7 @@ from gpuscale.loop.ports import EventType
 from gpuscale.loop.report import TickReport
 from gpuscale.loop.tick import Autoscaler, DecideFn, LoopSettings
 from gpuscale.loop.trace import decided_pods
+from gpuscale.model.dra import DeviceClass
 from gpuscale.model.pdb import PodDisruptionBudget
 from gpuscale.model.pod import Pod
 from gpuscale.model.resources import PODS
@@ -64,6 +65,8 @@ class TwinSetup:
     storage_classes: tuple[StorageClass, ...] = ()
     bound_volumes: tuple[tuple[PersistentVolume, PersistentVolumeClaim], ...] = ()
     """Pre-provisioned volumes bound to their claims (datasets), created before the run (`sim.storage`)."""
+    device_classes: tuple[DeviceClass, ...] = ()
+    """The DeviceClasses of a scenario that uses DRA, created before the run (`sim.devices`); none: no DRA objects."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +115,8 @@ def _simulate(setup: TwinSetup, policy: TwinPolicy, progress: Callable[[float, f
             cluster.storage.add_class(storage_class)
         for pv, claim in setup.bound_volumes:
             cluster.storage.add_bound(pv, claim)
+    for device_class in setup.device_classes:
+        cluster.dra.add_class(device_class)
     columns = sorted({n for p in setup.pools for n in p.pool.allocatable.names()} - {PODS}
                      | {n for j in setup.jobs for n in j.requests.names()}
                      | {n for s in setup.services for n in s.requests.names()}

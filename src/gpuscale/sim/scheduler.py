@@ -13,6 +13,11 @@
   constraints was seen. The volume filters read a `VolumeState` of the cluster's storage (`sim.storage`) and the
   bound pods' claims, kept once some pod with claims was seen and rebuilt after the storage or the rows change;
   binding a pod provisions its unbound WaitForFirstConsumer claims in the node's zone (VolumeBinding's PreBind).
+  DynamicResources reads a `DraState` of the cluster's DRA objects (`sim.devices`: the slices nodes published, the
+  claims and their allocations) and the bound pods' ResourceClaims, built when the scenario has DRA objects and
+  rebuilt after they or the rows change; binding a pod writes the allocation the filter found on its claims and
+  reserves them for it (Reserve, PreBind). Nodes that have not published their slices offer no devices, as on a real
+  cluster.
 - Scoring: `least-allocated` (kube's default NodeResourcesFit strategy), `most-allocated`, or `gpu-binpack` (most
   allocated GPUs first), each 0–100, plus TaintToleration's score at its default weight 3: nodes with fewer
   `PreferNoSchedule` taints the pod does not tolerate score higher (0–100, normalised over the feasible nodes), so
@@ -52,6 +57,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from gpuscale.engine.dra.allocate import Allocated
 from gpuscale.engine.placement.devices import (
     DEVICE_ANNOTATION,
     FragChooser,
@@ -64,6 +70,7 @@ from gpuscale.engine.placement.frag import ClassKey, TypicalTables, class_key
 from gpuscale.engine.placement.shapes import MILLI, PodShape
 from gpuscale.engine.scheduling import FitFailure, HostPorts, Topology, static_failures
 from gpuscale.engine.whatif import filters
+from gpuscale.engine.whatif.dra import DraState
 from gpuscale.engine.whatif.volumes import VolumeState
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
@@ -221,6 +228,10 @@ class SimScheduler:
         """The volume filters' state over the rows (`engine.whatif.volumes.VolumeState`: the storage objects, each
         claim's placed users); None until needed after a change of the storage or of the rows, then built from the
         cluster (O(nodes + bound pods)) and kept in step with binds and removals."""
+        self._dra: DraState | None = None
+        """DynamicResources' state over the rows (`engine.whatif.dra.DraState`: the DRA objects, each claim's placed
+        users); None until needed after a change of the DRA objects, the rows or a bound pod with claims, then built
+        from the cluster (O(nodes + bound pods with claims)). Never built for a scenario without DRA objects."""
         self._inexact: set[str] = set()
         """Device-accounted nodes whose devices were reconstructed (a GPU pod without a valid device annotation, or
         more milli on a device than it has: GPUs that re-registered fewer). A rebuild reconstructs them again from
@@ -240,6 +251,8 @@ class SimScheduler:
             self._claims_seen = True
             if self._volumes is not None:
                 self._volumes.add(pod, self._row.get(pod.node_name or "", -1))
+        if pod.constraints.resource_claims:
+            self._dra = None
         if self._still_failing:
             self._still_failing = {k: p for k, p in self._still_failing.items() if p <= pod.priority}
         self._bound_priorities[pod.priority] = self._bound_priorities.get(pod.priority, 0) + 1
@@ -262,6 +275,8 @@ class SimScheduler:
             self._topology.remove(pod)
         if self._volumes is not None and pod.constraints.claims:
             self._volumes.remove(pod, self._row.get(pod.node_name or "", -1))
+        if pod.constraints.resource_claims:
+            self._dra = None
         self._room_changed(pod.node_name or "")
         left = self._bound_priorities.get(pod.priority, 0) - 1
         if left > 0:
@@ -310,6 +325,14 @@ class SimScheduler:
         self._forget_no_fit()
         self.request_pass()
 
+    def dra_changed(self) -> None:
+        """A DRA object changed (a claim allocated, reserved, released or deleted; a node's slices published): the
+        DRA state is built again when next read, and every kind is tried again (devices came or went)."""
+        self._dra = None
+        self._still_failing.clear()
+        self._forget_no_fit()
+        self.request_pass()
+
     def _enqueue(self, pod: Pod) -> _Entry:
         key = (self._request(pod.requests), self._constraint(pod.constraints), pod.priority)  # one object per value
         kind = self._kind_ids.get(key)
@@ -334,6 +357,7 @@ class SimScheduler:
         if name not in self._cluster.nodes:
             self._ports.remove_node(name)
         self._volumes = None  # its rows may have moved
+        self._dra = None
         if not self._stale:
             row = self._row.get(name)
             node = self._cluster.nodes.get(name)
@@ -492,6 +516,7 @@ class SimScheduler:
         self._fit_alloc, self._fit_zero_rows = [np.zeros(0, dtype=np.int64) for _ in self._fit_cols], 0
         self._static, self._soft, self._filtered = {}, {}, {}
         self._volumes = None
+        self._dra = None
         for node in sorted((n for n in self._cluster.nodes.values() if n.ready and not n.deleting),
                            key=lambda n: n.name):
             self._insert_row(len(self._names), node)
@@ -768,18 +793,33 @@ class SimScheduler:
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
                   devices: GpuDevices | None = None, topology: Topology | None = None,
-                  ports: HostPorts | None = None, volumes: VolumeState | None = None) -> BoolArray:
+                  ports: HostPorts | None = None, volumes: VolumeState | None = None,
+                  dra: DraState | None = None) -> BoolArray:
         """Which rows can take `pod`: the engine's filters (`engine.whatif.filters`) over the scheduler's rows, with
-        `free`, `free_pods`, `devices`, `topology`, `ports` and `volumes` those of a trial (a gang's), default the
-        scheduler's own."""
+        `free`, `free_pods`, `devices`, `topology`, `ports`, `volumes` and `dra` those of a trial (a gang's), default
+        the scheduler's own."""
         view = _Rows(self, free, free_pods, devices or self._devices,
                      self._topology if topology is None else topology, self._ports if ports is None else ports,
-                     self._volume_state() if volumes is None else volumes)
+                     self._volume_state() if volumes is None else volumes, self._dra_state() if dra is None else dra)
         return filters.feasible(pod, view, self._every_row)
 
     def _view(self) -> _Rows:
         return _Rows(self, self._free, self._free_pods, self._devices, self._topology, self._ports,
-                     self._volume_state())
+                     self._volume_state(), self._dra_state())
+
+    def _dra_state(self) -> DraState | None:
+        """DynamicResources' state over the rows, when the cluster has DRA objects (None otherwise: no cost). The
+        rows take the slices their nodes published, none of their pool's declared ones: the scheduler sees a node's
+        devices only once its drivers published them."""
+        if not self._cluster.dra:
+            return None
+        if self._dra is None:
+            pods = self._cluster.pods
+            by_node = {name: [pods[key] for key in sorted(keys) if pods[key].constraints.resource_claims]
+                       for name, keys in self._cluster.pods_on.items()}
+            self._dra = DraState.of(self._cluster.dra.snapshot(), self._nodes, by_node, {},
+                                    [False] * len(self._nodes))
+        return self._dra
 
     def _volume_state(self) -> VolumeState | None:
         """The volume filters' state over the rows, once some pod with claims was seen (None before: no cost)."""
@@ -911,8 +951,24 @@ class SimScheduler:
         bound = replaced(pod, node_name=node.name, unschedulable=False, nominated_node=None, annotations=annotations)
         if pod.constraints.claims:  # VolumeBinding's PreBind: unbound WaitForFirstConsumer claims provisioned there
             self._cluster.storage.bind_for(pod, node)
+        if pod.constraints.resource_claims:
+            self._reserve(pod, node)
         self._cluster.put_pod(bound)  # the listener updates the arrays
         self._on_bound(bound, node)
+
+    def _reserve(self, pod: Pod, node: Node) -> None:
+        """DynamicResources' Reserve and PreBind for `pod` bound to `node`: the allocation the filter finds there for
+        its unallocated claims written on them, and every claim of the pod reserved for it."""
+        state = self._dra_state()
+        if state is None:
+            return
+        devices = state.devices_of(pod)
+        outcome = state.verdict(devices, node) if devices.prefilter is None else None
+        allocations = {}
+        if isinstance(outcome, Allocated) and outcome.allocations:
+            pending = [c for c in devices.claims if state.allocation_of(c) is None]
+            allocations = {c.key: a for c, a in zip(pending, outcome.allocations, strict=True)}
+        self._cluster.dra.reserve(pod, allocations)
 
     def _place_gang(self, members: list[Pod]) -> None:
         group = members[0].group
@@ -926,9 +982,10 @@ class SimScheduler:
         topology = self._topology.copy() if self._topology is not None else None
         ports = self._ports.copy()
         volumes = state.copy() if (state := self._volume_state()) is not None else None
+        dra = known.copy() if (known := self._dra_state()) is not None else None
         rows: list[tuple[int, tuple[int, ...]]] = []
         for pod in members:
-            mask = self._feasible(pod, free, free_pods, devices, topology, ports, volumes)
+            mask = self._feasible(pod, free, free_pods, devices, topology, ports, volumes, dra)
             if not mask.any():
                 for member in members:
                     self._mark_unschedulable(member)
@@ -946,6 +1003,8 @@ class SimScheduler:
                 ports.add(pod, self._names[row])
             if volumes is not None and pod.constraints.claims:  # assumed, as the scheduler's assume cache does
                 volumes.add(pod, row, self._cluster.nodes[self._names[row]])
+            if dra is not None and pod.constraints.resource_claims:  # its claims' allocation assumed likewise
+                dra.add(pod, self._cluster.nodes[self._names[row]])
             rows.append((row, gpus))
         for pod, (row, gpus) in zip(members, rows, strict=True):
             self._bind(pod, row, gpus)
@@ -964,7 +1023,7 @@ class SimScheduler:
         if vec is None:
             return False
         static = self._static_mask(pod.constraints)
-        if pod.constraints.claims:
+        if pod.constraints.claims or pod.constraints.resource_claims:
             static = static & self._volumes_allow(pod)
         topology = self._topology
         if topology is not None and not self._depends_on_placed(pod, topology):
@@ -1014,9 +1073,11 @@ class SimScheduler:
         return True
 
     def _volumes_allow(self, pod: Pod) -> BoolArray:
-        """The rows the pod's volumes allow (the volume PreFilters, VolumeBinding, VolumeZone) with the pods bound
-        now: evicting victims moves no volume's zone (a ReadWriteOncePod claim a victim holds still counts: a
-        preemption it would free is not tried)."""
+        """The rows the pod's volumes and ResourceClaims allow (the volume and DRA PreFilters, VolumeBinding,
+        VolumeZone, DynamicResources) with the pods bound now: evicting victims moves no volume's zone (a
+        ReadWriteOncePod claim a victim holds still counts: a preemption it would free is not tried), and frees no
+        device (kube-scheduler's DynamicResources has no PreFilter extensions: preemption does not count the devices
+        its victims would give back)."""
         view = self._view()
         mask = np.ones(len(self._names), dtype=bool)
         if filters.prefilter(pod, view) is not None:
@@ -1091,8 +1152,9 @@ class SimScheduler:
         return trial.can_take(0, need)
 
 
-_VOLUME_FILTERS = (filters.VolumeRestrictions(), filters.VolumeBinding(), filters.VolumeZone())
-"""The volume filters preemption asks (`SimScheduler._volumes_allow`)."""
+_VOLUME_FILTERS = (filters.VolumeRestrictions(), filters.VolumeBinding(), filters.VolumeZone(),
+                   filters.DynamicResources())
+"""The volume and device filters preemption asks (`SimScheduler._volumes_allow`)."""
 
 
 def _placed_failures(topology: Topology, pod: Pod, node: Node) -> tuple[FitFailure, ...]:
@@ -1105,16 +1167,15 @@ class _Rows:
     request readings, with free capacity, devices and topology its own or a trial's. Each row is its own node group.
     Cost O(1) to make; every operation is the scheduler's cached one."""
 
-    __slots__ = ("_s", "devices", "free", "free_pods", "ports", "topology", "volumes")
-
-    dra: None = None
-    """The twin's workloads use no ResourceClaims: no DRA state."""
+    __slots__ = ("_s", "devices", "dra", "free", "free_pods", "ports", "topology", "volumes")
 
     def __init__(self, scheduler: SimScheduler, free: IntArray, free_pods: IntArray, devices: GpuDevices | None,
-                 topology: Topology | None, ports: HostPorts, volumes: VolumeState | None) -> None:
+                 topology: Topology | None, ports: HostPorts, volumes: VolumeState | None,
+                 dra: DraState | None) -> None:
         self._s = scheduler
         self.free, self.free_pods, self.devices, self.topology = free, free_pods, devices, topology
         self.volumes = volumes
+        self.dra = dra
         self.ports: HostPorts | None = ports
 
     def row_index(self) -> dict[str, int]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from gpuscale.engine.checkpoint import CHECKPOINT_INTERVAL
+from gpuscale.model.dra import ClaimSpec, PodResourceClaim, ResourceClaim, ResourceClaimTemplate
 from gpuscale.model.pod import OwnerRef, Pod, PodGroupRef, SchedulingConstraints
 from gpuscale.model.resources import Resources
 from gpuscale.model.volumes import PersistentVolumeClaim, PodClaim
@@ -49,6 +50,38 @@ class ClaimTemplate:
 
     def claim_name(self, job: str, index: int) -> str:
         return f"{job}-{self.volume}" if self.per == PER_JOB else f"{job}-{self.volume}-{index}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceClaim:
+    """Devices a workload's pods ask for by ResourceClaim (`spec.resourceClaims` entry `name`): a
+    ResourceClaimTemplate `<workload>-<name>` from which each pod gets its own claim (`shared` False), or one claim
+    `<workload>-<name>` all its pods share (a job's pods, a service's replicas). Created with the workload's first
+    pods, kept while a job is requeued, deleted when it finishes (a service's are never deleted)."""
+
+    name: str
+    shared: bool = False
+    spec: ClaimSpec
+
+    def object_name(self, workload: str) -> str:
+        return f"{workload}-{self.name}"
+
+    def pod_claim(self, workload: str) -> PodResourceClaim:
+        """The pods' `spec.resourceClaims` entry."""
+        name = self.object_name(workload)
+        return (PodResourceClaim(name=self.name, claim_name=name) if self.shared
+                else PodResourceClaim(name=self.name, template_name=name))
+
+
+def create_device_claims(world: World, namespace: str, workload: str, claims: Sequence[DeviceClaim]) -> None:
+    """The workload's claim templates and shared claims (nothing for those that exist)."""
+    for claim in claims:
+        name = claim.object_name(workload)
+        if claim.shared:
+            world.cluster.dra.add_claim(ResourceClaim(namespace=namespace, name=name, uid=f"{namespace}-{name}",
+                                                      spec=claim.spec))
+        else:
+            world.cluster.dra.add_template(ResourceClaimTemplate(namespace=namespace, name=name, spec=claim.spec))
 
 
 def job_labels(name: str, kind: str) -> dict[str, str]:
@@ -82,6 +115,8 @@ class JobSpec:
     team, if the scenario has one (docs/queues.md)."""
     claims: tuple[ClaimTemplate, ...] = ()
     """Volumes backed by claims of the job's own (shared claims, such as a dataset's, are in `constraints`)."""
+    device_claims: tuple[DeviceClaim, ...] = ()
+    """Devices by ResourceClaim (their `spec.resourceClaims` entries are in `constraints`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,6 +152,8 @@ class ServiceSpec:
     image_bytes: int = 0
     sync_s: float = 15.0
     stabilization_s: float = 300.0
+    device_claims: tuple[DeviceClaim, ...] = ()
+    """Devices by ResourceClaim (their `spec.resourceClaims` entries are in `constraints`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +199,8 @@ class Job:
         # The checkpoint interval, as a job declares it to gpuscale (engine/checkpoint.py): progress is kept at
         # multiples of it from the start of the run (`_stop`), which is the pod's start for a single-pod job.
         annotations = {CHECKPOINT_INTERVAL: f"{spec.checkpoint_s:g}s"} if spec.checkpoint_s > 0 else {}
+        if spec.device_claims:
+            create_device_claims(self.world, spec.team, spec.name, spec.device_claims)
         for i in range(spec.pods):
             name = f"{spec.name}-{self.attempt}-{i}"
             pod = Pod(namespace=spec.team, name=name, uid=name,
@@ -247,6 +286,8 @@ class Job:
         for template in self.spec.claims:  # its own claims go with it (a dynamically provisioned PV with its claim)
             for i in range(self.spec.pods if template.per == PER_POD else 1):
                 self.world.cluster.storage.delete_claim(f"{self.spec.team}/{template.claim_name(self.spec.name, i)}")
+        for claim in self.spec.device_claims:  # its claim templates and shared claims go with it
+            self.world.cluster.dra.delete(f"{self.spec.team}/{claim.object_name(self.spec.name)}")
         if self.world.queues is not None:
             self.world.queues.finished(self)
 
@@ -282,6 +323,8 @@ class Service:
         self.recommended = WindowMax(spec.stabilization_s)
         """The HPA's recommendations over the stabilisation window."""
         self.labels = service_labels(spec.name)
+        if spec.device_claims:
+            create_device_claims(world, spec.team, spec.name, spec.device_claims)
         world.sim.at(0.0, Priority.WORKLOAD, self._sync)
 
     def desired(self, t: float) -> int:

@@ -141,6 +141,8 @@ class World:
     # ------------------------------------------------------------------------------------------------ pods
     def create_pod(self, pod: Pod, owner: Workload, *, job: str = "", waiting_since: float | None = None) -> None:
         """`job` and `waiting_since` for a Job's pods: the Job's `team/name` and when it began waiting."""
+        if pod.constraints.resource_claims:  # the ResourceClaim controller creates its template claims
+            pod = self.cluster.dra.pod_created(pod)
         self.owners[pod.key] = owner
         self.metrics.created(pod, self.now, job, waiting_since)
         self.cluster.put_pod(pod)
