@@ -41,6 +41,16 @@ from gpuscale.sim.openb import bundled, read_pods
 from gpuscale.sim.profiles import PROFILES, STOCKOUT_PROBABILITY
 from gpuscale.sim.queue_config import QueuesConfig, build_queue_spec
 from gpuscale.sim.run import TwinPolicy, TwinSetup
+from gpuscale.sim.scenario_dra import (
+    DeviceClassConfig,
+    WorkloadDevices,
+    check_classes,
+    device_classes,
+    job_by_claim,
+    service_by_claim,
+    uses_dra,
+)
+from gpuscale.sim.scenario_dra import check_workload as check_devices
 from gpuscale.sim.scenario_volumes import (
     StorageConfig,
     WorkloadVolumes,
@@ -99,13 +109,13 @@ class TeamConfig(_Strict):
     peak_hour: float = Field(default=14.0, ge=0, lt=24)
 
 
-class TrainingConfig(WorkloadVolumes):
+class TrainingConfig(WorkloadVolumes, WorkloadDevices):
     jobs_per_hour: float = Field(default=4.0, ge=0)
     max_run_time: Duration = 14 * 86_400.0
     teams: tuple[TeamConfig, ...] = ()
 
 
-class BatchConfig(WorkloadVolumes):
+class BatchConfig(WorkloadVolumes, WorkloadDevices):
     jobs_per_hour: float = Field(default=20.0, ge=0)
     teams: tuple[TeamConfig, ...] = ()
 
@@ -116,7 +126,7 @@ class SpikeConfig(_Strict):
     factor: float = Field(gt=0, le=1000)
 
 
-class ServiceConfig(WorkloadVolumes):
+class ServiceConfig(WorkloadVolumes, WorkloadDevices):
     name: str
     gpu_model: str = "nvidia-tesla-t4"
     peak_rps: float = Field(gt=0, le=1e7)
@@ -175,6 +185,8 @@ class ScenarioFile(_Strict):
     """Kueue-like ClusterQueues, LocalQueues and flavors in front of the jobs (docs/queues.md)."""
     storage: StorageConfig | None = None
     """StorageClasses and datasets the workloads' volumes use (`sim.scenario_volumes`, docs/twin.md)."""
+    deviceClasses: tuple[DeviceClassConfig, ...] = ()
+    """DeviceClasses the workloads' `resourceClaims` name (`sim.scenario_dra`); none: NVIDIA's `gpu.nvidia.com`."""
 
     @field_validator("duration")
     @classmethod
@@ -193,7 +205,8 @@ def _profile_name(config: Config, pool: str, chosen: Mapping[str, str]) -> str:
     if pool in chosen:
         return chosen[pool]
     spec = next(p for p in config.pools if p.name == pool)
-    gpus = sum(a for n, a in spec.allocatable.items if is_gpu_resource(n))
+    gpus = (sum(a for n, a in spec.allocatable.items if is_gpu_resource(n))
+            or sum(len(s.devices) for s in spec.resource_slices))
     return "gpu-large" if gpus >= 4 else "gpu-small" if gpus else "cpu"
 
 
@@ -207,8 +220,9 @@ def _jobs(parsed: ScenarioFile, base: Path | None, rng: np.random.Generator) -> 
                                teams=_teams(work.training.teams if work.training else ()))
         batch = BatchMix(jobs_per_hour=work.batch.jobs_per_hour if work.batch else 0.0,
                          teams=_teams(work.batch.teams if work.batch else ()))
-        jobs += [_with_volumes(job, work.training if job.kind == "training" else work.batch)
-                 for job in generate_jobs(rng, parsed.duration, training=training, batch=batch)]
+        jobs += [job_by_claim(_with_volumes(job, section), section)
+                 for job in generate_jobs(rng, parsed.duration, training=training, batch=batch)
+                 for section in (work.training if job.kind == "training" else work.batch,)]
     if work.trace is not None:
         path = Path(work.trace)
         if not path.is_absolute() and base is not None:
@@ -242,7 +256,7 @@ def _services(parsed: ScenarioFile) -> list[ServiceSpec]:
         if s.topologySpreadConstraints or s.volumes:
             spec = replace(spec, constraints=with_section(spec.constraints, s, s.team, {"app": s.name},
                                                           service_labels(s.name)))
-        services.append(spec)
+        services.append(service_by_claim(spec, s))
     return services
 
 
@@ -255,6 +269,17 @@ def _check_volumes(parsed: ScenarioFile, config: Config, source: str) -> None:
             check_workload(section, parsed.storage, f"{source}: workload.{name}", service=False)
     for i, service in enumerate(work.services):
         check_workload(service, parsed.storage, f"{source}: workload.services.{i}", service=True)
+
+
+def _check_devices(parsed: ScenarioFile, source: str) -> None:
+    """The `deviceClasses` and each workload's `resourceClaims`."""
+    check_classes(parsed.deviceClasses, f"{source}: deviceClasses")
+    work = parsed.workload
+    for name, section in (("training", work.training), ("batch", work.batch)):
+        if section is not None:
+            check_devices(section, parsed.deviceClasses, f"{source}: workload.{name}")
+    for i, service in enumerate(work.services):
+        check_devices(service, parsed.deviceClasses, f"{source}: workload.services.{i}")
 
 
 def _datasets(parsed: ScenarioFile, specs: list[JobSpec | ServiceSpec]) -> dict[str, set[str]]:
@@ -282,7 +307,8 @@ def _calibrated(name: str | None, base: Path | None, source: str, pools: set[str
     return profiles
 
 
-SAMPLE_STEPS = ("acquire_s", "boot_s", "register_s", "ready_s", "gpu_s", "pull_s", "start_s", "warm_start_s")
+SAMPLE_STEPS = ("acquire_s", "boot_s", "register_s", "ready_s", "gpu_s", "slices_s", "pull_s", "start_s",
+                "warm_start_s")
 """The `StartupProfile` steps `startup_samples` may give."""
 MAX_SAMPLES = 100_000
 
@@ -349,6 +375,7 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
             raise ConfigError(f"{source}: initial_nodes.{pool.name}", f"{parsed.initial_nodes[pool.name]} is above the "
                                                                      f"pool's max_size {pool.max_size}")
     _check_volumes(parsed, config, source)
+    _check_devices(parsed, source)
     rng = np.random.default_rng(parsed.seed)
     calibrated = _calibrated(parsed.calibrated_profiles, base, source, names)
     sampled = _samples(parsed.startup_samples, source, names)
@@ -378,12 +405,15 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
                       spells=tuple(Spell(pool=s.pool, start_s=s.start, end_s=s.end) for s in parsed.stockouts),
                       initial_nodes={k: v for k, v in initial.items() if v}, duration_s=parsed.duration,
                       seed=parsed.seed, storage_classes=storage_classes(parsed.storage),
-                      bound_volumes=dataset_volumes(parsed.storage, _datasets(parsed, [*jobs, *services])))
+                      bound_volumes=dataset_volumes(parsed.storage, _datasets(parsed, [*jobs, *services])),
+                      device_classes=device_classes(parsed.deviceClasses, uses_dra(
+                          [parsed.workload.training, parsed.workload.batch, *parsed.workload.services],
+                          config.pools)))
     return setup, config
 
 
 def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup, Config]:
-    """A bundled scenario by name (`default`, `sharing`, `teams`, `zones`) or a scenario file; `seed` overrides the
+    """A bundled scenario by name (`default`, `sharing`, `teams`, `zones`, `dra`) or a scenario file; `seed` overrides the
     file's."""
     path = Path(name_or_path)
     if not path.exists():
