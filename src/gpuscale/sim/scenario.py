@@ -413,8 +413,8 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
 
 
 def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup, Config]:
-    """A bundled scenario by name (`default`, `sharing`, `teams`, `zones`, `dra`) or a scenario file; `seed` overrides the
-    file's."""
+    """A bundled scenario by name (`default`, `sharing`, `teams`, `zones`, `dra`) or a scenario file; `seed`
+    overrides the file's."""
     path = Path(name_or_path)
     if not path.exists():
         bundled_path = resources.files("gpuscale.data").joinpath("scenarios", f"{name_or_path}.yaml")
