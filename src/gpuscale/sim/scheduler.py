@@ -3,8 +3,11 @@
 - Queue order: kube-scheduler's queue. The active queue in PrioritySort order — priority (high first), then the
   time the pod was queued (its creation, refreshed by each failed attempt), then name — and after it the pods still
   in backoff (1 s doubling to 10 s per failed attempt), by the end of their backoff: the scheduler pops those when
-  the active queue is empty (SchedulerPopFromBackoffQ), so backoff orders retries but does not delay them. A pod
-  left unschedulable without an event is retried every 5 minutes (podMaxInUnschedulablePodsDuration).
+  the active queue is empty (SchedulerPopFromBackoffQ), so backoff orders retries but does not delay them. An event
+  on a Ready node whose taints a waiting pod tolerates (it turned Ready, its GPUs registered, a pod left it) counts a
+  failed attempt for that pod if it still fits nowhere, as kube-scheduler's queueing hints retry it: the oldest pods
+  of a burst back off longest. A pod left unschedulable without an event is retried every 5 minutes
+  (podMaxInUnschedulablePodsDuration).
 - Feasibility: the engine's filters (`engine.whatif.filters`, reading the scheduler's rows through `filters.Rows`),
   on Ready nodes only (a node that is not Ready carries the `not-ready` taint in a real cluster); GPUs exist for a
   pod only once the device plugin put them in allocatable. InterPodAffinity (required affinity and anti-affinity,
@@ -75,7 +78,7 @@ from gpuscale.engine.whatif.volumes import VolumeState
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod, SchedulingConstraints, depends_on_placed
 from gpuscale.model.resources import CPU, GPU_MILLI, MEMORY, PODS, Resources, is_gpu_resource
-from gpuscale.model.taints import Toleration, blocking_taints, soft_taint_count
+from gpuscale.model.taints import Toleration, blocking_taints, soft_taint_count, untolerated_taint
 from gpuscale.sim.cluster import SimCluster, Termination
 from gpuscale.sim.core import Priority, Simulation, replaced
 
@@ -210,6 +213,13 @@ class SimScheduler:
         (victims run below the preemptor's priority). A change on one node (a pod left it; it came, went, or its
         allocatable, readiness, taints, labels or cordon changed) keeps the kinds that node's row cannot take even
         empty (`_failing_despite`); any other change clears them all."""
+        self._woken: set[int] = set()
+        """Kinds kept in `_still_failing` whose pods an event since the last pass queued again: a schedulable node
+        whose taints they tolerate changed (it turned Ready before its device plugin registered the GPUs, its GPUs
+        registered, a pod left it). kube-scheduler's queueing hints queue such pods (TaintToleration's for a taint
+        gone, NodeResourcesFit's for room that may have grown) and they are tried, popped from the backoff queue when
+        the active queue is empty, and fail. The next pass counts that failed attempt for each of their pods without
+        trying them, so their backoff grows as in kube-scheduler: the oldest pods of a burst back off longest."""
         self._bound_priorities: dict[int, int] = {}
         """How many bound pods run at each priority: preemption is tried only when some run below the pod's."""
         self._inter_pod = False
@@ -406,9 +416,14 @@ class SimScheduler:
             return
         alloc = self._alloc[row].tolist()
         static = self._static
+        node = self._cluster.nodes[name]
         dropped = []
         for kind in self._still_failing:
             request, constraints, _ = self._kind_keys[kind]
+            if untolerated_taint(node.taints, constraints.tolerations) is None:
+                # the event queues the kind's pods again (kube-scheduler's hints for the filters that rejected
+                # them: TaintToleration, NodeResourcesFit); the pass tries them, and if they fail, one failure more
+                self._woken.add(kind)
             wanted = request.wanted
             if wanted is None:
                 continue
@@ -667,6 +682,7 @@ class SimScheduler:
         if self._inter_pod and self._topology is None:
             self._topology = self._topology_now()
         failed: set[int] = set()
+        woken, self._woken = self._woken, set()
         gangs: dict[str, list[Pod]] = {}
         for _, pod, kind in self._queue():
             if pod.scheduling_gated or pod.deleting:
@@ -682,8 +698,8 @@ class SimScheduler:
                     self._mark_unschedulable(pod)
                 continue
             if kind in failed or kind in self._still_failing:
-                if kind in failed or pod.key not in self._stamps:
-                    self._failed(pod)  # tried: a pod of its kind just failed, or it was never tried
+                if kind in failed or kind in woken or pod.key not in self._stamps:
+                    self._failed(pod)  # tried: a pod of its kind just failed, an event woke it, or never tried
                 else:
                     self._skipped(pod)  # kube-scheduler's queueing hint keeps it unschedulable: not tried
                 if pod.unschedulable:  # `_mark_unschedulable` of a pod marked before: only the attempt counts
