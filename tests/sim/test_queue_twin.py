@@ -28,6 +28,7 @@ from gpuscale.sim.run import TwinPolicy, TwinSetup, simulate
 from gpuscale.sim.scenario import load_scenario, parse_scenario, policy_named
 from gpuscale.sim.traces import GKE_PLACEMENT, read_jobs, write_jobs
 from gpuscale.sim.workloads import JobSpec
+from tests.sim.runs import short_run_json
 from tests.sim.test_twin import CPU_POOL, GI, TOLERATE, a100_pool
 
 TEAMS_YAML = Path(__file__).parents[2] / "src" / "gpuscale" / "data" / "scenarios" / "teams.yaml"
@@ -136,14 +137,8 @@ def test_teams_without_a_local_queue_are_left_alone() -> None:
         result_json(without, include_wall=False))
 
 
-def test_the_teams_scenario_is_deterministic_and_reports_queue_and_scale_up_wait_per_team() -> None:
-    scenario, config = load_scenario("teams")
-    short = replace(scenario, duration_s=8 * 3600)
-    first = json.dumps(result_json(simulate(short, policy_named("gpuscale", config)), include_wall=False))
-    assert first == json.dumps(result_json(simulate(short, policy_named("gpuscale", config)), include_wall=False))
-    other, _ = load_scenario("teams", seed=8)
-    assert json.dumps(result_json(simulate(replace(other, duration_s=8 * 3600), policy_named("gpuscale", config)),
-                                  include_wall=False)) != first
+def test_the_teams_scenario_reports_queue_and_scale_up_wait_per_team() -> None:
+    first = short_run_json("teams", hours=8)
     teams = json.loads(first)["teams"]
     assert sorted(teams) == ["nlp", "vision"]
     for stats in teams.values():

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -23,10 +23,10 @@ from gpuscale.sim.cluster import SimCluster
 from gpuscale.sim.core import Simulation, VirtualClock
 from gpuscale.sim.profiles import PROFILES
 from gpuscale.sim.run import EventLog, TwinPolicy, TwinSetup, simulate
-from gpuscale.sim.scenario import load_scenario, policy_named
 from gpuscale.sim.scheduler import SimScheduler
 from gpuscale.sim.workloads import Job, JobSpec
 from gpuscale.sim.world import World
+from tests.sim.runs import short_run_json
 
 GI = 2**30
 TAINT = (Taint(key="nvidia.com/gpu", value="present", effect=TaintEffect.NO_SCHEDULE),)
@@ -50,15 +50,13 @@ def training(name: str, submit_s: float, gpus: int = 8, pods: int = 1, duration_
                    constraints=ON_A100, image_bytes=12 * 10**9)
 
 
-def test_same_scenario_and_seed_give_byte_identical_json() -> None:
-    setup, config = load_scenario("default", seed=3)
-    short = replace(setup, duration_s=4 * 3600, jobs=tuple(j for j in setup.jobs if j.submit_s < 4 * 3600))
-    first = json.dumps(result_json(simulate(short, policy_named("gpuscale", config)), include_wall=False))
-    second = json.dumps(result_json(simulate(short, policy_named("gpuscale", config)), include_wall=False))
-    assert first == second
-    other_seed, _ = load_scenario("default", seed=4)
-    other = replace(other_seed, duration_s=4 * 3600)
-    assert json.dumps(result_json(simulate(other, policy_named("gpuscale", config)), include_wall=False)) != first
+@pytest.mark.parametrize(("name", "hours", "seeds"), [("default", 4, (3, 4)), ("dra", 3, (3, 4)),
+                                                  ("teams", 8, (None, 8))])
+def test_same_scenario_and_seed_give_byte_identical_json(name: str, hours: float,
+                                                         seeds: tuple[int | None, int]) -> None:
+    first = short_run_json(name, hours=hours, seed=seeds[0])
+    assert first == short_run_json(name, hours=hours, seed=seeds[0])
+    assert short_run_json(name, hours=hours, seed=seeds[1]) != first
 
 
 def test_a100_stockout_falls_back_to_the_other_zone_and_the_report_shows_it() -> None:

@@ -15,10 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from typer.testing import CliRunner
 
-from gpuscale.cli import app
 from gpuscale.engine.decide import decide
 from gpuscale.engine.plan import Plan, Removal, Snapshot
 from gpuscale.engine.policy import Policy
@@ -27,7 +24,6 @@ from gpuscale.engine.whatif import filters
 from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.lifecycle.phases import Milestone, Phase
 from gpuscale.model.dra import Dra, ResourceClaim
-from gpuscale.model.errors import ConfigError
 from gpuscale.model.node import Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
@@ -40,6 +36,7 @@ from gpuscale.sim.scenario import load_scenario, parse_scenario, policy_named
 from gpuscale.sim.scenario_dra import ResourceClaimConfig, WorkloadDevices, job_by_claim
 from gpuscale.sim.traces import GKE_PLACEMENT, pod_requests
 from gpuscale.sim.workloads import JobSpec
+from tests.sim.runs import assert_cli_one_line_exit_2, assert_one_line_error, short_run_json
 
 H100 = "NVIDIA H100 80GB HBM3"
 GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
@@ -223,16 +220,8 @@ def test_a_pod_moved_off_its_node_releases_its_claim_and_is_allocated_afresh() -
     assert {d.pool for d in allocated[0].allocation.devices} == {second.node.name}
 
 
-def test_the_bundled_dra_scenario_is_deterministic() -> None:
-    setup, config = load_scenario("dra", seed=3)
-    short = replace(setup, duration_s=3 * 3600, jobs=tuple(j for j in setup.jobs if j.submit_s < 3 * 3600))
-    first = json.dumps(result_json(simulate(short, policy_named("gpuscale", config)), include_wall=False))
-    second = json.dumps(result_json(simulate(short, policy_named("gpuscale", config)), include_wall=False))
-    assert first == second
-    assert '"slice_publication"' in first
-    other, _ = load_scenario("dra", seed=4)
-    other = replace(other, duration_s=3 * 3600, jobs=tuple(j for j in other.jobs if j.submit_s < 3 * 3600))
-    assert json.dumps(result_json(simulate(other, policy_named("gpuscale", config)), include_wall=False)) != first
+def test_the_bundled_dra_scenario_publishes_slices() -> None:
+    assert '"slice_publication"' in short_run_json("dra", hours=3, seed=3)
 
 
 def test_a_scenario_without_dra_carries_no_dra_objects_and_no_slices_phase() -> None:
@@ -278,15 +267,9 @@ def _claims(**claim: Any) -> dict[str, Any]:
      "deviceClasses.0.selectors.0", "compilation failed"),
 ])
 def test_bad_claim_input_is_one_error_naming_the_field(raw: dict[str, Any], where: str, words: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        parse_scenario(raw, "s.yaml")
-    message = str(caught.value)
-    assert f"s.yaml: {where}" in message and words in message and "\n" not in message, message
+    assert_one_line_error(raw, where, words)
 
 
 def test_bad_claim_input_from_the_cli_is_one_line_exit_2(tmp_path: Path) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(_claims(deviceClassName="nosuch")), encoding="utf-8")
-    result = CliRunner().invoke(app, ["simulate", str(path), "--quiet"])
-    assert result.exit_code == 2 and "workload.training.resourceClaims.0.deviceClassName" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_cli_one_line_exit_2(_claims(deviceClassName="nosuch"), "workload.training.resourceClaims.0.deviceClassName",
+                               tmp_path)

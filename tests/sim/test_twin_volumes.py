@@ -14,18 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from gpuscale.cli import app
 from gpuscale.engine.decide import decide
 from gpuscale.engine.plan import Plan, Removal, Snapshot
 from gpuscale.engine.policy import Policy
 from gpuscale.engine.state import EngineState
 from gpuscale.engine.whatif.store import IncrementalStore
-from gpuscale.model.errors import ConfigError
 from gpuscale.model.node import ZONE_LABEL, Node
 from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
@@ -35,6 +31,7 @@ from gpuscale.sim.run import simulate
 from gpuscale.sim.scenario import parse_scenario, policy_named
 from gpuscale.sim.traces import GKE_PLACEMENT, pod_requests
 from gpuscale.sim.workloads import ClaimTemplate, JobSpec
+from tests.sim.runs import assert_cli_one_line_exit_2, assert_one_line_error
 
 ZONES = ["zone-a", "zone-b", "zone-c"]
 T4 = {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
@@ -268,15 +265,8 @@ BAD = [
 @pytest.mark.parametrize(("raw", "where", "words"), BAD)
 def test_bad_spread_and_volume_input_is_one_error_naming_the_field(raw: dict[str, Any], where: str,
                                                                    words: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        parse_scenario(raw, "s.yaml")
-    message = str(caught.value)
-    assert f"s.yaml: {where}" in message and words in message and "\n" not in message, message
+    assert_one_line_error(raw, where, words)
 
 
 def test_bad_volume_input_from_the_cli_is_one_line_exit_2(tmp_path: Path) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(_batch_volume(dataset="imagenet")), encoding="utf-8")
-    result = CliRunner().invoke(app, ["simulate", str(path), "--quiet"])
-    assert result.exit_code == 2 and "workload.batch.volumes.0.dataset" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_cli_one_line_exit_2(_batch_volume(dataset="imagenet"), "workload.batch.volumes.0.dataset", tmp_path)

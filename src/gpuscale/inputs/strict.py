@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import types
+from collections.abc import Callable, Iterable
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
 
 from gpuscale.inputs.files import excerpt
+from gpuscale.model.errors import ConfigError
 
 _INT32 = 2**31 - 1
 
@@ -84,3 +86,12 @@ class StrictModel(BaseModel):
             if problem is not None:
                 raise ValueError(problem)
         return value
+
+
+def unique_names(names: Iterable[str], field: Callable[[int], str], what: str = "name") -> None:
+    """Raise `ConfigError` at `field(i)` for the first name that repeats an earlier one (list items named by `name`)."""
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            raise ConfigError(field(i), f"duplicate {what} {excerpt(name)}")
+        seen.add(name)

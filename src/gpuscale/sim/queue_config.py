@@ -16,7 +16,7 @@ from pydantic import ConfigDict, Field
 
 from gpuscale.config import Duration
 from gpuscale.inputs.files import excerpt
-from gpuscale.inputs.strict import StrictModel
+from gpuscale.inputs.strict import StrictModel, unique_names
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.pool import NodePool
 from gpuscale.model.quantity import QuantityError, to_milli, to_units
@@ -150,18 +150,10 @@ def _enum(where: str, value: str, allowed: Sequence[E]) -> E:
     raise ConfigError(where, f"expected one of {', '.join(o.value for o in allowed)}, got {excerpt(value)}")
 
 
-def _unique(where: str, names: Sequence[str]) -> None:
-    seen: set[str] = set()
-    for i, name in enumerate(names):
-        if name in seen:
-            raise ConfigError(f"{where}[{i}].name", f"duplicate name {excerpt(name)}")
-        seen.add(name)
-
-
 def build_queue_spec(config: QueuesConfig, where: str, pools: Sequence[NodePool]) -> QueueSpec:
     """Check the section (names resolve, quotas well-formed, each flavor selects some pool) and build the spec."""
-    _unique(f"{where}.resourceFlavors", [f.name for f in config.resourceFlavors])
-    _unique(f"{where}.clusterQueues", [q.name for q in config.clusterQueues])
+    unique_names((f.name for f in config.resourceFlavors), lambda i: f"{where}.resourceFlavors[{i}].name")
+    unique_names((q.name for q in config.clusterQueues), lambda i: f"{where}.clusterQueues[{i}].name")
     flavors = {f.name: dict(f.nodeLabels) for f in config.resourceFlavors}
     for i, f in enumerate(config.resourceFlavors):
         if not any(all(p.labels.get(k) == v for k, v in f.nodeLabels.items()) for p in pools):

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from gpuscale.engine.dra.cel import CompileError
 from gpuscale.engine.dra.cel import compile as compile_cel
-from gpuscale.inputs.strict import StrictModel
+from gpuscale.inputs.strict import StrictModel, unique_names
 from gpuscale.model.dra import AllocationMode, ClaimSpec, DeviceClass, DeviceRequest, ExactDeviceRequest
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.pod import SchedulingConstraints
@@ -85,10 +85,8 @@ def _selectors_problem(selectors: Sequence[str], where: str) -> None:
 
 def check_classes(classes: Sequence[DeviceClassConfig], where: str) -> None:
     """Unique names; every selector compiles."""
-    names = [c.name for c in classes]
+    unique_names((c.name for c in classes), lambda i: f"{where}.{i}.name")
     for i, device_class in enumerate(classes):
-        if device_class.name in names[:i]:
-            raise ConfigError(f"{where}.{i}.name", f"duplicate name {device_class.name!r}")
         _selectors_problem(device_class.selectors, f"{where}.{i}")
 
 
@@ -99,12 +97,9 @@ def check_workload(section: WorkloadDevices, classes: Sequence[DeviceClassConfig
     if len(section.resourceClaims) > MAX_CLAIMS:
         raise ConfigError(f"{where}.resourceClaims", f"at most {MAX_CLAIMS} claims per pod, got "
                                                      f"{len(section.resourceClaims)}")
-    names: set[str] = set()
+    unique_names((c.name for c in section.resourceClaims), lambda i: f"{where}.resourceClaims.{i}.name", "claim name")
     for i, claim in enumerate(section.resourceClaims):
         at = f"{where}.resourceClaims.{i}"
-        if claim.name in names:
-            raise ConfigError(f"{at}.name", f"duplicate claim name {claim.name!r}")
-        names.add(claim.name)
         if claim.deviceClassName not in declared:
             raise ConfigError(f"{at}.deviceClassName", f"no device class {claim.deviceClassName!r} "
                                                        f"(declared: {', '.join(sorted(declared))})")

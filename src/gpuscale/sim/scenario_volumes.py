@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gpuscale.inputs.strict import StrictModel
+from gpuscale.inputs.strict import StrictModel, unique_names
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.node import ZONE_LABEL
 from gpuscale.model.pod import DO_NOT_SCHEDULE, SchedulingConstraints, TopologySpreadConstraint
@@ -188,11 +188,8 @@ def check_storage(storage: StorageConfig | None, zones: set[str], where: str) ->
     """Unique names; every zone named is some pool's."""
     if storage is None:
         return
-    for kind, names in (("classes", [c.name for c in storage.classes]),
-                        ("datasets", [d.name for d in storage.datasets])):
-        for i, name in enumerate(names):
-            if name in names[:i]:
-                raise ConfigError(f"{where}.{kind}.{i}.name", f"duplicate name {name!r}")
+    unique_names((c.name for c in storage.classes), lambda i: f"{where}.classes.{i}.name")
+    unique_names((d.name for d in storage.datasets), lambda i: f"{where}.datasets.{i}.name")
     named = [(f"classes.{i}.allowedZones", z) for i, c in enumerate(storage.classes) for z in c.allowedZones]
     named += [(f"datasets.{i}.zone", d.zone) for i, d in enumerate(storage.datasets) if d.zone is not None]
     for at, zone in named:
@@ -206,12 +203,9 @@ def check_workload(section: WorkloadVolumes, storage: StorageConfig | None, wher
     a Deployment's do); spread constraints are unique per (topologyKey, whenUnsatisfiable), as the API requires."""
     classes = {c.name for c in storage.classes} if storage is not None else set()
     datasets = {d.name for d in storage.datasets} if storage is not None else set()
-    names: set[str] = set()
+    unique_names((v.name for v in section.volumes), lambda i: f"{where}.volumes.{i}.name", "volume name")
     for i, volume in enumerate(section.volumes):
         at = f"{where}.volumes.{i}"
-        if volume.name in names:
-            raise ConfigError(f"{at}.name", f"duplicate volume name {volume.name!r}")
-        names.add(volume.name)
         if volume.claim is not None and service:
             raise ConfigError(f"{at}.claim", "a service's pods share their claims (a Deployment's): use a dataset")
         if volume.storageClassName is not None and volume.storageClassName not in classes:
