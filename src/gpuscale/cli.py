@@ -52,7 +52,7 @@ from gpuscale.sim.openb import bundled
 from gpuscale.sim.pack import run_pack
 from gpuscale.sim.result import SimResult
 from gpuscale.sim.run import simulate as run_simulation
-from gpuscale.sim.scenario import DEFAULT_SCENARIO, load_scenario, policy_named
+from gpuscale.sim.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario, policy_named
 
 app = typer.Typer(
     name="gpuscale",
@@ -257,7 +257,7 @@ def explain(
 
 
 ScenarioArg = Annotated[str, typer.Argument(
-    help="A bundled scenario name (default, teams) or a scenario YAML file (docs/twin.md).")]
+    help=f"A bundled scenario name ({', '.join(bundled_scenarios())}) or a scenario YAML file (docs/twin.md).")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Override the scenario's seed.")]
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON (docs/cli.md).")]
 HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report with plots.")]

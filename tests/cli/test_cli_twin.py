@@ -59,3 +59,11 @@ def test_bad_scenario_and_bad_policy_are_one_line_exit_2(tmp_path: Path) -> None
     assert result.exit_code == 2 and "gpu-h100" in result.stderr
     result = CliRunner().invoke(app, ["simulate", str(write(tmp_path, SCENARIO)), "--policy", "nope", "--quiet"])
     assert result.exit_code == 2 and "--policy nope" in result.stderr
+
+
+def test_simulate_help_names_every_bundled_scenario() -> None:
+    shipped = sorted(p.stem for p in (Path(__file__).parents[2] / "src/gpuscale/data/scenarios").glob("*.yaml"))
+    assert len(shipped) >= 5
+    result = CliRunner().invoke(app, ["simulate", "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    assert f"({', '.join(shipped)})" in " ".join(result.output.split()), result.output

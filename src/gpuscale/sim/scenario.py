@@ -412,17 +412,20 @@ def parse_scenario(raw: Mapping[str, Any], source: str, base: Path | None = None
     return setup, config
 
 
+def bundled_scenarios() -> tuple[str, ...]:
+    """The names of the scenarios shipped in the package, sorted."""
+    folder = resources.files("gpuscale.data").joinpath("scenarios")
+    return tuple(sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")))
+
+
 def load_scenario(name_or_path: str, seed: int | None = None) -> tuple[TwinSetup, Config]:
-    """A bundled scenario by name (`default`, `sharing`, `teams`, `zones`, `dra`) or a scenario file; `seed`
-    overrides the file's."""
+    """A bundled scenario by name (`bundled_scenarios()`) or a scenario file; `seed` overrides the file's."""
     path = Path(name_or_path)
     if not path.exists():
         bundled_path = resources.files("gpuscale.data").joinpath("scenarios", f"{name_or_path}.yaml")
         if not bundled_path.is_file():
-            bundled_names = sorted(p.name.removesuffix(".yaml") for p in resources.files("gpuscale.data").joinpath(
-                "scenarios").iterdir() if p.name.endswith(".yaml"))
             raise ConfigError(name_or_path, "no such scenario file, and not a bundled scenario "
-                                            f"(bundled: {', '.join(bundled_names)})")
+                                            f"(bundled: {', '.join(bundled_scenarios())})")
         path = Path(str(bundled_path))
     if seed is not None and not 0 <= seed <= MAX_SEED:
         raise ConfigError("--seed", f"must be between 0 and {MAX_SEED}, got {seed}")
