@@ -42,8 +42,8 @@ from day_replay import (  # noqa: E402
     twin_replay,
 )
 from harness import ControlPlane  # noqa: E402
-from kubernetes import config as kube_config  # noqa: E402
 
+from gpuscale.kube.connect import api_client  # noqa: E402
 from gpuscale.providers.kwok import KwokProfile, KwokSettings  # noqa: E402
 
 TARGET_S = 10.0
@@ -96,7 +96,7 @@ def main() -> int:
         run = run_from_json(json.loads(args.source.read_text()))
     else:
         with ControlPlane() as cp:
-            api = kube_config.new_client_from_config(config_file=str(cp.kubeconfig_path))
+            api = api_client(cp.kubeconfig_path)  # the controller's own client, with its pool size
             run = run_real(api, config, jobs, kwok=kwok, initial=initial, namespace="replay",
                            timeout_s=1200, tail_s=args.unneeded + 60, progress=lambda line: print(line, flush=True))
             api.close()

@@ -23,8 +23,10 @@ from harness import (
     missing_binaries,
     wait_for,
 )
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from gpuscale.kube import connect
 
 E2E_DIR = Path(__file__).resolve().parent
 _FAILED = pytest.StashKey[bool]()
@@ -95,7 +97,7 @@ def _control_plane_alive(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def api_client(control_plane: ControlPlane) -> Iterator[client.ApiClient]:
-    api = config.new_client_from_config(config_file=str(control_plane.kubeconfig_path))
+    api = connect.api_client(control_plane.kubeconfig_path)  # as the controller makes it (its pool size)
     yield api
     api.close()
 

@@ -20,6 +20,11 @@ RETRY_DELAYS_S = (1.0, 2.0)
 """Waits between the attempts (tests set them to zero)."""
 TIMEOUT_S = 5.0
 """Connect and read timeout of each attempt."""
+POOL_CONNECTIONS = 32
+"""Connections the client keeps to the API server: one held by each watch of the cache (up to 13 kinds with
+ProvisioningRequests and Events) and room for the writers, leader election and status. The client's own default is
+five per CPU core, so on a 2-core node the watches alone filled it and every other request opened and dropped a
+connection ("Connection pool is full")."""
 
 
 class ApiUnreachable(GpuscaleError):
@@ -32,20 +37,23 @@ def api_client(kubeconfig: Path | None) -> Any:
     from kubernetes import config as kube_config
     from kubernetes.config.config_exception import ConfigException
 
+    settings = client.Configuration()
+    settings.connection_pool_maxsize = POOL_CONNECTIONS
     if kubeconfig is None:
         try:
-            kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+            kube_config.load_incluster_config(client_configuration=settings)  # type: ignore[no-untyped-call]
         except ConfigException as err:
             why = one_line(str(err), 120)
             raise ConfigError("in-cluster config (no --kubeconfig)", f"not running in a pod, so no service account "
                                                                      f"({why}): give --kubeconfig") from None
-        return client.ApiClient()
+        return client.ApiClient(settings)
     try:
         read_bytes(kubeconfig, CONFIG_BYTES, "a kubeconfig")  # missing, a directory, too large or binary
     except InputError as err:
         raise ConfigError(f"--kubeconfig {kubeconfig}", err.problem) from None
     try:
-        return kube_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+        return kube_config.new_client_from_config(config_file=str(kubeconfig),  # type: ignore[no-untyped-call]
+                                                  client_configuration=settings)
     except Exception as err:  # ConfigException, yaml.YAMLError, and the TypeErrors and KeyErrors of odd shapes
         raise ConfigError(f"--kubeconfig {kubeconfig}", f"not a usable kubeconfig: {one_line(str(err), 200)}") \
             from None
