@@ -604,9 +604,9 @@ def compare(index: int, pod: Mapping[str, Any], outcome: Outcome, cluster: Clust
         (why,) = [f for f in explain_fit(alone) if f.pod.key == fit.pod.key]
         return Disagreement(index, pod, outcome, fit,
                             f"scheduler bound it to {outcome.node}; gpuscale says no: {dict(why.reasons)}")
-    if outcome.error is not None:
-        ours = error_words(" ".join([fit.message, *fit.reasons]))
-        if not fit.fits and error_words(outcome.error) in ours:
+    if outcome.error is not None:  # the attempt's one error, said alone (no node count), names aside
+        ours = error_words(fit.message)
+        if not fit.fits and ours == error_words(outcome.error) and list(fit.reasons) == [fit.message]:
             return None
         return Disagreement(index, pod, outcome, fit, f"scheduler: plugin error {error_words(outcome.error)!r}; "
                                                       f"gpuscale: fits={list(fit.fits)}, said {ours!r}")

@@ -6,6 +6,7 @@ zero and scale-down releasing the claims of the pods it moves."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from gpuscale.config import parse_config
 from gpuscale.engine.decide import decide
@@ -111,6 +112,30 @@ def test_prefilter_rejections_are_said_once_in_kube_schedulers_words() -> None:
         (fit,) = explain_fit(Cluster(nodes=nodes, pods=(pod,), dra=dra))
         assert fit.fits == () and fit.reasons == {message: 2}
         assert fit.message == f"0/2 nodes are available: {message}."
+
+
+def test_a_selector_failing_at_run_time_ends_the_attempt_with_kube_schedulers_error() -> None:
+    """kube-scheduler's DynamicResources returns an Error status when a selector fails on a device it reaches; the
+    framework stops the attempt at once (`findNodesThatPassFilters`): the pod is not bound even where its claim could
+    be allocated (node "fits": its device has the attribute), and its verdict is that one error, not a count per
+    node (reason SchedulerError: tests/e2e/dra_messages.txt, case cel-missing-attribute)."""
+    nosuch = f'device.attributes["{DRIVER}"].nosuch == "x"'
+    spec = ClaimSpec(requests=(DeviceRequest(name="gpu", exactly=ExactDeviceRequest(device_class_name="gpu",
+                                                                                    selectors=(nosuch,))),))
+    has = ResourceSlice(name="fits-gpus", driver=DRIVER, pool=PoolRef(name="fits"), node_name="fits",
+                        devices=(Device(name="gpu-0", attributes={f"{DRIVER}/nosuch": "x"}),))
+    nodes = (make_node("fits"), make_node("small", cpu=0.1), make_node("lacks"), make_node("bare"))
+    dra = Dra(slices=(has, gpus("small", 1), gpus("lacks", 2)), classes=(GPU_CLASS,),
+              templates=(ResourceClaimTemplate(namespace="default", name="one-gpu", spec=spec),))
+    pod = with_template(make_pod("p", cpu=1))
+    (fit,) = explain_fit(Cluster(nodes=nodes, pods=(pod,), dra=dra))
+    kube = next(line for line in (Path(__file__).parents[1] / "e2e" / "dra_messages.txt").read_text().splitlines()
+                if line.startswith("cel-missing-attribute\t"))  # the real scheduler's words, names as placeholders
+    error = kube.partition("\tSchedulerError: ")[2].replace("<ns>/<claim>", "default/p-gpu").replace(
+        "gpu.nvidia.com/<node>/<device>", f"{DRIVER}/lacks/gpu-0")
+    assert (fit.fits, fit.message, list(fit.reasons)) == ((), error, [error])
+    (alone,) = explain_fit(Cluster(nodes=nodes[:1], pods=(pod,), dra=dra))
+    assert alone.fits == ("fits",)  # the same claim on the node with the attribute alone: allocated
 
 
 def test_claims_allocated_in_one_what_if_count_for_each_other() -> None:

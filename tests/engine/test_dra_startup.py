@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from gpuscale.config import parse_config
 from gpuscale.engine.decide import decide
 from gpuscale.engine.nodes import NodePhase, awaiting_slices, phase, slices_published
@@ -127,12 +125,38 @@ def test_a_claim_scales_the_pool_whose_template_devices_satisfy_it_from_zero() -
     assert nowhere.scale_up == () and [v.pod for v in nowhere.unplaceable] == ["ml/train"]
 
 
-@pytest.mark.xfail(strict=True, reason="a pool whose template devices cannot satisfy the claim is reported as 'not "
-                                       "enough room within limit pool … max_size 4' instead of the scheduler's words")
 def test_a_claim_no_template_satisfies_says_so_in_the_schedulers_words() -> None:
+    """As a taint or a GPU count a pool's node would not satisfy: the pool named with DynamicResources' words on its
+    node, not its limits (which leave room for three more nodes here)."""
     nowhere = decide(Snapshot(cluster=_claiming("NVIDIA B200")), (H100,), EngineState(), Policy(), T0)
     (verdict,) = nowhere.unplaceable
-    assert "cannot allocate all claims" in " ".join(r.message for r in verdict.reasons), verdict
+    assert [(r.code, r.message) for r in verdict.reasons] == [
+        (ReasonCode.NO_POOL_FITS, "no scale-up: h100: cannot allocate all claims")]
+    from gpuscale.engine.fit import explain_fit
+
+    (fit,) = explain_fit(_claiming("NVIDIA B200"), (H100,))
+    assert fit.pools == {"h100": "cannot allocate all claims"}  # `gpuscale fit` / `explain` say the same
+    bare = replace(H100, name="bare", resource_slices=())  # declares no devices: its nodes publish none
+    both = decide(Snapshot(cluster=_claiming("NVIDIA H100 80GB HBM3")), (bare, H100), EngineState(), Policy(), T0)
+    assert ([(s.pool, s.nodes) for s in both.scale_up], both.unplaceable) == ([("h100", 1)], ())
+    plan = decide(Snapshot(cluster=_claiming("NVIDIA H100 80GB HBM3")), (bare,), EngineState(), Policy(), T0)
+    assert [r.message for v in plan.unplaceable for r in v.reasons] == ["no scale-up: bare: cannot allocate all claims"]
+
+
+def test_a_claims_runtime_error_on_a_pools_devices_is_the_schedulers_error() -> None:
+    """A selector that fails at run time on the pool's devices (an attribute they lack, read without `has`): the
+    attempt's error as kube-scheduler words it, naming the claim and the device."""
+    cluster = _claiming("x")
+    (template,) = cluster.dra.templates
+    broken = replace(template.spec.requests[0].exactly, selectors=(f'device.attributes["{DRIVER}"].nosuch == "x"',))
+    spec = replace(template.spec, requests=(replace(template.spec.requests[0], exactly=broken),))
+    cluster = replace(cluster, dra=replace(cluster.dra, templates=(replace(template, spec=spec),)))
+    (verdict,) = decide(Snapshot(cluster=cluster), (H100,), EngineState(), Policy(), T0).unplaceable
+    (reason,) = verdict.reasons
+    assert reason.message == (
+        'no scale-up: h100: running "DynamicResources" filter plugin: claim ml/train-gpu: selector #0 on device '
+        f"{DRIVER}/template-h100/gpu-0: CEL runtime error: no such key: nosuch. consider using CEL optional chaining "
+        "(.? followed by orValue()) or guarding the check with has() for optional fields"), reason
 
 
 def test_status_and_provisioning_requests_see_a_node_without_its_slices_as_starting() -> None:

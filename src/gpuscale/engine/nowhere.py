@@ -17,7 +17,13 @@ from collections.abc import Sequence
 
 from gpuscale.engine.dra.allocate import CANNOT_ALLOCATE, INVALID_POOLS
 from gpuscale.engine.reasons import Reason, ReasonCode
-from gpuscale.engine.scheduling import FitCode, FitFailure, is_dra_prefilter_message, is_prefilter_message
+from gpuscale.engine.scheduling import (
+    FitCode,
+    FitFailure,
+    is_dra_prefilter_message,
+    is_plugin_error,
+    is_prefilter_message,
+)
 from gpuscale.engine.whatif.dra import NOT_AVAILABLE
 from gpuscale.engine.whatif.model import BoolArray, WhatIf
 from gpuscale.model.pod import ANY_HOST_IP, HostPort, Pod
@@ -26,7 +32,7 @@ _VOLUME_REASONS = frozenset(FitFailure(code).message for code in (
     FitCode.RWOP_CONFLICT, FitCode.MAX_VOLUME_COUNT, FitCode.VOLUME_NODE_CONFLICT, FitCode.VOLUME_BIND_CONFLICT,
     FitCode.VOLUME_ZONE_CONFLICT, FitCode.VOLUME_PV_MISSING))
 _DEVICE_REASONS = frozenset((CANNOT_ALLOCATE, INVALID_POOLS, NOT_AVAILABLE))
-"""DynamicResources' Filter messages (its allocator errors name the claim already)."""
+"""DynamicResources' Filter messages; its allocator errors (`is_plugin_error`) are the whole verdict."""
 _PORTS = FitFailure(FitCode.NODE_PORTS).message
 _SPREAD = frozenset(FitFailure(code).message for code in (FitCode.SPREAD, FitCode.SPREAD_LABEL))
 
@@ -44,7 +50,7 @@ def port_text(port: HostPort) -> str:
 
 def _device_details(pod: Pod, table: WhatIf, failed: set[str]) -> list[str]:
     """The pod's ResourceClaims and DynamicResources' messages among the failures, if any."""
-    devices = sorted(m for m in failed if m in _DEVICE_REASONS or is_dra_prefilter_message(m))
+    devices = sorted(m for m in failed if m in _DEVICE_REASONS or is_dra_prefilter_message(m) or is_plugin_error(m))
     if not devices or not pod.constraints.resource_claims or table.dra is None:
         return []
     names = [c.key for c in table.dra.devices_of(pod).claims] or [r.name for r in pod.constraints.resource_claims]

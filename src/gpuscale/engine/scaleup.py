@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscale.engine.balance import balance, similar
+from gpuscale.engine.dra.allocate import AllocationFailure
 from gpuscale.engine.expanders import Option, choose, waste
 from gpuscale.engine.fit import POOL_FITS, pool_verdict
 from gpuscale.engine.limits import Headroom, Totals, headroom
@@ -47,7 +48,10 @@ from gpuscale.engine.plan import PodVerdict, ScaleUp, earliest
 from gpuscale.engine.policy import ExpanderName, Limits, Policy
 from gpuscale.engine.protection import parse_go_duration
 from gpuscale.engine.reasons import Reason, ReasonCode
+from gpuscale.engine.scheduling import is_plugin_error
 from gpuscale.engine.state import EngineState
+from gpuscale.engine.whatif.dra import DraState
+from gpuscale.engine.whatif.filters import dra_failure
 from gpuscale.engine.whatif.model import NodeEdits, WhatIf, node_group_key
 from gpuscale.engine.whatif.volumes import VolumeState, without_claims
 from gpuscale.model.cluster import Cluster, PodGroupSpec, PodIndex
@@ -1126,7 +1130,7 @@ def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, 
         remaining, table, totals = spill.leftover, spill.table, spill.totals
     why = memo.why(pools, blocked_pools, totals, policy) if remaining else Unplaceable()
     unplaceable = _unplaceable_verdicts(remaining, dead, split, position, pools, blocked_pools, totals, policy,
-                                        fits, why)
+                                        fits, why, _TemplateDevices(table.dra))
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
                          unplaceable=unplaceable, table=table, totals=totals, next_at_s=next_at)
 
@@ -1326,23 +1330,57 @@ def _in_order(remaining: Sequence[Unit], dead: Sequence[tuple[int, tuple[PodVerd
 def _unplaceable_verdicts(remaining: Sequence[Unit], dead: Sequence[tuple[int, tuple[PodVerdict]]],
                           split: _Split | None, position: Mapping[int, int], pools: Sequence[NodePool],
                           blocked: Mapping[str, Reason], totals: Totals, policy: Policy, fits: PoolFits,
-                          why: Unplaceable) -> tuple[PodVerdict, ...]:
+                          why: Unplaceable, devices: _TemplateDevices) -> tuple[PodVerdict, ...]:
     """The verdicts of the pods no scale-up takes, in the candidates' order: the units left over (`_unplaceable`)
     and the dead pods whose verdicts the split already holds, merged by position."""
     if not dead:
-        return tuple(v for u in remaining for v in _unplaceable(u, pools, blocked, totals, policy, fits.verdicts, why))
+        return tuple(v for u in remaining
+                     for v in _unplaceable(u, pools, blocked, totals, policy, fits.verdicts, why, devices))
     if not remaining:
         return split.verdicts if split is not None else ()
     return tuple(v for _, verdicts in sorted(
-        [*dead, *((position[id(u)], _unplaceable(u, pools, blocked, totals, policy, fits.verdicts, why))
+        [*dead, *((position[id(u)], _unplaceable(u, pools, blocked, totals, policy, fits.verdicts, why, devices))
                   for u in remaining)], key=itemgetter(0)) for v in verdicts)
 
 
+@dataclass(slots=True)
+class _TemplateDevices:
+    """DynamicResources on one new node of each offer, for the pods no scale-up takes (`_why_unplaceable`): a pool's
+    verdict (`verdict_of`) reads no claims, so a pool whose declared slices cannot satisfy a pod's claims would
+    otherwise be worded as out of room. `DraState.on_template` on the decision's table; kept per offer and claim
+    specs for claims not allocated yet (an error names its claim and is not kept)."""
+
+    dra: DraState | None
+    kept: dict[tuple[str, tuple[str, ...]], str | None] = field(default_factory=dict)
+
+    def failure(self, pod: Pod, pool: NodePool) -> str | None:
+        """kube-scheduler's words for why a new node of `pool` rejects the pod's claims, or None (it takes them)."""
+        dra = self.dra
+        if dra is None or not pod.constraints.resource_claims:
+            return None
+        devices = dra.devices_of(pod)
+        if devices.prefilter is not None:
+            return devices.prefilter
+        key = (pool.key, devices.specs)
+        pinned = any(dra.allocation_of(c) is not None for c in devices.claims)
+        if not pinned and key in self.kept:
+            return self.kept[key]
+        outcome = dra.on_template(devices, pool)
+        message = dra_failure(outcome).message if isinstance(outcome, AllocationFailure) else None
+        if not pinned and (message is None or not is_plugin_error(message)):
+            self.kept[key] = message
+        return message
+
+
 def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
-                 policy: Policy, verdicts: Verdicts, why: Unplaceable) -> list[PodVerdict]:
+                 policy: Policy, verdicts: Verdicts, why: Unplaceable, devices: _TemplateDevices) -> list[PodVerdict]:
     """Why no pool takes this unit: backoff, a limit, the gang as a whole, or no pool's node can host it. `why`
     keeps the answer per unit shape (gang, pod requests and constraints) for these inputs (`ScaleUpCache.why`): units
-    of one shape get the same one, and many pods that wait loop after loop share a few shapes."""
+    of one shape get the same one, and many pods that wait loop after loop share a few shapes. Not for units with
+    ResourceClaims on a table with devices: their answer reads the claims (`devices`), which the shape leaves out."""
+    if devices.dra is not None and any(p.constraints.resource_claims for p in unit.pods):
+        return [_Why(*_why_unplaceable(unit, pools, blocked, totals, policy, verdicts, devices)).of(p)
+                for p in unit.pods]
     single = unit.pods[0] if unit.group is None and len(unit.pods) == 1 else None
     if single is not None and (verdict := why.singles.get(single)) is not None:
         return [verdict]
@@ -1356,11 +1394,16 @@ def _unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Re
 
 
 def _why_unplaceable(unit: Unit, pools: Sequence[NodePool], blocked: Mapping[str, Reason], totals: Totals,
-                     policy: Policy, verdicts: Verdicts) -> tuple[ReasonCode, str]:
+                     policy: Policy, verdicts: Verdicts,
+                     devices: _TemplateDevices | None = None) -> tuple[ReasonCode, str]:
+    """Per pool, the first of: its new node rejects a pod (the filters' words: the pool's verdict, then its claims
+    on the pool's declared devices), its backoff, its limits."""
     parts: list[str] = []
     code = ReasonCode.NO_POOL_FITS
     for pool in pools:
         failed = {verdict_of(p, pool, verdicts) for p in unit.pods} - {POOL_FITS}
+        if not failed and devices is not None:
+            failed = {m for p in unit.pods if (m := devices.failure(p, pool)) is not None}
         if failed:
             parts.append(f"{pool.key}: {'; '.join(sorted(failed))}")
             continue

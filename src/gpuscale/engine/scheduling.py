@@ -47,6 +47,7 @@ class FitCode(StrEnum):
     VOLUME_PV_MISSING = "VolumePVNotExist"
     DRA_PREFILTER = "DynamicResourcesPreFilter"
     DRA = "DynamicResources"
+    DRA_ERROR = "DynamicResourcesError"
     UNSUPPORTED = "Unsupported"
 
 
@@ -63,6 +64,9 @@ class FitFailure:
         """The scheduler's own wording, as it appears in FailedScheduling events."""
         return _MESSAGES[self.code].format(detail=self.detail)
 
+
+PLUGIN_ERROR = 'running "DynamicResources" filter plugin: '
+"""How kube-scheduler's framework prefixes a Filter plugin's error (DynamicResources is the only one that errs here)."""
 
 _MESSAGES = {
     FitCode.UNSCHEDULABLE: "node(s) were unschedulable",
@@ -91,9 +95,12 @@ _MESSAGES = {
     FitCode.VOLUME_PV_MISSING: "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)",
     # DynamicResources: its PreFilter's rejection (a claim not created yet or missing, a class missing) is said once
     # for every node, as the volume PreFilters'; its Filter's message per node ("cannot allocate all claims",
-    # "resourceclaim not available on the node", or the allocator's error).
+    # "resourceclaim not available on the node"). An allocator error (a CEL selector failing at run time) is not a
+    # node's verdict but the scheduling attempt's: the framework wraps it (`RunFilterPlugins`) and the pod's
+    # PodScheduled condition (reason SchedulerError) and FailedScheduling event say it alone, without a node count.
     FitCode.DRA_PREFILTER: "{detail}",
     FitCode.DRA: "{detail}",
+    FitCode.DRA_ERROR: PLUGIN_ERROR + "{detail}",
     FitCode.UNSUPPORTED: "unsupported constraint: {detail}",
 }
 
@@ -106,6 +113,11 @@ _DRA_PREFILTER_STARTS = ('pod "', 'could not find ResourceClaim "', 'resourcecla
 def is_dra_prefilter_message(message: str) -> bool:
     """Whether a failure message is DynamicResources' PreFilter rejection (`FitCode.DRA_PREFILTER`)."""
     return message.startswith(_DRA_PREFILTER_STARTS)
+
+
+def is_plugin_error(message: str) -> bool:
+    """Whether a failure message is a Filter plugin's error (`FitCode.DRA_ERROR`): the pod's whole verdict."""
+    return message.startswith(PLUGIN_ERROR)
 
 
 def is_prefilter_message(message: str) -> bool:
@@ -660,7 +672,11 @@ def port_failures(pod: Pod, ports: HostPorts | None, node: str) -> tuple[FitFail
 
 
 def summarize(total_nodes: int, counts: Mapping[str, int]) -> str:
-    """The FailedScheduling message: `0/N nodes are available: <count reason>, … .`, sorted as the scheduler sorts."""
+    """The FailedScheduling message: `0/N nodes are available: <count reason>, … .`, sorted as the scheduler sorts;
+    a plugin's error (`is_plugin_error`) instead, alone, as the scheduler reports an attempt that erred."""
+    error = next((reason for reason in counts if is_plugin_error(reason)), None)
+    if error is not None:
+        return error
     parts = sorted(reason if is_prefilter_message(reason) else f"{count} {reason}"
                    for reason, count in counts.items())
     head = f"0/{total_nodes} nodes are available:"

@@ -400,3 +400,18 @@ def test_counters_of_a_device_refused_for_its_taint_are_given_back() -> None:
         Device(name="clean", consumes_counters=tuple(whole))))
     sets = ResourceSlice(name="counters", driver=DRIVER, pool=pool, node_name="n1", shared_counters=(counters,))
     assert devices(run(dra(s, sets), claim())) == [("gpu", "clean")]
+
+
+def test_a_timed_out_search_names_its_node_in_the_filters_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamicResources' Filter words a timeout `node <name>: timed out trying to allocate devices` (the allocator
+    itself only says it timed out)."""
+    from gpuscale.engine.whatif.dra import DraState, PodDevices
+    from gpuscale.model.node import Node
+    from gpuscale.model.resources import Resources
+
+    monkeypatch.setattr(search_module, "STEP_BUDGET", 10_000)
+    thirty = dra(node_slice("n1", *(gpu(f"gpu-{i}", index=i) for i in range(30))))
+    hard = claim("c", request("x", count=10), request("y", count=21))
+    state = DraState.of(thirty, (), {}, {}, ())
+    outcome = state.verdict(PodDevices(claims=(hard,)), Node(name="n1", labels=LABELS, allocatable=Resources()))
+    assert outcome == AllocationFailure(kind=FailureKind.ERROR, message=f"node n1: {TIMED_OUT}")

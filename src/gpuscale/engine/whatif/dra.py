@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpuscale.engine.dra.allocate import Allocated, AllocationFailure, Allocator, FailureKind, allocator_for
+from gpuscale.engine.dra.allocate import TIMED_OUT, Allocated, AllocationFailure, Allocator, FailureKind, allocator_for
 from gpuscale.engine.dra.inuse import InUse, in_use
 from gpuscale.model.dra import Allocation, Dra, ResourceClaim, ResourceSlice, claim_from_template
 from gpuscale.model.node import POOL_LABEL, Node
@@ -44,6 +44,9 @@ class PodDevices:
     """The PreFilter's rejection (every node fails with it), or None."""
     claims: tuple[ResourceClaim, ...] = ()
     """The pod's claims in `spec.resourceClaims` order (a template claim not created yet: the claim to come)."""
+    specs: tuple[str, ...] = ()
+    """What the allocator reads of the claims, as text (`repr` of each spec: specs hold dicts, so are not hashable):
+    pods whose unallocated claims have equal specs get the same verdict on every node (`engine.dra.allocate`)."""
 
 
 NO_DEVICES = PodDevices()
@@ -100,7 +103,7 @@ def resolve(pod: Pod, dra: Dra) -> PodDevices:
     for claim in claims:
         if claim.allocation is None and (problem := _class_problem(claim, dra)) is not None:
             return PodDevices(prefilter=problem)
-    return PodDevices(claims=tuple(claims))
+    return PodDevices(claims=tuple(claims), specs=tuple(repr(c.spec) for c in claims))
 
 
 def _template_dra(dra: Dra, extra: Mapping[str, tuple[ResourceSlice, ...]]) -> Dra:
@@ -200,10 +203,20 @@ class DraState:
         if pending:
             outcome = self._allocator(node).allocate(node.name, node.labels, pending, self.used)
             if isinstance(outcome, AllocationFailure):
+                if outcome.message == TIMED_OUT:  # the Filter names the node of a timed-out search
+                    return AllocationFailure(kind=outcome.kind, message=f"node {node.name}: {TIMED_OUT}")
                 return outcome
         if unavailable:
             return AllocationFailure(kind=FailureKind.UNSCHEDULABLE, message=NOT_AVAILABLE)
         return outcome
+
+    def on_template(self, devices: PodDevices, pool: NodePool) -> Allocated | AllocationFailure | None:
+        """`verdict` on one new, empty node of `pool` (its template, with the slices the pool declares: none when it
+        declares none). Claims allocated in this what-if count as here. O(one allocator over the pool's slices)."""
+        template = pool.template()
+        state = self.copy()
+        state.extra, state._templates = {template.name: pool.template_slices(template.name)}, [None]
+        return state.verdict(devices, template)
 
     def add(self, pod: Pod, node: Node | None) -> None:
         """A pod placed on `node` (None: a node outside the rows): its unallocated claims allocated there, as

@@ -40,6 +40,7 @@ from gpuscale.engine.scheduling import (
     FitFailure,
     HostPorts,
     Topology,
+    is_plugin_error,
     port_failures,
     static_failures,
     unsupported_failures,
@@ -479,8 +480,8 @@ class DynamicResources:
     """The pod's ResourceClaims on each candidate: claims allocated (in the snapshot or in this what-if) must allow
     the node, the others are allocated there beside the devices in use (`DraState.verdict`, `engine.dra.allocate`).
     An allocator error (a CEL selector that fails, a search past its budget) is kube-scheduler's Error: the pod's
-    attempt ends, so every row fails. Per candidate: one allocator call, kept per node, claim specs and devices in
-    use."""
+    attempt ends, so every row fails, and `reasons` gives that error alone (`dra_failure`, `FitCode.DRA_ERROR`). Per
+    candidate: one allocator call, kept per node, claim specs and devices in use."""
 
     name = "DynamicResources"
 
@@ -503,10 +504,16 @@ class DynamicResources:
         if dra is None or not pod.constraints.resource_claims:
             return ()
         outcome = dra.verdict(dra.devices_of(pod), rows.nodes[row])
-        return (FitFailure(FitCode.DRA, outcome.message),) if isinstance(outcome, AllocationFailure) else ()
+        return (dra_failure(outcome),) if isinstance(outcome, AllocationFailure) else ()
 
     def count(self, pod: Pod, rows: Rows, rejected: list[int]) -> Counter[str]:
         return _count_each(self, pod, rows, rejected)
+
+
+def dra_failure(failure: AllocationFailure) -> FitFailure:
+    """DynamicResources' Filter failure in kube-scheduler's words: the node's status, or the allocator's error as the
+    framework wraps it (`FitCode.DRA_ERROR`)."""
+    return FitFailure(FitCode.DRA_ERROR if failure.kind is FailureKind.ERROR else FitCode.DRA, failure.message)
 
 
 class Unsupported:
@@ -563,7 +570,11 @@ def reasons(pod: Pod, rows: Rows, among: BoolArray | None = None) -> tuple[BoolA
         f.mask(pod, rows, mask)
         rejected = (before & ~mask).nonzero()[0].tolist()
         if rejected:
-            counts.update(f.count(pod, rows, rejected))
+            found = f.count(pod, rows, rejected)
+            error = next((message for message in found if is_plugin_error(message)), None)
+            if error is not None:  # the attempt ends with the first row's error (a plugin's Error status): said alone
+                return mask, Counter({error: len(mask)})
+            counts.update(found)
     return mask, counts
 
 
