@@ -544,13 +544,17 @@ class Outcome:
 PLUGIN_ERROR = 'running "DynamicResources" filter plugin: '
 _DEVICE = re.compile(r"on device [^: ]+:")
 _CLAIM = re.compile(r"claim [^/ ]+/[^:, ]+")
+_POOL = re.compile(r"resource pool [^ ]+ is")
+_NODE = re.compile(r"^node [^: ]+: ")
 
 
 def error_words(message: str) -> str:
     """A DRA plugin error without the names that change between runs and between the scheduler's attempts: the
-    plugin prefix, the claim's name and the device the failing selector met first (`class big: selector #0 on
-    device: CEL runtime error: no such key: memory. consider …`)."""
-    return _DEVICE.sub("on device:", _CLAIM.sub("claim", message.strip().removeprefix(PLUGIN_ERROR)))
+    plugin prefix, the claim's name, and the node whose check erred first (kube-scheduler checks nodes in parallel):
+    the device the failing selector met first (`class big: selector #0 on device: CEL runtime error: no such key:
+    memory. consider …`), the incomplete pool an All request met, the node of a timed-out search."""
+    words = _CLAIM.sub("claim", message.strip().removeprefix(PLUGIN_ERROR))
+    return _NODE.sub("", _POOL.sub("resource pool is", _DEVICE.sub("on device:", words)))
 
 
 def scheduler_outcome(pod: Mapping[str, Any]) -> Outcome | None:

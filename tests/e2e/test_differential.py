@@ -111,6 +111,11 @@ def test_parse_dra_messages() -> None:
     assert error_words(error.replace("<device>", "gpu-3")) == error_words(error.replace("<device>", "gpu-5")) == (
         "claim: selector #0 on device: CEL runtime error: no such key: nosuch. consider using CEL optional chaining "
         "(.? followed by orValue()) or guarding the check with has() for optional fields")
+    updating = ("claim {ns}/d1-c0-x7k2p, request r0: asks for all devices, but resource pool gpu.nvidia.com/{node} is "
+                "currently being updated")
+    assert error_words(updating.format(ns="a", node="n-080-01")) == error_words(updating.format(ns="b", node="n-160")) \
+        == "claim, request r0: asks for all devices, but resource pool is currently being updated"
+    assert error_words("node n-3: timed out trying to allocate devices") == "timed out trying to allocate devices"
 
 
 def _model_fit(objects: list[dict[str, Any]]) -> dict[str, int]:
