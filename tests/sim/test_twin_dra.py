@@ -205,12 +205,36 @@ def test_pods_sharing_a_claim_land_on_one_node_and_share_its_allocation() -> Non
     assert result.scale_ups_by_pool.get("h100") == 2  # the 1-device pair-a job and the 8-device gang
 
 
+def test_a_dra_pools_gpu_hours_count_its_published_gpus_and_its_pods_claims() -> None:
+    """GPUs published as slices count as the pool's GPUs (provisioned: 8 per H100 node-hour, as its cost says), and a
+    pod's GPUs are the whole GPUs allocated to its claims: a per-pod claim of 2 holds 2; a claim of 8 shared by a
+    gang's two pods counts once; so allocated GPU-hours are the devices' hours, never above what was provisioned."""
+    _, result, binds = _run(scenario(), [job("solo", gpus=2), job("gang", pods=2, shared=True, submit_s=90.0)],
+                            Watch())
+    h100 = result.gpu_hours_by_pool["h100"]
+    node_hours = result.cost_by_pool["h100"] / 88.49
+    assert node_hours > 0 and h100["provisioned"] == pytest.approx(8 * node_hours, rel=1e-3)
+    by_name = {r.key.split("/")[1]: r for r in result.pods if r.running_s is not None}
+    solo = [r for name, r in by_name.items() if name.startswith("solo-")]
+    gang = [r for name, r in by_name.items() if name.startswith("gang-")]
+    assert [r.gpus for r in solo] == [2] and sorted(r.gpus for r in gang) == [0, 8]
+    bound = {b.pod.name: b.at for b in binds}
+    ends = {name: max(r.running_s or 0 for r in rs) + 3600.0 for name, rs in (("solo", solo), ("gang", gang))}
+    expected = sum(r.gpus * (ends[name] - bound[r.key.split("/")[1]])
+                   for name, rs in (("solo", solo), ("gang", gang)) for r in rs) / 3600
+    assert h100["allocated"] == pytest.approx(expected, rel=0.02)
+    assert 0 < h100["useful"] <= h100["allocated"] <= h100["provisioned"]
+    assert "a100" not in result.gpu_hours_by_pool and "a100" not in result.cost_by_pool  # no A100 node was made
+
+
 def test_a_pod_moved_off_its_node_releases_its_claim_and_is_allocated_afresh() -> None:
     """Two H100 nodes from the start (their slices published at once); the node the job's pod runs on is removed as a
     scale-down would: the pod's claim goes with it, and the requeued pod's new claim is allocated on the other node."""
     watch = Watch(remove_running="move-1-0")
-    _, _, binds = _run(scenario(), [job("move")], watch, initial={"h100": 2})
+    _, result, binds = _run(scenario(), [job("move")], watch, initial={"h100": 2})
     first, second = [b for b in binds if b.pod.name.startswith("move-")][:2]
+    moved_after_s = second.at - first.at
+    assert 0 < result.lost_gpu_hours <= 8 * moved_after_s / 3600  # its 8 GPUs' work since it started (no checkpoint)
     assert first.pod.name == "move-1-0" and second.pod.name == "move-2-0" and first.node.name != second.node.name
     keys = {c.key for c in second.claims}
     assert "llm/move-1-0-gpu" not in keys and "llm/move-2-0-gpu" in keys

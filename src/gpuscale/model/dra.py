@@ -26,7 +26,7 @@ serve all nodes), which drivers keep few).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import total_ordering
@@ -207,6 +207,22 @@ class Device:
     binding_failure_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool = False
     """Consumable capacity: several claims may share the device, each consuming part of its capacity."""
+
+
+NVIDIA_GPU_DRIVER = "gpu.nvidia.com"
+"""NVIDIA's DRA driver: it publishes each whole GPU as a device of `type` "gpu" (MIG partitions: "mig")."""
+
+
+def is_whole_gpu(driver: str, device: Device) -> bool:
+    """Whether a device is one whole GPU, as the GPU-hours of reports and limits count GPUs: a device of NVIDIA's
+    DRA driver whose `type` attribute is "gpu" or absent. MIG partitions and other drivers' devices are not."""
+    kind = device.attributes.get(f"{NVIDIA_GPU_DRIVER}/type")
+    return driver == NVIDIA_GPU_DRIVER and kind in (None, "gpu")
+
+
+def whole_gpus(slices: Iterable[ResourceSlice]) -> tuple[Device, ...]:
+    """The whole GPUs (`is_whole_gpu`) among the slices' devices."""
+    return tuple(d for s in slices for d in s.devices if is_whole_gpu(s.driver, d))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from gpuscale.model.dra import PoolRef, ResourceSlice
+from gpuscale.model.dra import PoolRef, ResourceSlice, whole_gpus
 from gpuscale.model.node import POOL_LABEL, Node
 from gpuscale.model.resources import Resources
 from gpuscale.model.taints import DEFAULT_STARTUP_TAINTS, StartupTaints, Taint
@@ -125,6 +125,12 @@ class NodePool:
             out.append(replace(s, name=f"{node_name}-{s.driver}" + (f"-{i}" if i else ""), node_name=node_name,
                                pool=PoolRef(name=node_name, generation=0, resource_slice_count=counts[s.driver])))
         return tuple(out)
+
+    def node_gpus(self) -> int:
+        """GPUs one node of this pool has, as reports count them: `gpus_per_node` (its `gpu` section), else the whole
+        GPUs its declared ResourceSlices publish (`model.dra.whole_gpus`: NVIDIA's DRA driver's devices of type
+        "gpu")."""
+        return self.gpus_per_node or len(whole_gpus(self.resource_slices))
 
     def is_gpu_pool(self) -> bool:
         return self.allocatable.gpu_count() > 0

@@ -85,7 +85,7 @@ class CloudPool:
 def _charge(pool: NodePool, acquired_s: float, until: float) -> tuple[float, float]:
     """USD and GPU-seconds of one node of `pool` from the moment its capacity was acquired until `until`."""
     held = max(until - acquired_s, 0.0)
-    return held / 3600.0 * pool.usd_per_hour, held * pool.gpus_per_node
+    return held / 3600.0 * pool.usd_per_hour, held * pool.node_gpus()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +98,7 @@ class Tally:
     acquired: dict[str, int]
     """Open nodes whose capacity was acquired, per pool (pools with none absent)."""
     gpus: float
-    """GPUs of those nodes (the pools' `gpus_per_node`, summed in request order)."""
+    """GPUs of those nodes (the pools' `node_gpus()`, summed in request order)."""
 
 
 @dataclass(slots=True)
@@ -358,7 +358,7 @@ class SimCloud:
         seconds = dict(self.gpu_seconds_by_pool)
         acquired: dict[str, int] = {}
         gpus = 0.0
-        rates = {name: (spec.pool.usd_per_hour, spec.pool.gpus_per_node) for name, spec in self.pools.items()}
+        rates = {name: (spec.pool.usd_per_hour, spec.pool.node_gpus()) for name, spec in self.pools.items()}
         for t in self.open.values():
             name = t.pool
             since = t.acquired_s

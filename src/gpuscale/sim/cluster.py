@@ -130,8 +130,14 @@ class SimCluster:
         return sum(1 for p in self.pods.values()
                    if p.phase is PodPhase.RUNNING and pdb.covers(p.namespace, p.labels))
 
+    def gpus_of(self, pod: Pod) -> float:
+        """GPUs a bound pod holds: its GPU requests (`pod_gpus`) and the whole GPUs allocated to its claims
+        (`SimDra.gpus_held`)."""
+        gpus = pod_gpus(pod.requests)
+        return gpus + self.dra.gpus_held(pod) if pod.constraints.resource_claims else gpus
+
     def allocated_gpus(self) -> float:
-        """GPUs the bound pods hold: `sum(pod_gpus(p.requests) for p in pods.values() if p.node_name)`, the same float
+        """GPUs the bound pods hold: `sum(gpus_of(p) for p in pods.values() if p.node_name)`, the same float
         additions in the same order (a pod not bound adds 0.0, which changes no sum) without a pass over the pods."""
         return sum(self._held.values()) if self._bound else 0
 
@@ -205,7 +211,7 @@ class SimCluster:
         if listener is not None and (was_pending or node is None):
             listener.pending_changed(old if was_pending else None, pod if node is None else None)
         if moved or (old is not None and old.requests is not pod.requests):
-            self._held[key] = pod_gpus(pod.requests) if node else 0.0
+            self._held[key] = self.gpus_of(pod) if node else 0.0
             self._bound += (1 if node else 0) - (1 if was else 0)
         self._pod_log.setdefault(key, old)
         self.pods[key] = pod

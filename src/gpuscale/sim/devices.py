@@ -28,12 +28,14 @@ from dataclasses import replace
 from gpuscale.model.dra import (
     Allocation,
     ConsumerRef,
+    Device,
     DeviceClass,
     Dra,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
     claim_from_template,
+    is_whole_gpu,
 )
 from gpuscale.model.pod import Pod
 
@@ -147,6 +149,30 @@ class SimDra:
             changed = True
         if changed:
             self._changed()
+
+    def gpus_held(self, pod: Pod) -> int:
+        """Whole GPUs (`model.dra.is_whole_gpu`) allocated to the claims `pod` holds: the claims made for it, and a
+        shared claim for the pod it was first reserved for (its other users hold none of it, so a claim's GPUs count
+        once; when that pod goes the rest of the claim's time is not counted). O(devices of its claims)."""
+        held = 0
+        for claim in self.claims_of(pod):
+            mine = claim.owner_pod_uid == pod.uid or (claim.reserved_for and claim.reserved_for[0].uid == pod.uid)
+            if claim.allocation is None or not mine:
+                continue
+            for allocated in claim.allocation.devices:
+                device = self._device(allocated.driver, allocated.pool, allocated.device)
+                held += device is not None and is_whole_gpu(allocated.driver, device)
+        return held
+
+    def _device(self, driver: str, pool: str, name: str) -> Device | None:
+        """The published device `driver/pool/name` (a node's pools are named after it, so its slices come first)."""
+        for slices in (self.slices.get(pool, ()), *self.slices.values()):
+            for s in slices:
+                if s.driver == driver and s.pool.name == pool:
+                    device = next((d for d in s.devices if d.name == name), None)
+                    if device is not None:
+                        return device
+        return None
 
     # --------------------------------------------------------------------------------------------- drivers
     def publish(self, node: str, slices: tuple[ResourceSlice, ...]) -> None:

@@ -171,6 +171,8 @@ class Job:
         self.attempt = 0
         self.pods: set[str] = set()
         self.running: set[str] = set()
+        self.claim_gpus = 0.0
+        """`gpus` of a job asking for devices by claim, set when it starts."""
         self.progress_s = 0.0
         self.started_at: float | None = None
         self.finish: Handle | None = None
@@ -183,7 +185,9 @@ class Job:
 
     @property
     def gpus(self) -> float:
-        return pod_gpus(self.spec.requests) * self.spec.pods
+        """GPUs the job's pods hold: their GPU requests, or, for a job asking for devices by claim, the whole GPUs its
+        running pods held when it started (`SimCluster.gpus_of`; 0 before)."""
+        return self.claim_gpus if self.spec.device_claims else pod_gpus(self.spec.requests) * self.spec.pods
 
     def _submit(self) -> None:
         if self.world.queues is not None and self.world.queues.holds(self):
@@ -230,6 +234,9 @@ class Job:
         self.running.add(pod.key)
         if len(self.running) == self.spec.pods and self.started_at is None:
             self.started_at = self.world.now
+            if self.spec.device_claims:
+                cluster = self.world.cluster
+                self.claim_gpus = sum(cluster.gpus_of(cluster.pods[k]) for k in sorted(self.running))
             self.world.useful(sorted(self.running))
             remaining = max(self.spec.duration_s - self.progress_s, 0.0)
             self.finish = self.world.sim.after(remaining, Priority.WORKLOAD, self._finished)

@@ -47,6 +47,9 @@ class _PodTrack:
     withdrawn: bool = False
     held: tuple[str, float] | None = None
     """Pool and GPUs the pod counts in `allocated` (and the hindsight bound) since it was bound."""
+    gpus: float | None = None
+    """GPUs the pod holds since it was bound (`SimCluster.gpus_of`: its requests and its claims' GPUs); `None`: not
+    bound yet."""
     job: str = ""
     """`team/name` of the Job the pod belongs to; empty for pods of other workloads."""
     waiting_since: float | None = None
@@ -125,7 +128,7 @@ class World:
     def __init__(self, *, sim: Simulation, cluster: SimCluster, scheduler: SimScheduler, cloud: SimCloud,
                  rng: np.random.Generator, gpu_names: Mapping[str, int] | None = None) -> None:
         self.sim, self.cluster, self.scheduler, self.cloud, self.rng = sim, cluster, scheduler, cloud, rng
-        self.metrics = Metrics({name: spec.pool.gpus_per_node for name, spec in cloud.pools.items()})
+        self.metrics = Metrics({name: spec.pool.node_gpus() for name, spec in cloud.pools.items()})
         self.owners: dict[str, Workload] = {}
         self._images: dict[str, dict[int, float]] = {}
         """node → image size → time the image is (or will be) on the node."""
@@ -180,7 +183,8 @@ class World:
         if track is not None:
             track.times[Milestone.BOUND] = self.now
             track.node = node.name
-            self._hold(track, timeline.pool if timeline is not None else "unknown", pod_gpus(pod.requests))
+            track.gpus = self.cluster.gpus_of(pod)
+            self._hold(track, timeline.pool if timeline is not None else "unknown", track.gpus)
         profile = self.cloud.pools[timeline.pool].profile if timeline is not None else None
         image_ready = self.now
         warm = False
@@ -244,7 +248,7 @@ class World:
             return
         timeline = self.cloud.timeline_of(track.node)
         pool = timeline.pool if timeline is not None else "unknown"
-        gpus = pod_gpus(pod.requests)
+        gpus = track.gpus if track.gpus is not None else pod_gpus(pod.requests)
         seconds = (self.now - track.times[Milestone.BOUND]) * gpus
         self.metrics.allocated_gpu_seconds[pool] = self.metrics.allocated_gpu_seconds.get(pool, 0.0) + seconds
         if track.useful_since is not None:
@@ -303,7 +307,8 @@ class World:
         # pod's own, so the phases still sum to pending→running.
         phases = {REQUEUED: created - since, **trace.phases} if since < created and trace.phases else trace.phases
         return PodRecord(key=track.pod.key, workload=track.workload, team=track.team, pool=pool,
-                         gpus=pod_gpus(track.pod.requests), created_s=created, running_s=started,
+                         gpus=track.gpus if track.gpus is not None else pod_gpus(track.pod.requests),
+                         created_s=created, running_s=started,
                          waiting_since_s=since if since < created else None,
                          bound_s=times.get(Milestone.BOUND), new_node=new_node, phases=phases, trace=trace,
                          job=track.job, withdrawn=track.withdrawn and started is None)
