@@ -34,6 +34,7 @@ from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from gpuscale.engine.state import FailureKind
 from gpuscale.kube.cache import WatchCache
 from gpuscale.kube.events import KubeEvents
+from gpuscale.kube.tracer import Tracer
 from gpuscale.kube.writer import KubeWriter
 from gpuscale.loop.ports import EventType, EvictionOutcome, NotSynced
 from gpuscale.loop.report import Action, TickReport
@@ -128,13 +129,14 @@ def _delete_managed_nodes(core: client.CoreV1Api) -> None:
 
 @pytest.fixture
 def make_driver(api_client: client.ApiClient,
-                core_v1: client.CoreV1Api) -> Iterator[Callable[[Config], Driver]]:
-    """Builds the controller as `gpuscale run` does (kwok delays shortened) and cleans up its nodes afterwards."""
+                core_v1: client.CoreV1Api) -> Iterator[Callable[..., Driver]]:
+    """Builds the controller as `gpuscale run` does (kwok delays shortened; a phase tracer if given) and cleans up its
+    nodes afterwards."""
     _delete_managed_nodes(core_v1)
     built: list[Controller] = []
 
-    def make(config: Config) -> Driver:
-        controller = build_controller(api_client, config, kwok=KWOK,
+    def make(config: Config, tracer: Tracer | None = None) -> Driver:
+        controller = build_controller(api_client, config, kwok=KWOK, tracer=tracer,
                                       settings=replace(LoopSettings.from_config(config), scan_interval_s=TICK_EVERY_S))
         built.append(controller)
         assert controller.wait_synced(30), controller.cache.status()

@@ -29,6 +29,8 @@ from kubernetes import client
 from test_controller import Driver, _ready, create_pod, make_driver  # noqa: F401  (fixtures)
 
 from gpuscale.config import Config, parse_config
+from gpuscale.kube.tracer import Tracer
+from gpuscale.lifecycle.phases import Phase
 from gpuscale.model.node import POOL_LABEL
 from gpuscale.model.pool import NodePool
 from gpuscale.providers.kwok import MANAGED_BY, MANAGED_BY_LABEL, resource_slice_bodies
@@ -112,10 +114,11 @@ def _claiming_pod(name: str, claim: dict[str, str]) -> dict[str, Any]:
 
 @pytest.mark.xfail(dra_unsupported(), reason=NOT_YET, strict=True)
 def test_an_h100_claim_scales_the_h100_pool_from_zero_and_waits_for_its_slices(
-        make_driver: Callable[[Config], Driver], core_v1: client.CoreV1Api,  # noqa: F811
+        make_driver: Callable[..., Driver], core_v1: client.CoreV1Api,  # noqa: F811
         resource_v1: client.ResourceV1Api, namespace: str, gpu_class: str) -> None:
     config = dra_config()
-    driver = make_driver(config)
+    tracer = Tracer()
+    driver = make_driver(config, tracer)
     publisher = SlicePublisher(resource_v1, core_v1, {p.name: p for p in config.pools})
     selector = f'device.attributes["{GPU_DRIVER}"].productName == "{H100}"'
     resource_v1.create_namespaced_resource_claim_template(namespace, _template("h100", gpu_class, selector))
@@ -151,6 +154,11 @@ def test_an_h100_claim_scales_the_h100_pool_from_zero_and_waits_for_its_slices(
         for _ in range(10):  # running, with its slices: still one node
             driver.tick()
             one_node()
+        tracer.flush()
+        (trace,) = [t for t in tracer.traces() if t.pod == f"{namespace}/train-h100"]
+        # Its wait for the node splits off the slices' publication, seen from the ResourceSlice watch.
+        assert trace.new_node and trace.phases[Phase.SLICE_PUBLICATION] >= PUBLISH_AFTER_S - 1.0, trace.to_json()
+        assert sum(trace.phases.values()) == pytest.approx(trace.pending_to_running_s, abs=1e-6)
         assert not [e for r in driver.reports for e in r.errors], [str(e) for r in driver.reports for e in r.errors]
     finally:
         ignore_status(404, core_v1.delete_namespaced_pod, "train-h100", namespace, grace_period_seconds=0)

@@ -271,3 +271,72 @@ def test_the_ticks_decision_time_wins_over_its_triggered_scale_up_event() -> Non
     [trace] = tracer.traces()
     assert trace.milestones[Milestone.DECIDED.value] == pytest.approx(1.0)
     assert trace.milestones[Milestone.REQUESTED.value] == pytest.approx(1.1)
+
+
+def resource_slice(node_name: str | None, *, created: float = T0) -> dict[str, Any]:
+    spec: dict[str, Any] = {"driver": "gpu.nvidia.com", "pool": {"name": node_name or "shared", "generation": 0,
+                                                                 "resourceSliceCount": 1}}
+    spec |= {"nodeName": node_name} if node_name else {"allNodes": True}
+    return {"metadata": {"name": f"{node_name}-gpu.nvidia.com", "creationTimestamp": stamp(created)}, "spec": spec}
+
+
+def dra_node(name: str, *, created: float = T0, ready: float | None = None) -> dict[str, Any]:
+    """A node whose GPUs come only as DRA devices: no GPU in allocatable, no GPU-count label."""
+    raw = node(name, created=created, ready=ready)
+    raw["metadata"]["labels"] = {POOL_LABEL: POOL}
+    return raw
+
+
+def test_a_dra_nodes_first_slice_splits_off_the_slice_publication_phase() -> None:
+    """Ready 6.2, its first ResourceSlice 20.2 (a second slice and a slice for all nodes change nothing): the pod's
+    wait for the node splits into node_ready and slice_publication, and the phases still sum to the total."""
+    clock = Clock()
+    tracer = Tracer(clock=clock)
+    steps: list[tuple[float, str, str, dict[str, Any] | TickReport]] = [
+        (0.0, "Pod", "ADDED", pod()),
+        (0.5, "Pod", "MODIFIED", pod(unschedulable=T0)),
+        (1.2, "Node", "ADDED", dra_node("n1", created=T0 + 1)),
+        (1.3, "tick", "", decided(T0 + 1.0)),
+        (6.2, "Node", "MODIFIED", dra_node("n1", created=T0 + 1, ready=T0 + 6)),
+        (15.0, "ResourceSlice", "ADDED", resource_slice(None, created=T0 + 15)),
+        (20.2, "ResourceSlice", "ADDED", resource_slice("n1", created=T0 + 20)),
+        (21.0, "ResourceSlice", "ADDED", resource_slice("n1", created=T0 + 21)),
+        (20.5, "Pod", "MODIFIED", pod(node="n1", bound=T0 + 20)),
+        (22.0, "Pod", "MODIFIED", pod(node="n1", bound=T0 + 20, ready=T0 + 22)),
+    ]
+    for offset, kind, kind_of_event, obj in steps:
+        clock.now = T0 + offset
+        if isinstance(obj, TickReport):
+            tracer.on_tick(obj)
+        else:
+            tracer.on_object(kind, kind_of_event, obj, False)
+    clock.now += EVENT_GRACE_S
+    tracer.flush()
+    [trace] = tracer.traces()
+    assert trace.new_node and trace.phases[Phase.NODE_READY] == pytest.approx(5.0)
+    assert trace.phases[Phase.GPU_REGISTRATION] == pytest.approx(0.0)  # no GPUs in allocatable expected
+    assert trace.phases[Phase.SLICE_PUBLICATION] == pytest.approx(14.0)
+    assert trace.phases[Phase.BIND] == pytest.approx(0.3)
+    assert sum(trace.phases.values()) == pytest.approx(22.0) == trace.pending_to_running_s
+
+
+def test_a_slice_seen_before_its_node_and_a_relisted_one_date_from_the_slice() -> None:
+    """The slice's watch may deliver before the node's: the time is kept for the node. A relisted slice takes its
+    creationTimestamp. A trace of a node without slices names no slice_publication phase."""
+    for listed in (False, True):
+        clock = Clock()
+        tracer = Tracer(clock=clock)
+        clock.now = T0 + 30
+        tracer.on_object("Pod", "ADDED", pod(created=T0), listed)
+        tracer.on_object("ResourceSlice", "ADDED", resource_slice("n1", created=T0 + 20), listed)
+        tracer.on_object("Node", "ADDED", dra_node("n1", created=T0 + 1, ready=T0 + 6), listed)
+        tracer.on_object("Pod", "MODIFIED", pod(created=T0, node="n1", bound=T0 + 21, ready=T0 + 22), listed)
+        clock.now += EVENT_GRACE_S
+        tracer.flush()
+        [trace] = tracer.traces()
+        assert trace.phases[Phase.SLICE_PUBLICATION] == pytest.approx(14.0), listed  # late: the objects' times
+    clock = Clock()
+    tracer = Tracer(clock=clock)
+    live_long_path(tracer, clock)
+    [plain] = tracer.traces()
+    assert Phase.SLICE_PUBLICATION not in plain.phases

@@ -2,7 +2,8 @@
 
 Fed from three places, all cheap and non-blocking:
 - the `WatchCache`'s listener (`on_object`): Pods (created; `PodScheduled=False/Unschedulable`; `spec.nodeName` set;
-  `Ready=True`) and Nodes (created; `Ready=True`; a GPU resource appearing in allocatable);
+  `Ready=True`), Nodes (created; `Ready=True`; a GPU resource appearing in allocatable) and ResourceSlices (the first
+  slice naming a node in `spec.nodeName`: its DRA drivers published its devices, `SLICES_PUBLISHED`);
 - its Event watch (`on_object` with kind Event): FailedScheduling, Scheduled, Pulling, Pulled, Started, and
   gpuscale's own TriggeredScaleUp;
 - the loop (`on_tick`): which pods a scale-up was decided for and which are blocked (backoff, stockout, limits), and
@@ -131,6 +132,8 @@ class Tracer:
         self._sink = sink
         self._observers: list[Callable[[PodTrace], None]] = []
         self._retention = retention
+        self._slices_seen: dict[str, float] = {}
+        """Node name → when its first ResourceSlice was seen, for nodes not seen yet (the watches are separate)."""
         self._ready_seen: dict[str, float] = {}
         """Pods seen Ready whose trace waits for late Events: key → when Ready was seen."""
 
@@ -150,6 +153,8 @@ class Tracer:
                 self._node(event_type, obj, listed, now)
             elif kind == "Event":
                 self._event(obj, listed, now)
+            elif kind == "ResourceSlice":
+                self._slice(event_type, obj, listed, now)
             finished = self._close_ready(now)
         for trace in finished:
             self._publish(trace)
@@ -265,6 +270,7 @@ class Tracer:
         if event_type == "DELETED":
             self._nodes.pop(name, None)
             self._requested.pop(name, None)
+            self._slices_seen.pop(name, None)
             return
         labels = meta.get("labels") or {}
         allocatable = (obj.get("status") or {}).get("allocatable") or {}
@@ -279,13 +285,30 @@ class Tracer:
             requested = self._requested.get(name)
             node.times[Milestone.REGISTERED] = registered
             node.times[Milestone.REQUESTED] = min(requested[1], registered) if requested else registered
+            if name in self._slices_seen:
+                node.times[Milestone.SLICES_PUBLISHED] = self._slices_seen.pop(name)
         ready = _condition(obj, "Ready")
         if ready and ready.get("status") == "True" and Milestone.READY not in node.times:
             node.times[Milestone.READY] = self._when(parse_time(ready.get("lastTransitionTime")), listed, now)
         if Milestone.READY in node.times and Milestone.GPU_REGISTERED not in node.times and (
                 has_gpu or not node.expects_gpu):
-            # Allocatable changes carry no timestamp of their own: a relisted node's GPUs date from its Ready.
-            node.times[Milestone.GPU_REGISTERED] = node.times[Milestone.READY] if listed else now
+            # Allocatable changes carry no timestamp of their own: a relisted node's GPUs date from its Ready; a node
+            # that expects none has nothing to wait for after Ready.
+            registered_gpus = listed or not node.expects_gpu
+            node.times[Milestone.GPU_REGISTERED] = node.times[Milestone.READY] if registered_gpus else now
+
+    def _slice(self, event_type: str, obj: Mapping[str, Any], listed: bool, now: float) -> None:
+        """The first ResourceSlice of a node (`spec.nodeName`) marks when its drivers published their devices; a
+        relisted slice dates from its `creationTimestamp`. Slices for many nodes (a selector, all nodes) mark none."""
+        node_name = (obj.get("spec") or {}).get("nodeName")
+        if event_type == "DELETED" or not node_name:
+            return
+        at = self._when(parse_time((obj.get("metadata") or {}).get("creationTimestamp")), listed, now)
+        node = self._nodes.get(node_name)
+        if node is None:
+            self._slices_seen[node_name] = min(at, self._slices_seen.get(node_name, at))
+        elif Milestone.SLICES_PUBLISHED not in node.times:
+            node.times[Milestone.SLICES_PUBLISHED] = at
 
     def _event(self, obj: Mapping[str, Any], listed: bool, now: float) -> None:
         involved = obj.get("involvedObject") or {}
