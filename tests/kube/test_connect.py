@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -24,15 +25,18 @@ def test_the_pool_holds_every_watch_and_room_for_writes() -> None:
     assert len(cache.KINDS) + 1 + 8 <= POOL_CONNECTIONS  # each kind's watch, Events, and room for the writers
 
 
-def test_a_client_from_a_kubeconfig_keeps_the_pool_size(tmp_path: Path) -> None:
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(KUBECONFIG), encoding="utf-8")
-    api = api_client(path)
+def _check(api: Any) -> None:
     try:
         assert _pool_size(api) == POOL_CONNECTIONS
         assert api.configuration.host == "https://127.0.0.1:6443"
     finally:
         api.close()
+
+
+def test_a_client_from_a_kubeconfig_keeps_the_pool_size(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(KUBECONFIG), encoding="utf-8")
+    _check(api_client(path))
 
 
 def test_an_in_cluster_client_keeps_the_pool_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,9 +48,4 @@ def test_an_in_cluster_client_keeps_the_pool_size(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
     monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
     monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
-    api = api_client(None)
-    try:
-        assert _pool_size(api) == POOL_CONNECTIONS
-        assert api.configuration.host == "https://127.0.0.1:6443"
-    finally:
-        api.close()
+    _check(api_client(None))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -75,26 +76,42 @@ def decided(now: float, pods: tuple[str, ...] = ("ns/p",), ids: tuple[str, ...] 
                                                                                 request_ids=ids),))
 
 
-def live_long_path(tracer: Tracer, clock: Clock) -> None:
-    """A pod that waits for a new node, every step seen live: created 0, unschedulable 0.5, decided 1, node POSTed
-    and registered 1.2, Ready 6.2, GPUs 14.2, bound 14.5, Pulled 17.5, Ready 18."""
-    steps: list[tuple[float, str, str, dict[str, Any] | TickReport]] = [
-        (0.0, "Pod", "ADDED", pod()),
-        (0.5, "Pod", "MODIFIED", pod(unschedulable=T0)),
-        (1.2, "Node", "ADDED", node("n1", created=T0 + 1)),
-        (1.3, "tick", "", decided(T0 + 1.0)),
-        (6.2, "Node", "MODIFIED", node("n1", created=T0 + 1, ready=T0 + 6)),
-        (14.2, "Node", "MODIFIED", node("n1", created=T0 + 1, ready=T0 + 6, gpus=8)),
-        (14.5, "Pod", "MODIFIED", pod(node="n1", bound=T0 + 14)),
-        (17.5, "Event", "ADDED", event("Pulled", at=T0 + 17)),
-        (18.0, "Pod", "MODIFIED", pod(node="n1", bound=T0 + 14, ready=T0 + 18)),
-    ]
+Step = tuple[float, str, str, "dict[str, Any] | TickReport"]
+"""Seconds after T0, the kind ("tick" for a loop report), the watch event type, the object or report."""
+
+
+def play(tracer: Tracer, clock: Clock, steps: list[Step]) -> None:
+    """Feed `steps` to the tracer live, each at its time."""
     for offset, kind, kind_of_event, obj in steps:
         clock.now = T0 + offset
         if isinstance(obj, TickReport):
             tracer.on_tick(obj)
         else:
             tracer.on_object(kind, kind_of_event, obj, False)
+
+
+def until_ready(make_node: Callable[..., dict[str, Any]]) -> list[Step]:
+    """A pod created 0, unschedulable 0.5, decided 1; its node (`make_node`) POSTed and registered 1.2, Ready 6.2."""
+    return [
+        (0.0, "Pod", "ADDED", pod()),
+        (0.5, "Pod", "MODIFIED", pod(unschedulable=T0)),
+        (1.2, "Node", "ADDED", make_node("n1", created=T0 + 1)),
+        (1.3, "tick", "", decided(T0 + 1.0)),
+        (6.2, "Node", "MODIFIED", make_node("n1", created=T0 + 1, ready=T0 + 6)),
+    ]
+
+
+def live_long_path(tracer: Tracer, clock: Clock) -> None:
+    """A pod that waits for a new node, every step seen live: `until_ready`, then GPUs 14.2, bound 14.5, Pulled 17.5,
+    Ready 18."""
+    steps: list[Step] = [
+        *until_ready(node),
+        (14.2, "Node", "MODIFIED", node("n1", created=T0 + 1, ready=T0 + 6, gpus=8)),
+        (14.5, "Pod", "MODIFIED", pod(node="n1", bound=T0 + 14)),
+        (17.5, "Event", "ADDED", event("Pulled", at=T0 + 17)),
+        (18.0, "Pod", "MODIFIED", pod(node="n1", bound=T0 + 14, ready=T0 + 18)),
+    ]
+    play(tracer, clock, steps)
 
 
 def test_live_long_path_takes_receipt_times_and_splits_every_phase(tmp_path: Path) -> None:
@@ -292,24 +309,15 @@ def test_a_dra_nodes_first_slice_splits_off_the_slice_publication_phase() -> Non
     wait for the node splits into node_ready and slice_publication, and the phases still sum to the total."""
     clock = Clock()
     tracer = Tracer(clock=clock)
-    steps: list[tuple[float, str, str, dict[str, Any] | TickReport]] = [
-        (0.0, "Pod", "ADDED", pod()),
-        (0.5, "Pod", "MODIFIED", pod(unschedulable=T0)),
-        (1.2, "Node", "ADDED", dra_node("n1", created=T0 + 1)),
-        (1.3, "tick", "", decided(T0 + 1.0)),
-        (6.2, "Node", "MODIFIED", dra_node("n1", created=T0 + 1, ready=T0 + 6)),
+    steps: list[Step] = [
+        *until_ready(dra_node),
         (15.0, "ResourceSlice", "ADDED", resource_slice(None, created=T0 + 15)),
         (20.2, "ResourceSlice", "ADDED", resource_slice("n1", created=T0 + 20)),
         (21.0, "ResourceSlice", "ADDED", resource_slice("n1", created=T0 + 21)),
         (20.5, "Pod", "MODIFIED", pod(node="n1", bound=T0 + 20)),
         (22.0, "Pod", "MODIFIED", pod(node="n1", bound=T0 + 20, ready=T0 + 22)),
     ]
-    for offset, kind, kind_of_event, obj in steps:
-        clock.now = T0 + offset
-        if isinstance(obj, TickReport):
-            tracer.on_tick(obj)
-        else:
-            tracer.on_object(kind, kind_of_event, obj, False)
+    play(tracer, clock, steps)
     clock.now += EVENT_GRACE_S
     tracer.flush()
     [trace] = tracer.traces()
