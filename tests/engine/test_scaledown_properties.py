@@ -128,13 +128,15 @@ def worlds(draw: st.DrawFn) -> World:
                             scale_down_utilization_threshold=draw(st.sampled_from((None, None, 0.0, 0.7, 1.0))),
                             scale_down_gpu_utilization_threshold=draw(st.sampled_from((None, None, 0.0, 0.7, 1.0))),
                             scale_down_unneeded_time_s=draw(st.sampled_from((None, None, 0.0, 1_000.0))),
-                            ignore_daemonsets_utilization=draw(st.sampled_from((None, None, True, False))))
+                            ignore_daemonsets_utilization=draw(st.sampled_from((None, None, True, False))),
+                            usd_per_hour=draw(st.sampled_from((0.0, 1.0, 30.0))))  # orders the removal simulation
              for name in ("cpu", "gpu")}
     policy = Policy(max_drain_parallelism=draw(st.sampled_from((2, 10) if calm else (1, 2, 10))),
                     max_empty_bulk_delete=draw(st.integers(1, 10)),
                     scale_down_utilization_threshold=draw(st.sampled_from((0.5, 0.9, 1.0))),
                     scale_down_gpu_utilization_threshold=draw(st.sampled_from((0.5, 0.9, 1.0))),
-                    ignore_daemonsets_utilization=draw(st.booleans()))
+                    ignore_daemonsets_utilization=draw(st.booleans()),
+                    scale_down_replace_with_cheaper=draw(st.booleans()))
     since = {n.name: NOW - 5_000 if calm else draw(st.sampled_from((NOW - 5_000, NOW - 100))) for n in nodes
              if calm or draw(st.integers(0, 7)) > 0}
     return World(tuple(nodes), tuple(pods), pdbs, pools, policy, since)

@@ -152,6 +152,11 @@ class Policy:
     scale_down_lost_gpu_minutes_per_hour: float = 30.0
     """Each pool's lost-work budget: GPU-minutes of work (GPUs × time since the last checkpoint) that moving
     checkpointed GPU jobs may lose per sliding hour (D38; a pool may set its own)."""
+    scale_down_replace_with_cheaper: bool = True
+    """Consolidation onto cheaper nodes (D48): the removal simulation takes the candidates of the pools with the
+    dearest nodes first, so a small job on a big node may move to an empty node of a cheaper pool, which then stays,
+    rather than that empty node being removed first (CA: empty nodes first, whatever they cost; `ca-defaults`
+    turns it off)."""
 
     def expander_chain(self) -> tuple[ExpanderName, ...]:
         if self.priorities and ExpanderName.PRIORITY not in self.expanders:

@@ -29,7 +29,10 @@ Steps, in this order:
    state, and until `unremovable_node_recheck_timeout_s` has passed it is listed `RecentlyUnremovable` with that
    failure's reason, without being judged or simulated.
 4. **Removal simulation, cumulative** (CA's unneeded-node search), candidates in removal order: empty first, then least
-   utilization, fewer pods to move, node name. On a fork of the running what-if table: disable the node, place each
+   utilization, fewer pods to move, node name; with `Policy.scale_down_replace_with_cheaper` (D48) the pools' node
+   prices come before that order, dearest first, so the pods of a dear node may keep an empty node of a cheaper pool
+   (which then has pods to move and stays) rather than that node being removed first. On a fork of the running
+   what-if table: disable the node, place each
    pod that must move (largest dominant share first, then key) on the first feasible node in *name* order, preferring
    nodes that are not candidates themselves (a GPU pod, with `Policy.gpu_placement`, on the node where fragmentation
    grows least, in that order on ties; fractions must fit one GPU, see engine/placement/devices.py); earlier accepted
@@ -1409,6 +1412,15 @@ class _Whole:
 
 
 # ------------------------------------------------------------------------------------------------------------- plan
+def _removal_order(drainable: list[tuple[_Candidate, int | None]], policy: Policy) -> None:
+    """Sort the candidates into step 4's order: CA's (`_Candidate.order`), after the pools' node prices, dearest
+    first, with `scale_down_replace_with_cheaper` (D48: their pods may keep an empty node of a cheaper pool)."""
+    if policy.scale_down_replace_with_cheaper:
+        drainable.sort(key=lambda candidate: (-candidate[0].pool.usd_per_hour, candidate[0].order))
+    else:
+        drainable.sort(key=lambda candidate: candidate[0].order)
+
+
 def _plan(nodes: NodeSet, *, table: WhatIf, pods_by_node: Mapping[str, Sequence[Pod]], policy: Policy,
           state: EngineState, now: float, unneeded_since: Mapping[str, float], cap: SimulationCap | None,
           budget: PdbBudget, judgements: _Judgements,
@@ -1423,11 +1435,11 @@ def _plan(nodes: NodeSet, *, table: WhatIf, pods_by_node: Mapping[str, Sequence[
     recent = _recent(state, nodes, policy, now)
     drainable, blocked = _underutilized(nodes, rows, table, pods_by_node, policy, now, budget, judgements, moved,
                                         recent)
-    drainable.sort(key=lambda candidate: candidate[0].order)
+    _removal_order(drainable, policy)
     simulation = _Simulation(table, nodes, rows, drainable)
     new_allowed = (cap or _DEFAULT_CAP).limit(len(nodes.names))
-    # Empty candidates come first (removal order) and nothing is placed before them: each is accepted (`try_remove`)
-    # with no cap to spend, so they are taken in one step.
+    # The leading empty candidates (all of them in CA's order; those of the dearest pools when ordered by price) have
+    # nothing placed before them: each is accepted (`try_remove`) with no cap to spend, so they are taken in one step.
     empties = next((k for k, (c, _) in enumerate(drainable) if c.drain.move), len(drainable))
     unneeded: list[_Candidate] = [c for c, _ in drainable[:empties]]
     simulation.remove_empty([row for _, row in drainable[:empties] if row is not None])
