@@ -214,8 +214,8 @@ NVIDIA_GPU_DRIVER = "gpu.nvidia.com"
 
 
 def is_whole_gpu(driver: str, device: Device) -> bool:
-    """Whether a device is one whole GPU, as the GPU-hours of reports and limits count GPUs: a device of NVIDIA's
-    DRA driver whose `type` attribute is "gpu" or absent. MIG partitions and other drivers' devices are not."""
+    """Whether a device is one whole GPU, as the twin's GPU-hours count GPUs: a device of NVIDIA's DRA driver whose
+    `type` attribute is "gpu" or absent. MIG partitions and other drivers' devices are not."""
     kind = device.attributes.get(f"{NVIDIA_GPU_DRIVER}/type")
     return driver == NVIDIA_GPU_DRIVER and kind in (None, "gpu")
 

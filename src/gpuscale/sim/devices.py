@@ -165,13 +165,13 @@ class SimDra:
         return held
 
     def _device(self, driver: str, pool: str, name: str) -> Device | None:
-        """The published device `driver/pool/name` (a node's pools are named after it, so its slices come first)."""
-        for slices in (self.slices.get(pool, ()), *self.slices.values()):
-            for s in slices:
-                if s.driver == driver and s.pool.name == pool:
-                    device = next((d for d in s.devices if d.name == name), None)
-                    if device is not None:
-                        return device
+        """The published device `driver/pool/name`: the twin's nodes publish one pool per driver named after the node
+        (`NodePool.template_slices`), so it is among that node's slices."""
+        for s in self.slices.get(pool, ()):
+            if s.driver == driver:
+                device = next((d for d in s.devices if d.name == name), None)
+                if device is not None:
+                    return device
         return None
 
     # --------------------------------------------------------------------------------------------- drivers

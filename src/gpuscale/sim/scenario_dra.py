@@ -21,7 +21,14 @@ from pydantic import Field
 from gpuscale.engine.dra.cel import CompileError
 from gpuscale.engine.dra.cel import compile as compile_cel
 from gpuscale.inputs.strict import StrictModel, unique_names
-from gpuscale.model.dra import AllocationMode, ClaimSpec, DeviceClass, DeviceRequest, ExactDeviceRequest
+from gpuscale.model.dra import (
+    NVIDIA_GPU_DRIVER,
+    AllocationMode,
+    ClaimSpec,
+    DeviceClass,
+    DeviceRequest,
+    ExactDeviceRequest,
+)
 from gpuscale.model.errors import ConfigError
 from gpuscale.model.pod import SchedulingConstraints
 from gpuscale.model.pool import NodePool
@@ -29,8 +36,7 @@ from gpuscale.model.resources import GPU_MILLI, Resources, is_gpu_resource
 from gpuscale.sim.traces import GKE_ACCELERATOR_LABEL
 from gpuscale.sim.workloads import DeviceClaim, JobSpec, ServiceSpec
 
-GPU_DRIVER = "gpu.nvidia.com"
-DEFAULT_CLASS = DeviceClass(name=GPU_DRIVER, selectors=(
+DEFAULT_CLASS = DeviceClass(name=NVIDIA_GPU_DRIVER, selectors=(
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",))
 """The DeviceClass NVIDIA's DRA driver for GPUs installs (its Helm chart's `gpu.nvidia.com`): whole GPUs of that
 driver, the devices whose `type` attribute is `gpu`."""
@@ -56,7 +62,7 @@ class ResourceClaimConfig(_Strict):
 
     name: str = Field(min_length=1, max_length=63, pattern=_DNS_LABEL)
     claim: Literal["per-pod", "shared"] = "per-pod"
-    deviceClassName: str = GPU_DRIVER
+    deviceClassName: str = NVIDIA_GPU_DRIVER
     count: int | None = Field(default=None, ge=1, le=MAX_DEVICES)
     """Devices asked for; None: the pod's GPUs (at least 1). Ignored with `allocationMode: All`."""
     allocationMode: Literal["ExactCount", "All"] = "ExactCount"
