@@ -439,12 +439,13 @@ _PRESETS: Mapping[str, Mapping[str, Any]] = {
     "gpuscale": {},
     # Cluster Autoscaler's behaviour where ours differs on purpose: GPU-blind least-waste (#2215), batching by the
     # oldest pod's age (2 s, 30 s with a GPU pod) at the scans instead of a batch window (D39), running GPU Jobs
-    # evictable, unremovable nodes left alone for 5 minutes, an unneeded clock a new pod does not restart.
+    # evictable, unremovable nodes left alone for 5 minutes, an unneeded clock a new pod does not restart, every
+    # removal paused for 10 minutes after any scale-up (D49).
     "ca-defaults": {"new_pod_delay_s": 2.0, "new_gpu_pod_delay_s": 30.0, "batch_idle_s": 0.0,
                     "least_waste_counts_gpus": False, "protect_gpu_jobs": False,
                     "unneeded_restarts_on_pod_start": False,
                     "expanders": (ExpanderName.LEAST_WASTE,),
-                    "scale_down_delay_after_add_scope": CooldownScope.CLUSTER,
+                    "scale_down_delay_after_add_s": 600.0, "scale_down_delay_after_add_scope": CooldownScope.CLUSTER,
                     "scale_down_gpu_unneeded_time_s": None, "gpu_placement": None,
                     "unremovable_node_recheck_timeout_s": 300.0, "scale_down_replace_with_cheaper": False},
 }

@@ -151,7 +151,7 @@ def test_the_cooldown_after_a_scale_up_ends_delay_after_add_later() -> None:
     state = EngineState(last_scale_up_s=T0 - 60, last_scale_up_by_pool={"cpu-general": T0 - 60})
     plan = _plan([node, _empty(since=T0 - 3600)], [pod], state=state)
     assert plan.scale_down == () and plan.unneeded[0].reasons[0].code is ReasonCode.SCALE_DOWN_COOLDOWN
-    assert plan.next_at_s == T0 + 540
+    assert plan.next_at_s == T0 - 60 + Policy().scale_down_delay_after_add_s
 
 
 def test_a_cooldown_sets_no_time_while_no_node_is_unneeded() -> None:

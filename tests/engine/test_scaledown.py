@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from gpuscale.config import preset_policy
 from gpuscale.engine.drain import SAFE_TO_EVICT
 from gpuscale.engine.plan import DELETION_CANDIDATE_TAINT
 from gpuscale.engine.policy import CooldownScope, Policy
@@ -392,7 +393,8 @@ def test_pdb_with_no_disruptions_blocks() -> None:
 # ---------------------------------------------------------------------------------------------------------- gate
 
 
-CLUSTER_COOLDOWN = Policy(scale_down_delay_after_add_scope=CooldownScope.CLUSTER)
+CLUSTER_COOLDOWN = Policy(scale_down_delay_after_add_s=600.0,  # CA's
+                          scale_down_delay_after_add_scope=CooldownScope.CLUSTER)
 
 
 def test_cooldown_after_scale_up_withholds_removals_but_keeps_clocks() -> None:
@@ -414,6 +416,19 @@ def test_pool_scoped_cooldown_only_holds_the_pool_that_grew() -> None:
     grew_elsewhere = EngineState(last_scale_up_s=NOW - 60, last_scale_up_by_pool={"other-pool": NOW - 60})
     assert removed(run([node("a"), node("b")], [busy("z", "b")], state=grew_elsewhere,
                        unneeded_since={"a": LONG_AGO})) == ["a"]
+
+
+def test_a_pool_that_grew_minutes_ago_gives_back_its_idle_nodes_unless_the_preset_is_ca_defaults() -> None:
+    """D49: gpuscale pauses a grown pool's removals for 2 minutes (its removals already leave pending pods' homes);
+    `ca-defaults` for CA's 10 minutes, cluster-wide."""
+    grew = EngineState(last_scale_up_s=NOW - 180, last_scale_up_by_pool={"cpu": NOW - 180})
+    nodes, pods = [node("a"), node("b")], [busy("z", "b")]
+    assert removed(run(nodes, pods, state=grew, unneeded_since={"a": LONG_AGO})) == ["a"]
+    ca = run(nodes, pods, state=grew, unneeded_since={"a": LONG_AGO}, policy=preset_policy("ca-defaults"))
+    assert removed(ca) == [] and codes(ca.unneeded, "a")[0] is ReasonCode.SCALE_DOWN_COOLDOWN
+    assert ca.unneeded[0].reasons[0].numbers["remaining_s"] == 420.0
+    just_now = EngineState(last_scale_up_s=NOW - 60, last_scale_up_by_pool={"cpu": NOW - 60})
+    assert removed(run(nodes, pods, state=just_now, unneeded_since={"a": LONG_AGO})) == []
 
 
 def test_cooldown_after_failure_and_delete() -> None:
