@@ -145,6 +145,21 @@ class FakeCluster:
         self._call("unmark_to_be_deleted", node)
         self._retaint(node, TO_BE_DELETED_TAINT, None, unschedulable=False)
 
+    def _renominate(self, pod_key: str, expect: str | None, to: str | None) -> bool:
+        pod = self.pods.get(pod_key)
+        if pod is None or pod.node_name is not None or pod.nominated_node != expect:
+            return False
+        self.pods[pod_key] = replace(pod, nominated_node=to)
+        return True
+
+    def nominate(self, pod_key: str, node: str) -> bool:
+        self._call("nominate", pod_key, node)
+        return self._renominate(pod_key, None, node)
+
+    def clear_nomination(self, pod_key: str, node: str) -> bool:
+        self._call("clear_nomination", pod_key, node)
+        return self._renominate(pod_key, node, None)
+
     def evict(self, pod_key: str) -> EvictionOutcome:
         self._call("evict", pod_key)
         pod = self.pods.get(pod_key)

@@ -447,7 +447,8 @@ _PRESETS: Mapping[str, Mapping[str, Any]] = {
                     "expanders": (ExpanderName.LEAST_WASTE,),
                     "scale_down_delay_after_add_s": 600.0, "scale_down_delay_after_add_scope": CooldownScope.CLUSTER,
                     "scale_down_gpu_unneeded_time_s": None, "gpu_placement": None,
-                    "unremovable_node_recheck_timeout_s": 300.0, "scale_down_replace_with_cheaper": False},
+                    "unremovable_node_recheck_timeout_s": 300.0, "scale_down_replace_with_cheaper": False,
+                    "nominate_pods": False},
 }
 
 def preset_policy(name: str, limits: Limits | None = None, buffers: tuple[Buffer, ...] = (),
@@ -506,6 +507,7 @@ _POLICY_NAMES: Mapping[str, str] = {
     "scale_down_lost_gpu_minutes_per_hour": "scale_down_lost_gpu_minutes_per_hour",
     "unneeded_restarts_on_pod_start": "unneeded_restarts_on_pod_start",
     "scale_down_replace_with_cheaper": "scale_down_replace_with_cheaper",
+    "nominate_pods": "nominate_pods",
 }
 """Config option → `Policy` field, for the options that map one to one (the rest are built below)."""
 
@@ -575,6 +577,7 @@ class ConfigFile(_Strict):
     scale_down_lost_gpu_minutes_per_hour: float | None = Field(default=None, ge=0)
     unneeded_restarts_on_pod_start: bool | None = None
     scale_down_replace_with_cheaper: bool | None = None
+    nominate_pods: bool | None = None
     # start-up (added to the defaults: docs/config.md)
     startup_taints: tuple[str, ...] = ()
     startup_taint_prefixes: tuple[str, ...] = ()

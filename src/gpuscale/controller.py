@@ -92,6 +92,14 @@ class RecordingWriter:
         self._record("evict", pod_key)
         return EvictionOutcome.BLOCKED_BY_PDB  # "not evicted": a dry-run drain never completes
 
+    def nominate(self, pod_key: str, node: str) -> bool:
+        self._record("nominate", pod_key, node)
+        return True
+
+    def clear_nomination(self, pod_key: str, node: str) -> bool:
+        self._record("clear_nomination", pod_key, node)
+        return True
+
 
 @dataclass
 class RecordingEvents:
@@ -300,7 +308,7 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     wake = threading.Event()
     reacts = config.policy.batch_idle_s > 0
     if reacts:
-        cache.add_listener(unschedulable_trigger(wake))
+        cache.add_listener(unschedulable_trigger(wake, nominations=config.policy.nominate_pods))
     real_provider: NodeProvider
     capi: ClusterAPIProvider | None = None
     if provider_name == "clusterapi":
@@ -365,11 +373,16 @@ def build_controller(api_client: client.ApiClient, config: Config, *, dry_run: b
     return controller
 
 
-def unschedulable_trigger(wake: threading.Event) -> Callable[[str, str, Mapping[str, Any], bool], None]:
+def unschedulable_trigger(wake: threading.Event, *, nominations: bool = False
+                          ) -> Callable[[str, str, Mapping[str, Any], bool], None]:
     """A cache listener that sets `wake` when a pod turns `PodScheduled=False/Unschedulable` (kube-scheduler's
-    verdict, the condition the engine reads): once per pod while it stays so, not on its other updates. The keys
-    kept are the pods Unschedulable now (O(1) per event)."""
+    verdict, the condition the engine reads): once per pod while it stays so, not on its other updates. With
+    `nominations` (`Policy.nominate_pods`), also when an unbound pod's `status.nominatedNodeName` is cleared:
+    kube-scheduler 1.37 clears it after every failed attempt in which preemption finds no victims, which happens while
+    the nominated node starts (Ready before its GPUs register), so the loop writes it again before the node is
+    usable. The keys kept are the pods Unschedulable and the unbound pods nominated now (O(1) per event)."""
     marked: set[str] = set()
+    nominated: set[str] = set()
 
     def listener(kind: str, event_type: str, obj: Mapping[str, Any], listed: bool) -> None:
         if kind != "Pod":
@@ -377,7 +390,8 @@ def unschedulable_trigger(wake: threading.Event) -> Callable[[str, str, Mapping[
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         status = obj.get("status") or {}
-        now_marked = event_type != "DELETED" and not (obj.get("spec") or {}).get("nodeName") and any(
+        pending = event_type != "DELETED" and not (obj.get("spec") or {}).get("nodeName")
+        now_marked = pending and any(
             c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
             for c in status.get("conditions") or ())
         if not now_marked:
@@ -386,6 +400,13 @@ def unschedulable_trigger(wake: threading.Event) -> Callable[[str, str, Mapping[
             marked.add(key)
             if not listed:
                 wake.set()
+        if nominations:
+            if pending and status.get("nominatedNodeName"):
+                nominated.add(key)
+            elif key in nominated:
+                nominated.discard(key)
+                if pending and not listed:
+                    wake.set()
 
     return listener
 
@@ -413,6 +434,8 @@ def report_fields(report: TickReport) -> dict[str, Any]:
     if report.scaled_up:
         fields["scaled_up"] = [{"pool": s.pool, "nodes": s.nodes, "ids": list(s.request_ids)}
                                for s in report.scaled_up]
+    if report.nominated:
+        fields["nominated"] = [{"pod": pod, "node": node} for pod, node in report.nominated]
     if report.evictions:
         fields["evictions"] = [{"pod": e.pod, "outcome": str(e.outcome)} for e in report.evictions]
     if report.errors:

@@ -199,7 +199,7 @@ def test_a100_pod_gets_exactly_one_a100_node_and_runs(make_driver: Callable[[Con
     name = nodes[A100][0].metadata.name
     assert _gpus(nodes[A100][0]) == 0  # GPUs withheld until the fake device plugin registers them
 
-    seen = {"ready_without_gpus": 0, "ticks_while_waiting": 0}
+    seen = {"ready_without_gpus": 0, "ticks_while_waiting": 0, "nominated": 0}
 
     def still_one_node() -> None:
         nodes = driver.pool_nodes()
@@ -210,6 +210,9 @@ def test_a100_pod_gets_exactly_one_a100_node_and_runs(make_driver: Callable[[Con
             seen["ready_without_gpus"] += 1
         if driver.reports[-1].synced:
             seen["ticks_while_waiting"] += 1
+        pod = _pod(core_v1, namespace, "train-a100")
+        if pod.spec.node_name is None and pod.status.nominated_node_name == name:
+            seen["nominated"] += 1  # KEP-5278: kube-scheduler keeps the starting node's room for it
 
     def running() -> bool:
         pod = _pod(core_v1, namespace, "train-a100")
@@ -218,6 +221,8 @@ def test_a100_pod_gets_exactly_one_a100_node_and_runs(make_driver: Callable[[Con
     driver.tick_until(running, 60, "the pod Running on the new node", check=still_one_node)
     assert seen["ready_without_gpus"] >= 3, seen  # ticked several times while the node waited for its GPUs
     assert seen["ticks_while_waiting"] >= 10, seen
+    assert seen["nominated"] >= 3, seen
+    assert _pod(core_v1, namespace, "train-a100").status.nominated_node_name is None  # cleared at bind
     assert _gpus(core_v1.read_node(name)) == 8
     assert not [e for r in driver.reports for e in r.errors], [str(e) for r in driver.reports for e in r.errors]
     triggered = core_v1.list_namespaced_event(namespace, field_selector="reason=TriggeredScaleUp").items

@@ -331,11 +331,42 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     return Plan(
         scale_up=scale_ups, scale_down=removals, blocked=tuple(blocked), unneeded=down.unneeded,
         mark_unneeded=down.mark_unneeded, clear_unneeded=down.clear_unneeded, unplaceable=up.unplaceable,
-        covered=up.covered, waiting=up.waiting, timed_out=timeouts.timed_out, state=state,
+        covered=up.covered, nominate=_nominations(up.upcoming_homes, cluster.nodes, removals, policy),
+        waiting=up.waiting, timed_out=timeouts.timed_out, state=state,
         degraded=degraded, malformed=malformed,
         next_at_s=now if state is not given and state != given else earliest(
             timeouts.next_at_s, up.next_at_s, down.next_at_s, repaired),
     )
+
+
+def _nominations(homes: Sequence[tuple[Pod, str]], nodes: Sequence[Node], removals: Sequence[Removal],
+                 policy: Policy) -> tuple[tuple[str, str], ...]:
+    """The covered pods to nominate (`Plan.nominate`), in pod order: those placed on a registered node still
+    starting (not a template of a request), not nominated yet, the node not removed by this plan. Pods alike (the
+    same requests, constraints, namespace and labels: any of them fits where another was placed) get the places
+    their placement found oldest pod first, on the earliest-created node first — the node ordered for a pod goes to
+    the pod that has waited longest, not to the first in name order."""
+    if not policy.nominate_pods or not homes:
+        return ()
+    created = {n.name: n.created_s or 0.0 for n in nodes if not n.deleting}
+    for removal in removals:
+        created.pop(removal.node, None)
+    alike: dict[tuple[object, ...], list[tuple[Pod, str]]] = {}
+    for pod, node in homes:
+        if node in created:
+            key = (pod.requests, pod.constraints, pod.namespace, tuple(sorted(pod.labels.items())), pod.priority)
+            alike.setdefault(key, []).append((pod, node))
+    out: list[tuple[str, str]] = []
+    for placed in alike.values():
+        places = [node for _, node in placed]
+        for pod, _ in placed:  # a pod nominated already keeps its place if the placement has one there
+            if pod.nominated_node is not None and pod.nominated_node in places:
+                places.remove(pod.nominated_node)
+        pods = sorted((pod for pod, _ in placed if pod.nominated_node is None),
+                      key=lambda p: (p.created_s or 0.0, p.key))
+        places.sort(key=lambda n: (created[n], n))
+        out += zip((p.key for p in pods), places, strict=False)  # as many places as pods, or more
+    return tuple(sorted(out))
 
 
 def _malformed(blocked: Sequence[NodeVerdict]) -> tuple[PodVerdict, ...]:

@@ -103,6 +103,10 @@ class Plan:
     unplaceable: tuple[PodVerdict, ...] = ()
     covered: tuple[PodVerdict, ...] = ()
     """Pending pods that existing or upcoming capacity will take: no scale-up needed for them."""
+    nominate: tuple[tuple[str, str], ...] = ()
+    """(pod `namespace/name`, node): covered pods this decision expects on a registered node that is still starting,
+    with no `status.nominatedNodeName` yet. The loop writes the node there (KEP-5278, `Policy.nominate_pods`), so
+    kube-scheduler keeps that node's room for them against newer pods of equal or lower priority."""
     waiting: tuple[PodVerdict, ...] = ()
     """Pending pods not acted on yet (batching delay, scheduling gates, expendable priority)."""
     timed_out: tuple[TimedOut, ...] = ()

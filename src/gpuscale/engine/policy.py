@@ -156,6 +156,11 @@ class Policy:
     scale_down_lost_gpu_minutes_per_hour: float = 30.0
     """Each pool's lost-work budget: GPU-minutes of work (GPUs × time since the last checkpoint) that moving
     checkpointed GPU jobs may lose per sliding hour (D38; a pool may set its own)."""
+    nominate_pods: bool = True
+    """Write `status.nominatedNodeName` on pending pods expected on a registered node that is still starting
+    (KEP-5278, on by default in kube-scheduler since 1.35): kube-scheduler then keeps that node's room for them, so a
+    newer pod does not take the node ordered for an older one that sits in backoff (D50; CA does not: `ca-defaults`
+    turns it off)."""
     scale_down_replace_with_cheaper: bool = True
     """Consolidation onto cheaper nodes (D48): the removal simulation takes the candidates of the pools with the
     dearest nodes first, so a small job on a big node may move to an empty node of a cheaper pool, which then stays,

@@ -1090,6 +1090,8 @@ class ScaleUpResult:
     table: WhatIf
     """The what-if table with covered pods placed and chosen new nodes appended (their pods placed)."""
     totals: Totals
+    upcoming_homes: tuple[tuple[Pod, str], ...] = ()
+    """Covered pods placed on an upcoming row, with that row's node name (a registered node's, or a template's)."""
     next_at_s: float | None = None
     """When this result next matters with no change to its inputs but the clock: a waited-on pod is old enough, or
     a pool's backoff ends (None: neither)."""
@@ -1114,6 +1116,8 @@ def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, 
     existing = place_units(table, live, ceiling=ceiling) if live else Placement(table)  # most late-week decisions
     covered = [PodVerdict(pod=p.key, reasons=_COVERED[bool(upcoming_rows[existing.rows[p.key]])])
                for u in existing.placed for p in u.pods]
+    homes = tuple((p, existing.table.nodes[row].name) for u in existing.placed for p in u.pods
+                  if upcoming_rows[row := existing.rows[p.key]])
     table = existing.table
     remaining = list(existing.leftover)
     scale_ups, remaining, table, totals = _scale_up_rounds(remaining, table, pools, blocked_pools, totals, policy,
@@ -1132,7 +1136,8 @@ def plan_scale_up(*, cluster: Cluster, table: WhatIf, upcoming_rows: BoolArray, 
     unplaceable = _unplaceable_verdicts(remaining, dead, split, position, pools, blocked_pools, totals, policy,
                                         fits, why, _TemplateDevices(table.dra))
     return ScaleUpResult(scale_ups=tuple(scale_ups), covered=tuple(covered), waiting=tuple(candidates.waiting),
-                         unplaceable=unplaceable, table=table, totals=totals, next_at_s=next_at)
+                         unplaceable=unplaceable, table=table, totals=totals, upcoming_homes=homes,
+                         next_at_s=next_at)
 
 
 def _scale_up_rounds(remaining: list[Unit], table: WhatIf, pools: Sequence[NodePool], blocked: Mapping[str, Reason],

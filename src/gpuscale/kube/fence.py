@@ -68,6 +68,14 @@ class FencedWriter:
         _check(self._allowed, f"evict {pod_key}")
         return self.inner.evict(pod_key)
 
+    def nominate(self, pod_key: str, node: str) -> bool:
+        _check(self._allowed, f"nominate {pod_key}")
+        return self.inner.nominate(pod_key, node)
+
+    def clear_nomination(self, pod_key: str, node: str) -> bool:
+        _check(self._allowed, f"clear nomination {pod_key}")
+        return self.inner.clear_nomination(pod_key, node)
+
 
 class FencedEvents:
     def __init__(self, inner: EventSink, allowed: Allowed, *, redirect: Mapping[tuple[str, str], str] | None = None

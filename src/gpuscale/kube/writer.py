@@ -5,6 +5,8 @@ patch that carries `metadata.resourceVersion`, so a concurrent change (the node 
 cordoning) makes the API server answer 409 and the write is redone on the fresh object instead of overwriting it.
 `spec.taints` has no merge key, so the list is replaced as a whole — hence the optimistic concurrency. Writing what is
 already there sends nothing. Evictions go through the Eviction API only; a pod is never deleted directly.
+Nominations (`status.nominatedNodeName`) are written the same way on the pod's status, from a fresh read, and not
+retried on a conflict: the pod changed (bound, nominated by the scheduler), and the next decision looks again.
 """
 
 from __future__ import annotations
@@ -72,6 +74,38 @@ class KubeWriter:
 
     def unmark_to_be_deleted(self, node: str) -> None:
         self._update_node(node, lambda ts, u: ([t for t in ts if t.get("key") != TO_BE_DELETED_TAINT], False))
+
+    def _nominated(self, pod_key: str, expect: str | None, to: str | None) -> bool:
+        """Set the pod's nomination to `to` if the pod is unbound and nominated to `expect` (None: nowhere)."""
+        namespace, _, name = pod_key.partition("/")
+        read_raw: Callable[..., Any] = self._core.read_namespaced_pod
+        try:
+            resp = read_raw(name, namespace, _preload_content=False)
+        except ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        try:
+            obj = json.loads(resp.data)
+        finally:
+            resp.release_conn()
+        if (obj.get("spec") or {}).get("nodeName") or (obj.get("status") or {}).get("nominatedNodeName") != expect:
+            return False
+        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                "status": {"nominatedNodeName": to}}
+        try:
+            self._core.patch_namespaced_pod_status(name, namespace, body)
+        except ApiException as err:
+            if err.status in (404, 409):
+                return False
+            raise
+        return True
+
+    def nominate(self, pod_key: str, node: str) -> bool:
+        return self._nominated(pod_key, None, node)
+
+    def clear_nomination(self, pod_key: str, node: str) -> bool:
+        return self._nominated(pod_key, node, None)
 
     def evict(self, pod_key: str) -> EvictionOutcome:
         namespace, _, name = pod_key.partition("/")

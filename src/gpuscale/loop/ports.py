@@ -86,6 +86,16 @@ class ClusterWriter(Protocol):
         """Evict `namespace/name` through the Eviction API (PDBs respected). Never deletes the pod directly."""
         ...
 
+    def nominate(self, pod_key: str, node: str) -> bool:
+        """Write `status.nominatedNodeName: node` on the pending pod `namespace/name` if it is still unbound and
+        nominated nowhere (KEP-5278: a component never overwrites another's nomination). True if written."""
+        ...
+
+    def clear_nomination(self, pod_key: str, node: str) -> bool:
+        """Remove the pod's `status.nominatedNodeName` if it still names `node` and the pod is unbound (the component
+        that nominated is the one that clears). True if cleared."""
+        ...
+
 
 class NodeProvider(Protocol):
     """The cloud side: node pools that grow and shrink. Node names are Kubernetes Node names."""

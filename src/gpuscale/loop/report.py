@@ -24,6 +24,8 @@ class Action(StrEnum):
     UNMARK_TO_BE_DELETED = "unmark-to-be-deleted"
     EVICT = "evict"
     EMIT_EVENT = "emit-event"
+    NOMINATE = "nominate"
+    CLEAR_NOMINATION = "clear-nomination"
     UPDATE_PROVISIONING_REQUEST = "update-provisioning-request"
 
 
@@ -74,6 +76,8 @@ class TickReport:
     """Scale-downs given up (drain past the graceful-termination bound, or provider refused): node unmarked, kept."""
     unmarked_orphans: tuple[str, ...] = ()
     """`ToBeDeleted` taints left by an earlier process (first tick only), removed."""
+    nominated: tuple[tuple[str, str], ...] = ()
+    """(pod, node): `status.nominatedNodeName` written this tick (`Plan.nominate`)."""
     errors: tuple[ActionError, ...] = ()
     next_at_s: float | None = None
     """When the next tick next matters with no change to the cluster (Unix s): the plan's `next_at_s`, or `now_s`

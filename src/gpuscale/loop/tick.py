@@ -98,6 +98,7 @@ class _Acts:
     deleted: list[str] = field(default_factory=list)
     abandoned: list[str] = field(default_factory=list)
     unmarked_orphans: list[str] = field(default_factory=list)
+    nominated: list[tuple[str, str]] = field(default_factory=list)
     errors: list[ActionError] = field(default_factory=list)
 
     def acted(self) -> bool:
@@ -110,7 +111,12 @@ class _Acts:
                           timed_out=tuple(self.timed_out), marked_unneeded=tuple(self.marked_unneeded),
                           cleared_unneeded=tuple(self.cleared_unneeded), drains_started=tuple(self.drains_started),
                           evictions=tuple(self.evictions), deleted=tuple(self.deleted), abandoned=tuple(self.abandoned),
-                          unmarked_orphans=tuple(self.unmarked_orphans), errors=tuple(self.errors))
+                          unmarked_orphans=tuple(self.unmarked_orphans), nominated=tuple(self.nominated),
+                          errors=tuple(self.errors))
+
+
+def _collect(into: list[bool], call: Callable[[str, str], bool], key: str, node: str) -> None:
+    into.append(call(key, node))
 
 
 class Autoscaler:
@@ -135,6 +141,8 @@ class Autoscaler:
         self._any_degraded = False
         self._malformed = ev.EventLimiter(self.settings.not_triggered_event_interval_s)
         self._synced_once = False
+        self._nominated: dict[str, str] = {}
+        """Pod → node: the nominations this process wrote and has not seen end (bound, gone, changed, cleared)."""
 
     def use_pools(self, pools: Sequence[NodePool]) -> None:
         """Decide with these pools from the next tick on (the provider discovered its node groups again). What the
@@ -180,6 +188,8 @@ class Autoscaler:
             self._progress_drains(snapshot, now, acts)
         for removal in plan.scale_down:
             self._remove(removal, now, acts)
+        if plan.nominate or self._nominated:
+            self._nominate(plan, snapshot, acts)
         # what the next decision reads changed here (provider, engine state): it may act at once
         changed = self.state is not plan.state or acts.acted()
         report = acts.report(now, plan, now if changed else plan.next_at_s)
@@ -240,6 +250,30 @@ class Autoscaler:
         gpu = any(r.code is ReasonCode.GPU_INIT_TIMEOUT for r in item.reasons)
         kind = FailureKind.GPU_INIT_TIMEOUT if gpu else FailureKind.PROVISION_TIMEOUT
         self.state = record_failure(self.state, item.pool, kind, now, self.policy, message)
+
+    def _nominate(self, plan: Plan, snapshot: Snapshot, acts: _Acts) -> None:
+        """KEP-5278: write the plan's nominations, and clear this process's own once their node is going (removed,
+        timed out, deleted). A nomination that ended otherwise (the pod bound or gone, another component's node on
+        it now) is forgotten without a write. Each write reads the pod afresh (`ClusterWriter.nominate`): one that
+        kube-scheduler cleared after a failed attempt is written again, one the watch has not shown yet is not."""
+        if self._nominated:
+            going = {r.node for r in plan.scale_down} | {t.node for t in plan.timed_out if t.node is not None}
+            live = {n.name for n in snapshot.cluster.nodes if not n.deleting} - going
+            pods = {p.key: p for p in snapshot.cluster.pods if p.key in self._nominated}
+            for key, node in list(self._nominated.items()):
+                pod = pods.get(key)
+                if pod is None or pod.node_name is not None or pod.nominated_node not in (None, node):
+                    del self._nominated[key]
+                elif node not in live:
+                    del self._nominated[key]
+                    self._attempt(acts, Action.CLEAR_NOMINATION, key,
+                                  partial(self.writer.clear_nomination, key, node))
+        for key, node in plan.nominate:  # again after kube-scheduler cleared it (a failed attempt)
+            written: list[bool] = []
+            if self._attempt(acts, Action.NOMINATE, key, partial(_collect, written, self.writer.nominate, key, node)) \
+                    and written[0]:
+                self._nominated[key] = node
+                acts.nominated.append((key, node))
 
     def _scale_up(self, items: Sequence[ScaleUp], snapshot: Snapshot, now: float, acts: _Acts) -> None:
         sizes: dict[str, int] | None = None  # counted at the first scale-up: most ticks have none

@@ -261,6 +261,13 @@ class SimCluster:
     def unmark_to_be_deleted(self, node: str) -> None:
         self._set_taint(node, TO_BE_DELETED_TAINT, None, TaintEffect.NO_SCHEDULE, cordon=False)
 
+    def nominate(self, pod_key: str, node: str) -> bool:
+        """Not modelled: the twin's scheduler keeps no room for nominated pods (docs/twin.md), so nothing is written."""
+        return False
+
+    def clear_nomination(self, pod_key: str, node: str) -> bool:
+        return False
+
     def evict(self, pod_key: str) -> EvictionOutcome:
         """The Eviction API: refused (429) while a budget covering the pod allows no disruption."""
         pod = self.pods.get(pod_key)
