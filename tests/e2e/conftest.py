@@ -109,7 +109,8 @@ def core_v1(api_client: client.ApiClient) -> client.CoreV1Api:
 
 @pytest.fixture
 def namespace(core_v1: client.CoreV1Api) -> Iterator[str]:
-    """A fresh namespace (with its default ServiceAccount, so pods can be created); deleted afterwards."""
+    """A fresh namespace (with its default ServiceAccount, so pods can be created); deleted afterwards, its pods at
+    once."""
     ns = core_v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(generate_name="e2e-")))
     name: str = ns.metadata.name
 
@@ -125,6 +126,9 @@ def namespace(core_v1: client.CoreV1Api) -> Iterator[str]:
     wait_for(has_default_sa, 30, desc=f"ServiceAccount {name}/default")
     yield name
     ignore_status(404, core_v1.delete_namespace, name)
+    # The namespace goes in the background, for seconds (longer while CRDs are being installed); its pods go now, so
+    # no pending pod of this test is still there for the next test's controller to scale up for.
+    ignore_status(404, core_v1.delete_collection_namespaced_pod, name, grace_period_seconds=0)
 
 
 @pytest.fixture
