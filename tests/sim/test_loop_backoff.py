@@ -50,16 +50,18 @@ class _Calls:
 
 def test_a_backed_off_pool_decides_again_when_its_backoff_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _Calls()
-    skipping = run.simulate(SETUP, run.TwinPolicy(name="p", policy=POLICY), decide=calls)
+    twin_policy = run.TwinPolicy(name="p", policy=POLICY)
+    skipping = run.simulate(SETUP, twin_policy, decide=calls)
     assert skipping.stockouts == 1 and skipping.backoffs == 1 and skipping.scale_ups == 1
     [(failed_at, _)] = [(t, p) for t, p in calls.plans if p.scale_up][:1]
     [(ordered_at, _)] = [(t, p) for t, p in calls.plans if p.scale_up][1:]
     assert failed_at == 100.0 + POLICY.batch_idle_s  # the pod's batch window closes (D39), not at the 110 s scan
     until = failed_at + POLICY.backoff_initial_s
     assert ordered_at == until  # woken when the backoff ends, between two scans
+    scan = failed_at + twin_policy.settings.scan_interval_s  # the scans move on with the woken decision
     between = [t for t, _ in calls.plans if failed_at < t < until]
-    assert between == [110.0]  # once after the refusal (the scan that backed the pool off), then quiet
-    assert [p.next_at_s for t, p in calls.plans if t == 110.0] == [until]
+    assert between == [scan]  # once after the refusal (the scan that backed the pool off), then quiet
+    assert [p.next_at_s for t, p in calls.plans if t == scan] == [until]
 
     monkeypatch.setattr(run._Loop, "_needed", lambda self: True)
     every = run.simulate(SETUP, run.TwinPolicy(name="p", policy=POLICY))

@@ -50,3 +50,19 @@ def test_a_burst_between_scans_is_one_decision_at_its_window_end() -> None:
 def test_ca_defaults_decides_at_the_scans_only() -> None:
     [(at, plan)] = _scale_ups(preset_policy("ca-defaults"))
     assert at == 110.0 and [(s.pool, len(s.pods)) for s in plan.scale_up] == [("cpu", 3)]
+
+
+def test_the_next_scan_comes_a_scan_interval_after_a_woken_decision() -> None:
+    """As the controller's loop sleeps `scan_interval_s` after every tick: the burst's decision moves the scans on."""
+    times: list[float] = []
+
+    def recorded(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, chosen: Policy,
+                 now: float) -> Plan:
+        times.append(now)
+        return decide(snapshot, pools, state, chosen, now)
+
+    twin_policy = run.TwinPolicy(name="p", policy=preset_policy("gpuscale"))
+    run.simulate(SETUP, twin_policy, decide=recorded)
+    woken, interval = 103.8 + Policy().batch_idle_s, twin_policy.settings.scan_interval_s
+    after = [t for t in times if t > woken - 1e-6]
+    assert abs(after[0] - woken) < 1e-6 and abs(after[1] - (woken + interval)) < 1e-6, times[:16]

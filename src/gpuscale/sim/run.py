@@ -2,7 +2,8 @@
 
 The autoscaler ticks every `scan_interval_s` of simulated time, as Cluster Autoscaler does; with a batch window
 (`Policy.batch_idle_s`, D39) it also decides when the scheduler marks a pod Unschedulable and at the time the last
-decision said it next matters, as the controller's watch wakes it. A tick that cannot act
+decision said it next matters, as the controller's watch wakes it, and the next scan comes `scan_interval_s` after
+that decision, as the controller's loop sleeps after each tick. A tick that cannot act
 differently from the last one is skipped: nothing in the cluster changed since the last tick, no drain is in flight,
 and the time the last tick said it next matters (`TickReport.next_at_s`: a backoff, deadline, delay, recheck or
 protection ends; at once after a tick that acted) has not come — then `decide` would plan as it did, so skipping it
@@ -202,6 +203,8 @@ class _Loop:
         (the controller's watch trigger, D39); CA (no batch window) decides on the scan only."""
         self.next_scan_s = 0.0
         self._woken: tuple[float, Handle] | None = None
+        self._scan: Handle | None = None
+        """The next scan (`tick`), moved on by each decision."""
         self._models = {p.name: p.gpu_model for p in autoscaler.pools}
         """A fallback is worth noting when the pool scaled offers the GPU model of a pool that is backed off."""
 
@@ -213,12 +216,15 @@ class _Loop:
         return self.next_at_s is not None and self.next_at_s <= self.sim.now
 
     def tick(self) -> None:
-        """The scan: every `interval_s`."""
+        """The scan: `interval_s` after the last decision, as the controller's loop sleeps that long after each tick
+        (a woken one too)."""
+        if self._scan is not None:
+            self._scan.cancel()
         self.next_scan_s = self.sim.now + self.interval_s
         self._run()
         if self.react and self.wake_at_s is not None and self.wake_at_s > self.sim.now:
             self._wake(self.wake_at_s)  # before the next scan: a batch closes, a backoff or delay ends
-        self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
+        self._scan = self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
 
     def unschedulable(self) -> None:
         """The scheduler marked a pod Unschedulable: with a batch window the controller's watch wakes it at once
@@ -237,9 +243,7 @@ class _Loop:
 
     def _woke(self) -> None:
         self._woken = None
-        self._run()
-        if self.wake_at_s is not None and self.wake_at_s > self.sim.now:
-            self._wake(self.wake_at_s)
+        self.tick()
 
     def _run(self) -> None:
         if self._needed():
