@@ -9,12 +9,13 @@ needed a new node, the node start-up chain, and the target check: p95 pending→
 of the chain. Then replays the same pools, jobs and measured start-up samples in the twin and prints its prediction.
 
     PYTHONPATH=src:tests/e2e GPUSCALE_K8S_BIN=... .venv/bin/python bench/replay.py [--seed 42] [--pods 135]
-        [--compress 120] [--boot 60] [--unneeded 120] [--record run.json]
+        [--compress 120] [--boot 60] [--unneeded 120] [--no-nominations] [--record run.json]
     PYTHONPATH=src:tests/e2e .venv/bin/python bench/replay.py --from run.json   # a recorded run: figures, twin
 
 `--record` writes the run (jobs with one pod each, what was recorded of every node and pod) as JSON; `--from` reads
-one back and computes the same figures and the twin's prediction without a control plane (the same `--unneeded` and
-`--boot` must be given as when it was recorded).
+one back and computes the same figures and the twin's prediction without a control plane (the same `--unneeded`,
+`--boot` and `--no-nominations` must be given as when it was recorded; tests/e2e/data/replay-day.json was recorded
+before nominations, D50, so it takes `--no-nominations`).
 """
 
 from __future__ import annotations
@@ -77,20 +78,23 @@ def main() -> int:
     parser.add_argument("--gpu-register", type=float, default=GPU_REGISTER_S,
                         help="kwok node Ready → GPUs registered, seconds (default 5)")
     parser.add_argument("--unneeded", type=float, default=120.0, help="unneeded time and delay after add (120)")
+    parser.add_argument("--no-nominations", action="store_true",
+                        help="nominate_pods off (D50): the policy before nominations")
     parser.add_argument("--record", type=Path, help="write the run (inputs and recorded objects) here as JSON")
     parser.add_argument("--from", dest="source", type=Path, help="a run written by --record: no control plane")
     args = parser.parse_args()
     if args.pods < 1 or args.compress <= 0 or args.boot < 0 or args.unneeded < 0:
         print("replay: --pods must be ≥ 1, --compress > 0, --boot and --unneeded ≥ 0", file=sys.stderr)
         return 2
-    config, initial = replay_config(args.unneeded)
+    config, initial = replay_config(args.unneeded, nominate_pods=not args.no_nominations)
     jobs = day_jobs(args.seed, args.pods, args.compress)
     kwok = KwokSettings(default=KwokProfile(ready_after_s=args.boot, gpu_register_after_s=args.gpu_register))
     print(f"default scenario seed {args.seed}: {len(jobs)} jobs, {sum(j.pods for j in jobs)} pods "
           f"({sum(j.pods for j in jobs if j.requests.get('nvidia.com/gpu'))} GPU), a day compressed {args.compress:g}× "
           f"into {86_400 / args.compress:.0f} s; kwok boot {args.boot:g} s + GPUs {args.gpu_register:g} s; "
           f"unneeded time and delay after add {args.unneeded:g} s; scan {config.scan_interval_s:g} s, batch window "
-          f"{config.policy.batch_idle_s:g} s / {config.policy.batch_max_s:g} s", flush=True)
+          f"{config.policy.batch_idle_s:g} s / {config.policy.batch_max_s:g} s; nominations "
+          f"{'on' if config.policy.nominate_pods else 'off'}", flush=True)
     started = time.monotonic()
     if args.source:
         run = run_from_json(json.loads(args.source.read_text()))

@@ -91,12 +91,13 @@ def day_jobs(seed: int, pods: int, compress: float) -> list[JobSpec]:
                   key=lambda j: (j.submit_s, j.name))
 
 
-def replay_config(unneeded_s: float) -> tuple[Config, dict[str, int]]:
+def replay_config(unneeded_s: float, *, nominate_pods: bool = True) -> tuple[Config, dict[str, int]]:
     """The default scenario's pools and policy (the `gpuscale` preset keeps them as they are) with every unneeded
-    time and the delay after a scale-up at `unneeded_s`; and its initial nodes."""
+    time and the delay after a scale-up at `unneeded_s`, and nominations as `nominate_pods` says; and its initial
+    nodes."""
     setup, config = load_scenario("default")
     policy = replace(config.policy, scale_down_unneeded_time_s=unneeded_s, scale_down_gpu_unneeded_time_s=unneeded_s,
-                     scale_down_delay_after_add_s=unneeded_s)
+                     scale_down_delay_after_add_s=unneeded_s, nominate_pods=nominate_pods)
     return replace(config, policy=policy), dict(setup.initial_nodes)
 
 

@@ -11,6 +11,14 @@ ordered for it): the twin counts those failures too (`sim.scheduler`, `_woken`),
 −0.7 to +4.3 s of the measured. The bounds are 8 % on cost, 10 % on GPU-hours, 5 s on p95 and 8 s on the new-node p95,
 about 1.5-2× the largest deviation seen, and far inside what a wrong twin gives (a +73 % cost from dropped scale-down
 settings, issue 28; a new-node p95 4-8 s short before the twin counted hint-woken failures).
+
+The 21-pod run has nominations (D50) off, in the real run and in the twin alike. kwok registers the gang's four A100
+nodes' GPUs within milliseconds; kube-scheduler retries every waiting pod on each of those events, a nominated pod
+whose node is not usable yet fails and loses its nomination, and its node can go to another pod before the loop
+writes it again: in two of three runs that cost one more A100 node (+20 %), a millisecond race the twin's 1-second
+passes do not show (docs/notebook/2026-12-07-replay-and-nominations.md). This test checks the twin; `bench/replay.py`
+measures the default, nominations on, on the whole day. Three runs so (2026-12-07, machine under load): cost
+0.966-0.984, provisioned 0.952-0.987, allocated 1.001-1.029, p95 −1.8 s, new-node p95 −1.4 to −4.4 s.
 """
 
 from __future__ import annotations
@@ -57,7 +65,7 @@ def replay_namespace(api_client: client.ApiClient, core_v1: client.CoreV1Api) ->
 
 def test_a_real_run_replayed_in_the_twin_predicts_cost_gpu_hours_and_p95(
         api_client: client.ApiClient, replay_namespace: str) -> None:
-    config, initial = replay_config(UNNEEDED_S)
+    config, initial = replay_config(UNNEEDED_S, nominate_pods=False)  # see the module's docstring
     jobs = day_jobs(SEED, PODS, COMPRESS)
     assert {j.kind for j in jobs} == {"training", "batch"} and any(j.pods > 1 for j in jobs), jobs
     run = run_real(api_client, config, jobs, kwok=KWOK, initial=initial, namespace=replay_namespace, timeout_s=150,
@@ -82,16 +90,17 @@ DAY_UNNEEDED_S = 120.0
 DAY_KWOK = KwokSettings(default=KwokProfile(ready_after_s=60.0, gpu_register_after_s=5.0))
 DAY_COST_TOLERANCE, DAY_PROVISIONED_TOLERANCE, DAY_ALLOCATED_TOLERANCE = 0.04, 0.04, 0.02
 DAY_P95_TOLERANCE_S = 5.0
-"""The twin on this recording (2026-12-03, at 2f3dfe8, on a quiet machine): cost 0.987, provisioned GPU-hours 0.992
-and allocated 0.998 of the measured, p95 pending→running 71.3 s against 70.0 s, new-node pods 74.9 s against 77.0 s.
-The bounds are about 2-3 times those deviations (docs/benchmarks.md)."""
+"""The recording was made on 2026-12-03 at 2f3dfe8, before nominations (D50), so it is replayed with them off. The
+twin on it (2026-12-07, with the scan moved on by each woken decision): cost 0.996, provisioned GPU-hours 1.006 and
+allocated 0.998 of the measured, p95 pending→running 70.6 s against 70.0 s, new-node pods 75.9 s against 77.0 s.
+The bounds are about 2-4 times the deviations of the twin before that change (cost 0.987, new-node −2.1 s)."""
 
 
 def test_the_recorded_day_replayed_in_the_twin_predicts_cost_gpu_hours_and_p95() -> None:
     """The same check on the recorded day, without a control plane: deterministic, so a change to the twin that
     moves its prediction away from what the real control plane did fails here."""
     run = run_from_json(json.loads(RECORDED.read_text()))
-    config, _ = replay_config(DAY_UNNEEDED_S)
+    config, _ = replay_config(DAY_UNNEEDED_S, nominate_pods=False)  # the policy the recording ran under (before D50)
     measured, chain = measure(run, config.pools)
     assert measured.new_node.n >= 20 and len(run.jobs) > 100, measured
     predicted = twin_figures(twin_replay(run, config, measured_profiles(run, config.pools, DAY_KWOK)))
