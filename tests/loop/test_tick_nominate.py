@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gpuscale.controller import report_fields
 from gpuscale.engine.policy import Policy
+from gpuscale.loop.report import Action
 from gpuscale.loop.tick import Autoscaler
 from tests.fakes import T0, FakeClock, FakeCluster, FakeEvents, FakeProvider, make_pool, node_of, owned_pod
 
@@ -78,3 +81,26 @@ def test_a_nomination_kube_scheduler_cleared_after_a_failed_attempt_is_written_a
     clock.advance(1)
     assert scaler.tick().nominated == (("default/job", "a100-1"),)
     assert cluster.pods["default/job"].nominated_node == "a100-1" and len(_calls(cluster, "nominate")) == 2
+
+
+def test_a_nomination_not_written_is_not_remembered_and_a_failed_write_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster([node_of(A100, "a100-1", created_s=T0 - 30, ready=False)],
+                          [owned_pod("job", gpus=4, created_s=T0 - 60)])
+    scaler, clock, _ = _autoscaler(cluster)
+    monkeypatch.setattr(cluster, "nominate", lambda key, node: False)  # the pod changed under the read
+    report = scaler.tick()
+    assert report.nominated == () and report.ok
+
+    def refused(key: str, node: str) -> bool:
+        raise ConnectionError("apiserver went away")
+
+    monkeypatch.setattr(cluster, "nominate", refused)
+    clock.advance(5)
+    report = scaler.tick()
+    assert report.nominated == () and [(e.action, e.target) for e in report.errors] == [
+        (Action.NOMINATE, "default/job")]
+    del cluster.nodes["a100-1"]
+    clock.advance(5)
+    scaler.tick()
+    assert _calls(cluster, "clear_nomination") == []  # none of its own to clear

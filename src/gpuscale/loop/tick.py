@@ -115,10 +115,6 @@ class _Acts:
                           errors=tuple(self.errors))
 
 
-def _collect(into: list[bool], call: Callable[[str, str], bool], key: str, node: str) -> None:
-    into.append(call(key, node))
-
-
 class Autoscaler:
     """One autoscaler: the ports, the pools and policy, and what persists between ticks (engine state, drains)."""
 
@@ -209,6 +205,16 @@ class Autoscaler:
             return False
         return True
 
+    def _wrote(self, acts: _Acts, action: Action, target: str, call: Callable[[], bool]) -> bool:
+        """`call()`'s answer (whether it wrote); False after recording its error, as `_attempt` does."""
+        answer = False
+
+        def run() -> None:
+            nonlocal answer
+            answer = call()
+
+        return self._attempt(acts, action, target, run) and answer
+
     def _emit(self, acts: _Acts, kind: str, key: str, event_type: EventType, reason: str, message: str) -> None:
         self._attempt(acts, Action.EMIT_EVENT, f"{kind} {key}",
                       partial(self.events.emit, kind, key, event_type, reason, message))
@@ -269,9 +275,7 @@ class Autoscaler:
                     self._attempt(acts, Action.CLEAR_NOMINATION, key,
                                   partial(self.writer.clear_nomination, key, node))
         for key, node in plan.nominate:  # again after kube-scheduler cleared it (a failed attempt)
-            written: list[bool] = []
-            if self._attempt(acts, Action.NOMINATE, key, partial(_collect, written, self.writer.nominate, key, node)) \
-                    and written[0]:
+            if self._wrote(acts, Action.NOMINATE, key, partial(self.writer.nominate, key, node)):
                 self._nominated[key] = node
                 acts.nominated.append((key, node))
 
