@@ -16,9 +16,9 @@ The 21-pod run has nominations (D50) off, in the real run and in the twin alike.
 nodes' GPUs within milliseconds; kube-scheduler retries every waiting pod on each of those events, a nominated pod
 whose node is not usable yet fails and loses its nomination, and its node can go to another pod before the loop
 writes it again: in two of three runs that cost one more A100 node (+20 %), which the twin, modelling no
-nominations, cannot show (docs/notebook/2026-12-07-replay-and-nominations.md). This test checks the twin; `bench/replay.py`
-measures the default, nominations on, on the whole day. Three runs so (2026-12-07, machine under load): cost
-0.966-0.984, provisioned 0.952-0.987, allocated 1.001-1.029, p95 −1.8 s, new-node p95 −1.4 to −4.4 s.
+nominations, cannot show (docs/notebook/2026-12-07-replay-and-nominations.md). This test checks the twin;
+`bench/replay.py` measures the default, nominations on, on the whole day. Three runs so (2026-12-07, machine under
+load): cost 0.966-0.984, provisioned 0.952-0.987, allocated 1.001-1.029, p95 −1.8 s, new-node p95 −1.4 to −4.4 s.
 """
 
 from __future__ import annotations
