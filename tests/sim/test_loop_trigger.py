@@ -28,7 +28,8 @@ SETUP = run.TwinSetup(name="trigger", pools=(CloudPool(pool=CPU, profile=PROFILE
                       seed=1, jobs=BURST)
 
 
-def _scale_ups(policy: Policy) -> list[tuple[float, Plan]]:
+def _decisions(policy: Policy) -> list[tuple[float, Plan]]:
+    """Every decision of the twin run under `policy`: its time and plan."""
     plans: list[tuple[float, Plan]] = []
 
     def recorded(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, chosen: Policy,
@@ -38,7 +39,11 @@ def _scale_ups(policy: Policy) -> list[tuple[float, Plan]]:
         return plan
 
     run.simulate(SETUP, run.TwinPolicy(name="p", policy=policy), decide=recorded)
-    return [(t, p) for t, p in plans if p.scale_up]
+    return plans
+
+
+def _scale_ups(policy: Policy) -> list[tuple[float, Plan]]:
+    return [(t, p) for t, p in _decisions(policy) if p.scale_up]
 
 
 def test_a_burst_between_scans_is_one_decision_at_its_window_end() -> None:
@@ -54,15 +59,8 @@ def test_ca_defaults_decides_at_the_scans_only() -> None:
 
 def test_the_next_scan_comes_a_scan_interval_after_a_woken_decision() -> None:
     """As the controller's loop sleeps `scan_interval_s` after every tick: the burst's decision moves the scans on."""
-    times: list[float] = []
-
-    def recorded(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, chosen: Policy,
-                 now: float) -> Plan:
-        times.append(now)
-        return decide(snapshot, pools, state, chosen, now)
-
-    twin_policy = run.TwinPolicy(name="p", policy=preset_policy("gpuscale"))
-    run.simulate(SETUP, twin_policy, decide=recorded)
-    woken, interval = 103.8 + Policy().batch_idle_s, twin_policy.settings.scan_interval_s
+    times = [t for t, _ in _decisions(preset_policy("gpuscale"))]
+    woken = 103.8 + Policy().batch_idle_s
+    interval = run.TwinPolicy(name="p", policy=preset_policy("gpuscale")).settings.scan_interval_s
     after = [t for t in times if t > woken - 1e-6]
     assert abs(after[0] - woken) < 1e-6 and abs(after[1] - (woken + interval)) < 1e-6, times[:16]

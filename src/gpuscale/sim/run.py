@@ -201,10 +201,9 @@ class _Loop:
         self.react = autoscaler.policy.batch_idle_s > 0
         """Decide when a pod turns Unschedulable and when the last decision said it next matters, besides the scan
         (the controller's watch trigger, D39); CA (no batch window) decides on the scan only."""
-        self.next_scan_s = 0.0
         self._woken: tuple[float, Handle] | None = None
         self._scan: Handle | None = None
-        """The next scan (`tick`), moved on by each decision."""
+        """The next scan (`tick`), `interval_s` after the last decision; None before the first."""
         self._models = {p.name: p.gpu_model for p in autoscaler.pools}
         """A fallback is worth noting when the pool scaled offers the GPU model of a pool that is backed off."""
 
@@ -220,11 +219,10 @@ class _Loop:
         (a woken one too)."""
         if self._scan is not None:
             self._scan.cancel()
-        self.next_scan_s = self.sim.now + self.interval_s
+        self._scan = self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
         self._run()
         if self.react and self.wake_at_s is not None and self.wake_at_s > self.sim.now:
             self._wake(self.wake_at_s)  # before the next scan: a batch closes, a backoff or delay ends
-        self._scan = self.sim.after(self.interval_s, Priority.AUTOSCALER, self.tick)
 
     def unschedulable(self) -> None:
         """The scheduler marked a pod Unschedulable: with a batch window the controller's watch wakes it at once
@@ -235,7 +233,7 @@ class _Loop:
 
     def _wake(self, at: float) -> None:
         """One extra decision at `at`, unless the scan or an earlier wake comes first."""
-        if at >= self.next_scan_s or (self._woken is not None and self._woken[0] <= at):
+        if self._scan is None or at >= self._scan.time or (self._woken is not None and self._woken[0] <= at):
             return
         if self._woken is not None:
             self._woken[1].cancel()
