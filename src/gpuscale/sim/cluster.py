@@ -262,11 +262,19 @@ class SimCluster:
         self._set_taint(node, TO_BE_DELETED_TAINT, None, TaintEffect.NO_SCHEDULE, cordon=False)
 
     def nominate(self, pod_key: str, node: str) -> bool:
-        """Not modelled: the twin's scheduler keeps no room for nominated pods (docs/twin.md), so nothing is written."""
-        return False
+        """`status.nominatedNodeName` written on a pending pod not nominated yet (as `KubeWriter.nominate`): the
+        scheduler then holds room there for it (`SimScheduler._room_for`)."""
+        return self._nominated(pod_key, None, node)
 
     def clear_nomination(self, pod_key: str, node: str) -> bool:
-        return False
+        return self._nominated(pod_key, node, None)
+
+    def _nominated(self, pod_key: str, expect: str | None, to: str | None) -> bool:
+        pod = self.pods.get(pod_key)
+        if pod is None or pod.node_name is not None or pod.nominated_node != expect:
+            return False
+        self.put_pod(replaced(pod, nominated_node=to))
+        return True
 
     def evict(self, pod_key: str) -> EvictionOutcome:
         """The Eviction API: refused (429) while a budget covering the pod allows no disruption."""

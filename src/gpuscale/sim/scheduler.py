@@ -34,6 +34,10 @@
 - Gangs (pods of one pod group) are placed all-or-nothing once all members exist, on a trial copy of the arrays.
 - Preemption: a pod that fits nowhere may evict lower-priority pods on one node — the node where the victims' highest
   priority is lowest, then the fewest victims — as DefaultPreemption does. Gang members do not preempt.
+- Nominations (`status.nominatedNodeName`, which the autoscaler writes: D50): a nominated pod is tried in full, its
+  nominated node first (taken when feasible), and while the nomination stands the pods of its priority or lower see
+  that node without the nominated pod's requests (kube-scheduler's `RunFilterPluginsWithNominatedPods`). A failed
+  attempt clears the nomination, as kube-scheduler does when preemption finds no victims.
 - A pod that cannot be placed gets `PodScheduled=False/Unschedulable` (`Pod.unschedulable`), exactly when the real
   scheduler would set it: after an attempt.
 
@@ -232,6 +236,13 @@ class SimScheduler:
         at the first pass after one is, then kept in step with binds, removals and node changes."""
         self._ports = HostPorts()
         """The host ports of the bound pods, per node (NodePorts), kept in step with binds and removals."""
+        self._nominated: dict[str, Pod] = {}
+        """The pending pods nominated to a node (`status.nominatedNodeName`, written by the autoscaler), by key. Each
+        holds room on its node against the pods of its priority or lower (`_room_for`), as kube-scheduler's filters
+        count nominated pods; kept as pods join, change in and leave the pending pods."""
+        self._released = False
+        """A nomination went in the pass running: a kind that failed earlier in it is tried again (its pods may fit
+        in the room the nominated pod held)."""
         self._claims_seen = False
         """Some pod using PersistentVolumeClaims was seen (pending or bound): the volume filters then get `_volumes`."""
         self._volumes: VolumeState | None = None
@@ -310,6 +321,13 @@ class SimScheduler:
         self.request_pass()
 
     def pending_changed(self, before: Pod | None, after: Pod | None) -> None:
+        if before is not None and self._nominated.pop(before.key, None) is not None:
+            held = before.nominated_node or ""
+            if after is None or after.nominated_node != held:
+                self._room_changed(held)
+                self._released = True
+        if after is not None and after.nominated_node is not None:
+            self._nominated[after.key] = after
         if before is not None:
             self._count_class(self._request(before.requests), -1)
             if (entry := self._queued.pop(before.key, None)) is not None and self._queue_order is not None:
@@ -684,21 +702,31 @@ class SimScheduler:
         failed: set[int] = set()
         woken, self._woken = self._woken, set()
         gangs: dict[str, list[Pod]] = {}
+        self._released = False
         for _, pod, kind in self._queue():
+            if self._released:  # a nomination went: the room it held may take the kinds that failed before
+                self._released = False
+                for other in failed:
+                    self._still_failing.pop(other, None)
+                failed.clear()
             if pod.scheduling_gated or pod.deleting:
                 continue
             if pod.group is not None:
                 gangs.setdefault(pod.group.key, []).append(pod)
                 continue
-            if self._topology is not None and self._depends_on_placed(pod, self._topology):
-                # its kind's other pods may differ in labels and namespace, and a bind may satisfy its affinity:
-                # no shortcut holds, so it is tried in full and leaves no mark for its kind
+            held_back = (kind in self._still_failing and kind not in failed and kind not in woken
+                         and pod.key in self._stamps)  # by kube-scheduler's queueing hints: not tried
+            if ((self._topology is not None and self._depends_on_placed(pod, self._topology))
+                    or (pod.nominated_node is not None and not held_back)):
+                # its kind's other pods may differ in labels and namespace, and a bind may satisfy its affinity; or
+                # the room its nominated node holds for it is no other pod's: no shortcut holds, so it is tried in
+                # full and leaves no mark for its kind
                 if not self._place(pod) and not self._preempt(pod):
                     self._failed(pod)
                     self._mark_unschedulable(pod)
                 continue
             if kind in failed or kind in self._still_failing:
-                if kind in failed or kind in woken or pod.key not in self._stamps:
+                if not held_back:
                     self._failed(pod)  # tried: a pod of its kind just failed, an event woke it, or never tried
                 else:
                     self._skipped(pod)  # kube-scheduler's queueing hint keeps it unschedulable: not tried
@@ -802,9 +830,11 @@ class SimScheduler:
             self._queue_order.sort()  # nearly sorted: the moved pods form runs
 
     def _mark_unschedulable(self, pod: Pod) -> None:
+        """The pod failed an attempt: it is marked Unschedulable, and a nomination it had is cleared (kube-scheduler
+        clears it when preemption finds no victims, and the autoscaler's watch wakes on that as on the mark)."""
         self.attempts += 1
-        if not pod.unschedulable:
-            self._cluster.put_pod(replaced(pod, unschedulable=True))
+        if not pod.unschedulable or pod.nominated_node is not None:
+            self._cluster.put_pod(replaced(pod, unschedulable=True, nominated_node=None))
             self._on_unschedulable(pod)
 
     def _feasible(self, pod: Pod, free: IntArray, free_pods: IntArray,
@@ -952,11 +982,38 @@ class SimScheduler:
         return int(any(alloc[col] <= 0 for col in self._fit_cols))
 
     def _place(self, pod: Pod) -> bool:
-        mask = self._feasible(pod, self._free, self._free_pods)
+        """Bind `pod` where it fits, counting the room nominated pods hold: its nominated node when that is feasible
+        (kube-scheduler evaluates it first and takes it as found), else the node the scoring chooses."""
+        free, free_pods = self._room_for(pod)
+        mask = self._feasible(pod, free, free_pods)
         if not np.count_nonzero(mask):
             return False
-        self._bind(pod, *self._choose(pod, mask, self._free))
+        row = self._row.get(pod.nominated_node or "")
+        if row is not None and mask[row]:
+            need = self._request(pod.requests).need
+            devices = self._devices
+            self._bind(pod, row, devices.best_fit(row, need) if devices is not None and need and devices.count[row]
+                       else ())
+        else:
+            self._bind(pod, *self._choose(pod, mask, free))
         return True
+
+    def _room_for(self, pod: Pod) -> tuple[IntArray, IntArray]:
+        """The free room `pod` sees: the rows' free capacity less what the other pods nominated there at its
+        priority or higher request (kube-scheduler's `RunFilterPluginsWithNominatedPods`). No copy while no pod is
+        nominated."""
+        held = [other for key, other in self._nominated.items()
+                if key != pod.key and other.priority >= pod.priority and other.nominated_node in self._row]
+        if not held:
+            return self._free, self._free_pods
+        free, free_pods = self._free.copy(), self._free_pods.copy()
+        for other in held:
+            row = self._row[other.nominated_node or ""]
+            for name, amount in other.requests.items:  # a resource no node has yet (its GPUs unregistered) holds none
+                if (col := self._col.get(name)) is not None:
+                    free[row, col] -= amount
+            free_pods[row] -= 1
+        return free, free_pods
 
     def _bind(self, pod: Pod, row: int, gpus: tuple[int, ...] = ()) -> None:
         node = self._cluster.nodes[self._names[row]]
