@@ -13,7 +13,8 @@ from gpuscale.engine.state import EngineState
 from gpuscale.engine.whatif.store import IncrementalStore
 from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod
+from gpuscale.model.pod import Pod, SchedulingConstraints
+from gpuscale.model.selectors import LabelSelector, PodAffinityTerm
 from tests.fakes import T0, make_pool, node_of, owned_pod
 
 A100 = make_pool("gpu-training-a100", gpus=8, cpu=95_000, max_size=8)
@@ -76,9 +77,34 @@ def test_the_node_ordered_first_goes_to_the_pod_that_has_waited_longest_whatever
     assert plan.nominate == (("default/aa-new", "a100-a"), ("default/zz-old", "a100-z"))
 
 
-def test_a_pod_nominated_already_keeps_its_node_and_the_others_take_the_rest_oldest_first() -> None:
+def test_a_pod_nominated_already_moves_when_an_older_pod_is_matched_to_its_node() -> None:
     first = node_of(A100, "a100-1", created_s=T0 - 50, ready=False)
     second = node_of(A100, "a100-2", created_s=T0 - 20, ready=False)
     kept = replace(_gpu_pod("kept", 8), created_s=T0 - 5, nominated_node="a100-1")
     old = replace(_gpu_pod("old", 8), created_s=T0 - 300)
-    assert _plan([first, second], [kept, old]).nominate == (("default/old", "a100-2"),)
+    assert _plan([first, second], [kept, old]).nominate == (("default/kept", "a100-2"), ("default/old", "a100-1"))
+    settled = replace(kept, nominated_node="a100-2"), replace(old, nominated_node="a100-1")
+    assert _plan([first, second], settled).nominate == ()  # matched where they are: nothing to write
+
+
+def test_an_older_pod_placed_on_a_requested_node_takes_the_registered_nodes_place_first() -> None:
+    """The placement packs by name here (equal sizes), so it puts the newer pod on the registered node and the older
+    one on the node only requested; the registered node, the first to come up, is matched to the older pod."""
+    starting = node_of(A100, "a100-1", created_s=T0 - 30, ready=False)
+    request = UpcomingNode(pool="gpu-training-a100", request_id="r-1", requested_s=T0 - 10)
+    new = replace(_gpu_pod("aa-new", 8), created_s=T0 - 20)
+    old = replace(_gpu_pod("zz-old", 8), created_s=T0 - 400)
+    plan = _plan([starting], [new, old], upcoming=[request])
+    assert plan.scale_up == () and plan.nominate == (("default/zz-old", "a100-1"),)
+
+
+def test_pods_of_other_labels_share_the_room_unless_some_pod_places_by_labels() -> None:
+    first = node_of(A100, "a100-1", created_s=T0 - 50, ready=False)
+    second = node_of(A100, "a100-2", created_s=T0 - 20, ready=False)
+    new = replace(_gpu_pod("aa-new", 8), created_s=T0 - 10, labels={"job": "a"})
+    old = replace(_gpu_pod("zz-old", 8), created_s=T0 - 300, labels={"job": "z"})
+    assert _plan([first, second], [new, old]).nominate == (("default/aa-new", "a100-2"), ("default/zz-old", "a100-1"))
+    apart = SchedulingConstraints(tolerations=new.constraints.tolerations, pod_anti_affinity=(PodAffinityTerm(
+        selector=LabelSelector(match_labels=(("job", "elsewhere"),)), topology_key="kubernetes.io/hostname"),))
+    placed = _plan([first, second], [replace(new, constraints=apart), old]).nominate  # each keeps its own place
+    assert placed == (("default/aa-new", "a100-1"), ("default/zz-old", "a100-2"))

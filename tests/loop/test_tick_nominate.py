@@ -104,3 +104,19 @@ def test_a_nomination_not_written_is_not_remembered_and_a_failed_write_is_report
     clock.advance(5)
     scaler.tick()
     assert _calls(cluster, "clear_nomination") == []  # none of its own to clear
+
+
+def test_its_own_nomination_moves_when_an_older_pod_is_matched_to_that_node() -> None:
+    nodes = [node_of(A100, "a100-1", created_s=T0 - 50, ready=False),
+             node_of(A100, "a100-2", created_s=T0 - 20, ready=False)]
+    cluster = FakeCluster(nodes, [owned_pod("new", gpus=8, created_s=T0 - 10)])
+    scaler, clock, _ = _autoscaler(cluster)
+    assert scaler.tick().nominated == (("default/new", "a100-1"),)
+    cluster.pods["default/old"] = owned_pod("old", gpus=8, created_s=T0 - 300)
+    clock.advance(5)
+    assert scaler.tick().nominated == (("default/new", "a100-2"), ("default/old", "a100-1"))
+    assert _calls(cluster, "clear_nomination") == [("clear_nomination", "default/new", "a100-1")]
+    assert {k: cluster.pods[k].nominated_node for k in ("default/new", "default/old")} == {
+        "default/new": "a100-2", "default/old": "a100-1"}
+    clock.advance(5)
+    assert scaler.tick().nominated == () and len(_calls(cluster, "clear_nomination")) == 1

@@ -33,8 +33,9 @@ from gpuscale.engine.whatif.facts import NodeFacts
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.store import ReferenceStore, Store
 from gpuscale.engine.whatif.world import Excluded, World, build_world
+from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod
+from gpuscale.model.pod import Pod, depends_on_placed
 from gpuscale.model.pool import NodePool
 from gpuscale.model.resources import PODS, is_gpu_resource
 
@@ -331,7 +332,7 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     return Plan(
         scale_up=scale_ups, scale_down=removals, blocked=tuple(blocked), unneeded=down.unneeded,
         mark_unneeded=down.mark_unneeded, clear_unneeded=down.clear_unneeded, unplaceable=up.unplaceable,
-        covered=up.covered, nominate=_nominations(up.upcoming_homes, cluster.nodes, removals, policy),
+        covered=up.covered, nominate=_nominations(up.upcoming_homes, cluster, removals, policy),
         waiting=up.waiting, timed_out=timeouts.timed_out, state=state,
         degraded=degraded, malformed=malformed,
         next_at_s=now if state is not given and state != given else earliest(
@@ -339,33 +340,49 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     )
 
 
-def _nominations(homes: Sequence[tuple[Pod, str]], nodes: Sequence[Node], removals: Sequence[Removal],
+def _nominations(homes: Sequence[tuple[Pod, str]], cluster: Cluster, removals: Sequence[Removal],
                  policy: Policy) -> tuple[tuple[str, str], ...]:
-    """The covered pods to nominate (`Plan.nominate`), in pod order: those placed on a registered node still
-    starting (not a template of a request), not nominated yet, the node not removed by this plan. Pods alike (the
-    same requests, constraints, namespace and labels: any of them fits where another was placed) get the places
-    their placement found oldest pod first, on the earliest-created node first — the node ordered for a pod goes to
-    the pod that has waited longest, not to the first in name order."""
+    """The nominations to write (`Plan.nominate`), in pod order: pods the placement puts on upcoming capacity, matched
+    oldest first to the registered nodes still starting (not a template of a request, not removed by this plan),
+    earliest-created node first, as kube-scheduler's queue would hand them out if the nodes came up in that order.
+
+    The placement packs pods in its own order (priority, size, name), so its homes alone would give a node ordered
+    early to a newer pod and leave an older one waiting for a node ordered later; held for the newer pod, that node
+    would then keep the older one off it. So the pods whose placement is interchangeable (the same constraints,
+    namespace and priority, and the same labels when some pod's place depends on other pods') share the room their
+    placement found on those nodes: each pod, oldest first, takes the earliest-created node where that room still has
+    its requests. A pod matched to another node than its nomination names is listed (the loop moves its own); a pod
+    nominated to any other node is left alone (kube-scheduler's preemption or another component named it)."""
     if not policy.nominate_pods or not homes:
         return ()
-    created = {n.name: n.created_s or 0.0 for n in nodes if not n.deleting}
+    created = {n.name: n.created_s or 0.0 for n in cluster.nodes if not n.deleting}
     for removal in removals:
         created.pop(removal.node, None)
-    alike: dict[tuple[object, ...], list[tuple[Pod, str]]] = {}
+    labelled = any(depends_on_placed(p) for p in cluster.pods)
+    groups: dict[tuple[object, ...], list[tuple[Pod, str]]] = {}
     for pod, node in homes:
-        if node in created:
-            key = (pod.requests, pod.constraints, pod.namespace, tuple(sorted(pod.labels.items())), pod.priority)
-            alike.setdefault(key, []).append((pod, node))
+        if pod.nominated_node is None or pod.nominated_node in created:
+            key = (pod.constraints, pod.namespace, pod.priority,
+                   tuple(sorted(pod.labels.items())) if labelled else ())
+            groups.setdefault(key, []).append((pod, node))
     out: list[tuple[str, str]] = []
-    for placed in alike.values():
-        places = [node for _, node in placed]
-        for pod, _ in placed:  # a pod nominated already keeps its place if the placement has one there
-            if pod.nominated_node is not None and pod.nominated_node in places:
-                places.remove(pod.nominated_node)
-        pods = sorted((pod for pod, _ in placed if pod.nominated_node is None),
-                      key=lambda p: (p.created_s or 0.0, p.key))
-        places.sort(key=lambda n: (created[n], n))
-        out += zip((p.key for p in pods), places, strict=False)  # as many places as pods, or more
+    for placed in groups.values():
+        room: dict[str, dict[str, int]] = {}
+        for pod, node in placed:
+            if node in created:
+                free = room.setdefault(node, {})
+                for name, amount in pod.requests.items:
+                    free[name] = free.get(name, 0) + amount
+        order = sorted(room, key=lambda n: (created[n], n))
+        for pod in sorted((p for p, _ in placed), key=lambda p: (p.created_s or 0.0, p.key)):
+            for node in order:
+                free = room[node]
+                if all(free.get(name, 0) >= amount for name, amount in pod.requests.items):
+                    for name, amount in pod.requests.items:
+                        free[name] -= amount
+                    if pod.nominated_node != node:
+                        out.append((pod.key, node))
+                    break
     return tuple(sorted(out))
 
 

@@ -258,14 +258,15 @@ class Autoscaler:
         self.state = record_failure(self.state, item.pool, kind, now, self.policy, message)
 
     def _nominate(self, plan: Plan, snapshot: Snapshot, acts: _Acts) -> None:
-        """KEP-5278: write the plan's nominations, and clear this process's own once their node is going (removed,
-        timed out, deleted). A nomination that ended otherwise (the pod bound or gone, another component's node on
-        it now) is forgotten without a write. Each write reads the pod afresh (`ClusterWriter.nominate`): one that
-        kube-scheduler cleared after a failed attempt is written again, one the watch has not shown yet is not."""
+        """KEP-5278: write the plan's nominations (moving this process's own where the plan moves them), and clear
+        its own once their node is going (removed, timed out, deleted). A nomination that ended otherwise (the pod
+        bound or gone, another component's node on it now) is forgotten without a write. Each write reads the pod
+        afresh (`ClusterWriter.nominate`): one that kube-scheduler cleared after a failed attempt is written again,
+        one the watch has not shown yet is not."""
+        pods = {p.key: p for p in snapshot.cluster.pods if p.key in self._nominated} if self._nominated else {}
         if self._nominated:
             going = {r.node for r in plan.scale_down} | {t.node for t in plan.timed_out if t.node is not None}
             live = {n.name for n in snapshot.cluster.nodes if not n.deleting} - going
-            pods = {p.key: p for p in snapshot.cluster.pods if p.key in self._nominated}
             for key, node in list(self._nominated.items()):
                 pod = pods.get(key)
                 if pod is None or pod.node_name is not None or pod.nominated_node not in (None, node):
@@ -275,6 +276,9 @@ class Autoscaler:
                     self._attempt(acts, Action.CLEAR_NOMINATION, key,
                                   partial(self.writer.clear_nomination, key, node))
         for key, node in plan.nominate:  # again after kube-scheduler cleared it (a failed attempt)
+            if (mine := self._nominated.pop(key, node)) != node and pods[key].nominated_node == mine:
+                self._attempt(acts, Action.CLEAR_NOMINATION, key,  # the plan moved the pod: its old place goes first
+                              partial(self.writer.clear_nomination, key, mine))
             if self._wrote(acts, Action.NOMINATE, key, partial(self.writer.nominate, key, node)):
                 self._nominated[key] = node
                 acts.nominated.append((key, node))
