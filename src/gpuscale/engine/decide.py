@@ -33,11 +33,10 @@ from gpuscale.engine.whatif.facts import NodeFacts
 from gpuscale.engine.whatif.model import WhatIf
 from gpuscale.engine.whatif.store import ReferenceStore, Store
 from gpuscale.engine.whatif.world import Excluded, World, build_world
-from gpuscale.model.cluster import Cluster
 from gpuscale.model.node import Node
-from gpuscale.model.pod import Pod, depends_on_placed
+from gpuscale.model.pod import Pod
 from gpuscale.model.pool import NodePool
-from gpuscale.model.resources import PODS, is_gpu_resource
+from gpuscale.model.resources import PODS, Resources, is_gpu_resource
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -332,7 +331,8 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     return Plan(
         scale_up=scale_ups, scale_down=removals, blocked=tuple(blocked), unneeded=down.unneeded,
         mark_unneeded=down.mark_unneeded, clear_unneeded=down.clear_unneeded, unplaceable=up.unplaceable,
-        covered=up.covered, nominate=_nominations(up.upcoming_homes, cluster, removals, policy),
+        covered=up.covered,
+        nominate=_nominations(up.upcoming_homes, cluster.nodes, removals, policy, pods.depends_on_placed),
         waiting=up.waiting, timed_out=timeouts.timed_out, state=state,
         degraded=degraded, malformed=malformed,
         next_at_s=now if state is not given and state != given else earliest(
@@ -340,8 +340,8 @@ def decide(snapshot: Snapshot, pools: Sequence[NodePool], state: EngineState, po
     )
 
 
-def _nominations(homes: Sequence[tuple[Pod, str]], cluster: Cluster, removals: Sequence[Removal],
-                 policy: Policy) -> tuple[tuple[str, str], ...]:
+def _nominations(homes: Sequence[tuple[Pod, str]], nodes: Sequence[Node], removals: Sequence[Removal],
+                 policy: Policy, labelled: bool) -> tuple[tuple[str, str], ...]:
     """The nominations to write (`Plan.nominate`), in pod order: pods the placement puts on upcoming capacity, matched
     oldest first to the registered nodes still starting (not a template of a request, not removed by this plan),
     earliest-created node first, as kube-scheduler's queue would hand them out if the nodes came up in that order.
@@ -352,13 +352,13 @@ def _nominations(homes: Sequence[tuple[Pod, str]], cluster: Cluster, removals: S
     namespace and priority, and the same labels when some pod's place depends on other pods') share the room their
     placement found on those nodes: each pod, oldest first, takes the earliest-created node where that room still has
     its requests. A pod matched to another node than its nomination names is listed (the loop moves its own); a pod
-    nominated to any other node is left alone (kube-scheduler's preemption or another component named it)."""
+    nominated to any other node is left alone (kube-scheduler's preemption or another component named it).
+    `labelled`: some pod's place depends on other pods' (`PodIndex.depends_on_placed`)."""
     if not policy.nominate_pods or not homes:
         return ()
-    created = {n.name: n.created_s or 0.0 for n in cluster.nodes if not n.deleting}
+    created = {n.name: n.created_s or 0.0 for n in nodes if not n.deleting}
     for removal in removals:
         created.pop(removal.node, None)
-    labelled = any(depends_on_placed(p) for p in cluster.pods)
     groups: dict[tuple[object, ...], list[tuple[Pod, str]]] = {}
     for pod, node in homes:
         if pod.nominated_node is None or pod.nominated_node in created:
@@ -367,19 +367,15 @@ def _nominations(homes: Sequence[tuple[Pod, str]], cluster: Cluster, removals: S
             groups.setdefault(key, []).append((pod, node))
     out: list[tuple[str, str]] = []
     for placed in groups.values():
-        room: dict[str, dict[str, int]] = {}
+        room: dict[str, Resources] = {}
         for pod, node in placed:
             if node in created:
-                free = room.setdefault(node, {})
-                for name, amount in pod.requests.items:
-                    free[name] = free.get(name, 0) + amount
+                room[node] = room.get(node, Resources()) + pod.requests
         order = sorted(room, key=lambda n: (created[n], n))
         for pod in sorted((p for p, _ in placed), key=lambda p: (p.created_s or 0.0, p.key)):
             for node in order:
-                free = room[node]
-                if all(free.get(name, 0) >= amount for name, amount in pod.requests.items):
-                    for name, amount in pod.requests.items:
-                        free[name] -= amount
+                if not pod.requests.shortfalls(room[node]):
+                    room[node] -= pod.requests
                     if pod.nominated_node != node:
                         out.append((pod.key, node))
                     break
